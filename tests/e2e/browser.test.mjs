@@ -1,0 +1,394 @@
+// Browser end-to-end test: the search page in headless Chromium against `jikji serve`,
+// compared with the native `jikji search`.
+//
+// Run: tests/e2e/run.sh   (or: node --test tests/e2e/browser.test.mjs)
+//
+// Environment:
+//   JIKJI_BIN            jikji binary (default: target/release/jikji)
+//   JIKJI_E2E_BUNDLE     bundle folder (default: the first bundles/*/ holding a manifest.json)
+//   JIKJI_E2E_MODEL      model folder (default: models/e5-small)
+//   JIKJI_E2E_WEB        page folder (default: web)
+//   JIKJI_E2E_PKG        wasm-pack output (default: pkg)
+//   JIKJI_E2E_QUERIES    JSON array of queries (default: 學而時習之, to be or not to be, 메밀꽃 필 무렵)
+//   JIKJI_E2E_READY_MS   how long to wait for the model to load (default: 600000)
+//   CHROMIUM_PATH        browser (default: /usr/bin/chromium)
+// Relative paths are taken from the repository root.
+
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { execFile, spawn } from "node:child_process";
+import { existsSync, readdirSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { chromium } from "playwright-core";
+
+const execFileP = promisify(execFile);
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+const fromRoot = (p) => path.resolve(ROOT, p);
+
+function defaultBundle() {
+  const dir = fromRoot("bundles");
+  if (!existsSync(dir)) return fromRoot("bundles/e2e");
+  const found = readdirSync(dir, { withFileTypes: true })
+    .filter((d) => d.isDirectory() && existsSync(path.join(dir, d.name, "manifest.json")))
+    .map((d) => d.name)
+    .sort();
+  return found.length ? path.join(dir, found[0]) : fromRoot("bundles/e2e");
+}
+
+const BIN = fromRoot(process.env.JIKJI_BIN || "target/release/jikji");
+const BUNDLE = process.env.JIKJI_E2E_BUNDLE ? fromRoot(process.env.JIKJI_E2E_BUNDLE) : defaultBundle();
+const MODEL = fromRoot(process.env.JIKJI_E2E_MODEL || "models/e5-small");
+const WEB = fromRoot(process.env.JIKJI_E2E_WEB || "web");
+const PKG = fromRoot(process.env.JIKJI_E2E_PKG || "pkg");
+const CHROMIUM = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
+const QUERIES = process.env.JIKJI_E2E_QUERIES
+  ? JSON.parse(process.env.JIKJI_E2E_QUERIES)
+  : ["學而時習之", "to be or not to be", "메밀꽃 필 무렵"];
+const READY_MS = Number(process.env.JIKJI_E2E_READY_MS) || 600_000;
+const SEARCH_MS = 120_000;
+const TOP = 3;
+
+const log = (...a) => console.error(...a);
+
+// ---------------------------------------------------------------- helpers
+
+function preflight() {
+  const missing = [];
+  if (!existsSync(BIN)) missing.push(`jikji binary ${BIN} (cargo build --release -p jikji-builder, or set JIKJI_BIN)`);
+  if (!existsSync(path.join(BUNDLE, "manifest.json")))
+    missing.push(`bundle ${BUNDLE}/manifest.json (set JIKJI_E2E_BUNDLE)`);
+  if (!existsSync(path.join(PKG, "jikji_engine.js")))
+    missing.push(`${PKG}/jikji_engine.js (wasm-pack build engine-wasm --target web --out-dir ../pkg)`);
+  for (const f of ["model.onnx", "tokenizer.json"])
+    if (!existsSync(path.join(MODEL, f))) missing.push(`model file ${MODEL}/${f} (set JIKJI_E2E_MODEL)`);
+  if (!existsSync(path.join(WEB, "index.html"))) missing.push(`${WEB}/index.html`);
+  if (!existsSync(CHROMIUM)) missing.push(`Chromium at ${CHROMIUM} (apt-get install -y chromium, or set CHROMIUM_PATH)`);
+  if (missing.length) throw new Error(`e2e prerequisites missing:\n  - ${missing.join("\n  - ")}`);
+}
+
+/** Start `jikji serve` on a free port; resolves {url, proc} once it prints its address. */
+function startServer() {
+  const args = ["serve", BUNDLE, "--addr", "127.0.0.1:0", "--web", WEB, "--pkg", PKG, "--model", MODEL];
+  log(`[e2e] ${BIN} ${args.join(" ")}`);
+  const proc = spawn(BIN, args, { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+  createInterface({ input: proc.stderr }).on("line", (l) => log(`[server] ${l}`));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      proc.kill();
+      reject(new Error("jikji serve did not print 'listening on http://...' within 120 s"));
+    }, 120_000);
+    createInterface({ input: proc.stdout }).on("line", (line) => {
+      const m = /listening on (https?:\/\/\S+)/.exec(line);
+      if (m) {
+        clearTimeout(timer);
+        resolve({ url: m[1].replace(/\/$/, ""), proc });
+      } else {
+        log(`[server] ${line}`);
+      }
+    });
+    proc.on("error", (e) => {
+      clearTimeout(timer);
+      reject(new Error(`cannot start ${BIN}: ${e.message}`));
+    });
+    proc.on("exit", (code, signal) => {
+      clearTimeout(timer);
+      reject(new Error(`jikji serve exited early (code ${code}, signal ${signal})`));
+    });
+  });
+}
+
+const nativeCache = new Map();
+
+/** Hits from the native CLI: `jikji search BUNDLE q --mode M --top-k K --json`. */
+async function nativeSearch(query, mode, topK = TOP) {
+  const key = JSON.stringify([query, mode, topK]);
+  if (!nativeCache.has(key)) {
+    const args = ["search", BUNDLE, query, "--mode", mode, "--top-k", String(topK), "--json"];
+    const { stdout } = await execFileP(BIN, args, { cwd: ROOT, maxBuffer: 256 << 20 });
+    let parsed;
+    try {
+      parsed = JSON.parse(stdout);
+    } catch (e) {
+      throw new Error(`jikji search printed no JSON (${e.message}): ${stdout.slice(0, 500)}`);
+    }
+    const obj = Array.isArray(parsed) ? parsed.find((o) => o.query === query) ?? parsed[0] : parsed;
+    assert.ok(obj && Array.isArray(obj.hits), `unexpected jikji search output: ${stdout.slice(0, 500)}`);
+    nativeCache.set(key, obj.hits);
+  }
+  return nativeCache.get(key);
+}
+
+function forwardConsole(page, label, pageErrors) {
+  page.on("console", (m) => {
+    if (m.type() === "error" || m.type() === "warning") {
+      const where = m.worker() ? " (worker)" : "";
+      log(`[browser:${label} ${m.type()}${where}] ${m.text()}`);
+    }
+  });
+  page.on("pageerror", (e) => {
+    log(`[browser:${label} pageerror] ${e.stack || e.message}`);
+    pageErrors?.push(e);
+  });
+  page.on("requestfailed", (r) => log(`[browser:${label} request failed] ${r.url()}: ${r.failure()?.errorText}`));
+  page.on("response", (r) => {
+    if (r.status() >= 400) log(`[browser:${label} HTTP ${r.status()}] ${r.url()}`);
+  });
+}
+
+async function waitForState(page, states, timeout) {
+  const want = Array.isArray(states) ? states : [states];
+  try {
+    await page.waitForFunction(
+      (want) => want.includes(document.body.dataset.state) || document.body.dataset.state === "error",
+      want,
+      { timeout, polling: 250 },
+    );
+  } catch (e) {
+    const st = await page.evaluate(() => ({
+      state: document.body.dataset.state,
+      status: document.querySelector("#status")?.textContent,
+      progress: document.querySelector("#progress-label")?.textContent,
+    }));
+    throw new Error(`page did not reach ${want.join("|")} within ${timeout} ms: ${JSON.stringify(st)}`);
+  }
+  const state = await page.evaluate(() => document.body.dataset.state);
+  if (!want.includes(state)) {
+    const err = await page.textContent("#error");
+    throw new Error(`page went to state ${state} while waiting for ${want.join("|")}: ${err}`);
+  }
+  return state;
+}
+
+/** Type a query, press Enter, wait for the results of exactly that query in `mode`. */
+async function searchInPage(page, query, mode, { requestedMode = mode } = {}) {
+  await page.check(`input[name="mode"][value="${requestedMode}"]`);
+  await page.fill("#q", query);
+  await page.press("#q", "Enter");
+  await page.waitForFunction(
+    ([q, mode]) => {
+      const r = document.querySelector("#results");
+      return r.dataset.query === q && r.dataset.mode === mode && r.dataset.status !== "";
+    },
+    [query.trim(), mode],
+    { timeout: SEARCH_MS, polling: 100 },
+  );
+  const status = await page.getAttribute("#results", "data-status");
+  if (status !== "done") throw new Error(`search "${query}" (${mode}) failed in the page: ${await page.textContent("#error")}`);
+  return page.$$eval("#results [data-chunk-id]", (els) =>
+    els.map((e) => {
+      const text = e.querySelector(".hit-text");
+      return {
+        id: e.dataset.chunkId,
+        rank: Number(e.dataset.rank),
+        score: Number(e.dataset.score),
+        text: text ? text.textContent : null,
+        textChildren: text ? text.children.length : -1,
+      };
+    }),
+  );
+}
+
+function assertSameTop(pageHits, nativeHits, what) {
+  const got = pageHits.slice(0, TOP);
+  const want = nativeHits.slice(0, TOP);
+  const fmt = (hs) => hs.map((h) => `${h.id} (${h.score})`).join(", ") || "(none)";
+  assert.deepEqual(
+    got.map((h) => String(h.id)),
+    want.map((h) => String(h.id)),
+    `${what}: top-${TOP} ids differ\n  browser: ${fmt(got)}\n  native:  ${fmt(want)}`,
+  );
+  for (let i = 0; i < got.length; i++) {
+    const a = got[i].score;
+    const b = Number(want[i].score);
+    assert.ok(
+      Math.abs(a - b) <= 1e-3 * Math.max(1, Math.abs(b)),
+      `${what}: score of ${got[i].id} differs: browser ${a}, native ${b}`,
+    );
+    assert.equal(got[i].rank, i + 1, `${what}: rank shown for ${got[i].id}`);
+  }
+}
+
+// ---------------------------------------------------------------- tests
+
+describe("Jikji search page in Chromium", { timeout: READY_MS + 20 * 60_000 }, () => {
+  let server;
+  let context;
+  let profileDir;
+  let page;
+  const pageErrors = [];
+  let releaseModel = () => {};
+  let modelRequestsHeld = 0;
+  let fallbackShown = false; // a hybrid query was answered with BM25 before the model loaded
+
+  before(
+    async () => {
+      preflight();
+      server = await startServer();
+      log(`[e2e] server at ${server.url}`);
+      profileDir = await mkdtemp(path.join(tmpdir(), "jikji-e2e-chromium-"));
+      context = await chromium.launchPersistentContext(profileDir, {
+        executablePath: CHROMIUM,
+        headless: true,
+        args: [
+          "--no-sandbox",
+          "--disable-gpu",
+          "--disable-quic",
+          "--no-first-run",
+          "--disable-background-networking",
+          "--disable-component-update",
+          "--disable-sync",
+        ],
+      });
+      // Hold the model download until the BM25 checks are done.
+      const gate = new Promise((r) => (releaseModel = r));
+      await context.route("**/model/**", async (route) => {
+        modelRequestsHeld++;
+        await gate;
+        await route.continue().catch(() => {});
+      });
+      page = context.pages()[0] ?? (await context.newPage());
+      forwardConsole(page, "main", pageErrors);
+    },
+    { timeout: 300_000 },
+  );
+
+  after(async () => {
+    releaseModel();
+    await context?.close().catch((e) => log(`[e2e] closing the browser: ${e.message}`));
+    if (profileDir) await rm(profileDir, { recursive: true, force: true }).catch(() => {});
+    if (server?.proc && server.proc.exitCode === null) server.proc.kill();
+  });
+
+  test("BM25 results appear before the model has loaded", { timeout: 300_000 }, async () => {
+    await page.goto(`${server.url}/?k=${TOP}`);
+    const state = await waitForState(page, ["bm25-ready", "ready"], 240_000);
+    const held = modelRequestsHeld > 0;
+    log(`[e2e] state ${state}; model requests held by the test: ${modelRequestsHeld}`);
+    const q = QUERIES[0];
+    const hits = await searchInPage(page, q, "bm25");
+    assert.ok(hits.length > 0, `no BM25 results for ${q}`);
+    assertSameTop(hits, await nativeSearch(q, "bm25"), `bm25 "${q}"`);
+    if (held) {
+      // Still loading: the model is held back, so the state must not be ready yet.
+      assert.equal(await page.evaluate(() => document.body.dataset.state), "bm25-ready");
+      // Hybrid asked before the model is there: the page shows BM25 results and says so.
+      const fallback = await searchInPage(page, q, "bm25", { requestedMode: "hybrid" });
+      assert.ok(fallback.length > 0);
+      assert.equal(await page.isVisible("#notice"), true, "fallback notice shown");
+      fallbackShown = true;
+      assert.equal(await page.isVisible("#model-progress"), true, "model progress bar shown");
+    } else {
+      log("[e2e] warning: the model download could not be held back; the pre-model state was not checked");
+    }
+  });
+
+  test("the model loads and the page becomes ready", { timeout: READY_MS + 60_000 }, async () => {
+    releaseModel();
+    const t0 = Date.now();
+    await waitForState(page, "ready", READY_MS);
+    log(`[e2e] model loaded in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+    await context.unroute("**/model/**");
+    // The pending hybrid query is re-run once the model is there.
+    if (fallbackShown) {
+      await page.waitForFunction(() => document.querySelector("#results").dataset.mode === "hybrid", null, {
+        timeout: SEARCH_MS,
+      });
+      assert.equal(await page.isVisible("#notice"), false, "fallback notice hidden once the model is ready");
+    }
+    assert.equal(await page.isVisible("#model-progress"), false, "progress bar hidden when ready");
+  });
+
+  for (const q of QUERIES) {
+    test(`hybrid top-${TOP} equals the native CLI: ${q}`, { timeout: SEARCH_MS * 2 }, async () => {
+      const [hits, native] = await Promise.all([searchInPage(page, q, "hybrid"), nativeSearch(q, "hybrid")]);
+      log(`[e2e] "${q}": ${hits.map((h) => h.id).join(", ")}`);
+      assertSameTop(hits, native, `hybrid "${q}"`);
+      // Chunk text is shown verbatim, as text.
+      for (let i = 0; i < Math.min(hits.length, native.length); i++) {
+        assert.equal(hits[i].textChildren, 0, `chunk ${hits[i].id}: its text element holds no elements`);
+        if (String(hits[i].id) === String(native[i].id)) {
+          assert.equal(hits[i].text, native[i].text, `chunk ${hits[i].id}: text shown as in the bundle`);
+        }
+      }
+    });
+  }
+
+  test("dense mode runs in the page", { timeout: SEARCH_MS * 2 }, async () => {
+    const q = QUERIES[QUERIES.length - 1];
+    const hits = await searchInPage(page, q, "dense");
+    assertSameTop(hits, await nativeSearch(q, "dense"), `dense "${q}"`);
+  });
+
+  test("markup in chunk data is shown as text, never parsed", async () => {
+    const evil = {
+      query: "xss",
+      mode: "bm25",
+      hits: [
+        {
+          rank: 1,
+          id: "x<1>",
+          score: 1.5,
+          source: "<script>window.__pwned = 1</script>Book",
+          source_url: "javascript:window.__pwned = 2",
+          heading_path: ["<i>Part</i>", "<b>Chapter</b>"],
+          tier: "<u>tier</u>",
+          lang: 'en" onmouseover="window.__pwned = 3',
+          text: 'Some <b>bold</b> text <img src=x onerror="window.__pwned = 4"> &amp; more',
+        },
+        {
+          rank: 2,
+          id: "ok",
+          score: 1,
+          source: "Fine",
+          source_url: "https://example.org/book#p1",
+          heading_path: ["A", "B"],
+          tier: "t",
+          lang: "ko",
+          text: "평범한 <글>",
+        },
+      ],
+    };
+    const out = await page.evaluate((r) => {
+      window.jikjiPage.render(r);
+      const hits = [...document.querySelectorAll("#results [data-chunk-id]")];
+      return {
+        ids: hits.map((h) => h.dataset.chunkId),
+        texts: hits.map((h) => h.querySelector(".hit-text").textContent),
+        injected: document.querySelectorAll("#results b, #results i, #results u, #results img, #results script").length,
+        links: [...document.querySelectorAll("#results a")].map((a) => ({ href: a.href, rel: a.rel })),
+        headingPath: hits[0].querySelector(".heading-path")?.textContent,
+        source: hits[0].querySelector(".source")?.textContent,
+      };
+    }, evil);
+    await page.waitForTimeout(300); // give an injected onerror handler the chance to run
+    assert.deepEqual(out.ids, ["x<1>", "ok"]);
+    assert.deepEqual(out.texts, [evil.hits[0].text, evil.hits[1].text]);
+    assert.equal(out.injected, 0, "no elements created from chunk data");
+    assert.equal(out.headingPath, "<i>Part</i> › <b>Chapter</b>");
+    assert.equal(out.source, evil.hits[0].source);
+    assert.deepEqual(out.links, [{ href: "https://example.org/book#p1", rel: "noopener noreferrer" }]);
+    assert.equal(await page.evaluate(() => window.__pwned), undefined);
+  });
+
+  test("no uncaught errors on the page", () => {
+    assert.deepEqual(pageErrors.map((e) => e.message), []);
+  });
+
+  test("a missing bundle shows an error in the page", { timeout: 120_000 }, async () => {
+    const p2 = await context.newPage();
+    forwardConsole(p2, "bad-bundle", null);
+    try {
+      await p2.goto(`${server.url}/?bundle=/bundle/does-not-exist/`);
+      await p2.waitForFunction(() => document.body.dataset.state === "error", null, { timeout: 60_000 });
+      assert.equal(await p2.isVisible("#error"), true);
+      assert.match(await p2.textContent("#error"), /manifest\.json/);
+    } finally {
+      await p2.close();
+    }
+  });
+});

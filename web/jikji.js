@@ -1,0 +1,165 @@
+// Jikji: in-browser book search. Small ES-module API over a Web Worker that runs the wasm engine.
+//
+//   import { Jikji } from "./jikji.js";
+//   const j = await Jikji.load("/bundle/", { modelUrl: "/model/", onProgress });
+//   j.loadModel();                                   // start the model download (optional)
+//   const r = await j.search("to be or not to be", { mode: "hybrid", topK: 10 });
+//   // r = {query, mode, hits: [{rank, id, score, source, source_url, heading_path, tier, lang, text}]}
+//
+// onProgress({phase, loaded, total, ...}):
+//   phase "bundle": bundle bytes downloaded so far / total bytes listed in the manifest
+//   phase "model":  model bytes (model.onnx + tokenizer.json); a last one has stage "init"
+//                   while the engine parses the model
+//   phase "ready":  {model: false} once the bundle is open (BM25 works),
+//                   {model: true} once the model is loaded (dense and hybrid work)
+// BM25 searches work as soon as load() resolves; dense/hybrid searches start the model download
+// if needed and wait for it. Every failure rejects with an Error carrying the engine's message.
+
+const MODES = new Set(["bm25", "dense", "hybrid"]);
+
+/** Absolute URL with a trailing slash, resolved against the page. */
+function folderUrl(url) {
+  const u = new URL(url, globalThis.location?.href);
+  if (!u.pathname.endsWith("/")) u.pathname += "/";
+  u.search = "";
+  u.hash = "";
+  return u.href;
+}
+
+export class Jikji {
+  /**
+   * Load a bundle in a Worker and open it.
+   * @param {string} bundleUrl folder holding manifest.json (relative to the page is fine)
+   * @param {{modelUrl?: string, onProgress?: Function, workerUrl?: string|URL}} [options]
+   * @returns {Promise<Jikji>}
+   */
+  static async load(bundleUrl, options = {}) {
+    const j = new Jikji(options);
+    try {
+      const summary = await j._call({ type: "open", bundleUrl: folderUrl(bundleUrl) }, "bundle");
+      j.manifest = JSON.parse(summary);
+    } catch (e) {
+      j.close();
+      throw e;
+    }
+    j._progress({ phase: "ready", loaded: 1, total: 1, model: false });
+    return j;
+  }
+
+  /** Use Jikji.load(). */
+  constructor({ modelUrl = null, onProgress = null, workerUrl = null } = {}) {
+    this.modelUrl = modelUrl == null ? null : folderUrl(modelUrl);
+    this.onProgress = typeof onProgress === "function" ? onProgress : null;
+    /** Manifest summary from the engine: {format_version, chunks, files, model}. */
+    this.manifest = null;
+    this.modelLoaded = false;
+    this._modelPromise = null;
+    this._nextId = 1;
+    this._pending = new Map(); // id -> {resolve, reject, phase}
+    this._worker = new Worker(workerUrl || new URL("./worker.js", import.meta.url), {
+      type: "module",
+      name: "jikji",
+    });
+    this._worker.onmessage = (ev) => this._onMessage(ev.data);
+    this._worker.onerror = (ev) => {
+      ev.preventDefault?.();
+      const where = ev.filename ? ` (${ev.filename}:${ev.lineno})` : "";
+      this._failAll(new Error(`search worker failed: ${ev.message || "could not start"}${where}`));
+    };
+    this._worker.onmessageerror = () => this._failAll(new Error("search worker sent an unreadable message"));
+  }
+
+  /** True when the bundle declares a model (dense and hybrid need one). */
+  get hasModel() {
+    return !!(this.manifest && this.manifest.model);
+  }
+
+  /**
+   * Start (or join) the model download and load it into the engine. Idempotent.
+   * @returns {Promise<void>}
+   */
+  loadModel() {
+    if (this.modelLoaded) return Promise.resolve();
+    if (!this._modelPromise) {
+      if (this.manifest && !this.manifest.model) {
+        return Promise.reject(new Error("this bundle has no model: only bm25 search is available"));
+      }
+      if (!this.modelUrl) {
+        return Promise.reject(new Error("no model URL given: only bm25 search is available"));
+      }
+      this._modelPromise = this._call({ type: "loadModel", modelUrl: this.modelUrl }, "model").then(
+        () => {
+          this.modelLoaded = true;
+          this._progress({ phase: "ready", loaded: 1, total: 1, model: true });
+        },
+        (e) => {
+          this._modelPromise = null; // allow a retry
+          throw e;
+        },
+      );
+    }
+    return this._modelPromise;
+  }
+
+  /**
+   * Search. dense/hybrid wait for the model (starting its download if needed).
+   * @param {string} query
+   * @param {{mode?: "bm25"|"dense"|"hybrid", topK?: number}} [opts]
+   * @returns {Promise<{query: string, mode: string, hits: object[]}>}
+   */
+  async search(query, { mode = "hybrid", topK = 10 } = {}) {
+    if (!MODES.has(mode)) throw new Error(`unknown search mode ${JSON.stringify(mode)}`);
+    const k = Math.max(1, Math.floor(Number(topK) || 10));
+    if (mode !== "bm25") await this.loadModel();
+    const json = await this._call({ type: "search", query: String(query), mode, topK: k });
+    return JSON.parse(json);
+  }
+
+  /** Stop the worker; pending calls reject. */
+  close() {
+    this._failAll(new Error("Jikji was closed"));
+    this._worker.terminate();
+  }
+
+  _call(msg, phase = null) {
+    if (this._dead) return Promise.reject(this._dead);
+    const id = this._nextId++;
+    return new Promise((resolve, reject) => {
+      this._pending.set(id, { resolve, reject, phase });
+      this._worker.postMessage({ ...msg, id });
+    });
+  }
+
+  _onMessage(msg) {
+    if (!msg || typeof msg !== "object") return;
+    const p = this._pending.get(msg.id);
+    if (msg.type === "progress") {
+      const { phase, loaded, total, stage } = msg;
+      const info = { phase, loaded, total };
+      if (stage) info.stage = stage;
+      this._progress(info);
+      return;
+    }
+    if (!p) return;
+    this._pending.delete(msg.id);
+    if (msg.ok) p.resolve(msg.result);
+    else p.reject(new Error(msg.error));
+  }
+
+  _failAll(err) {
+    this._dead = this._dead || err;
+    for (const p of this._pending.values()) p.reject(err);
+    this._pending.clear();
+  }
+
+  _progress(info) {
+    if (!this.onProgress) return;
+    try {
+      this.onProgress(info);
+    } catch (e) {
+      console.error("Jikji onProgress callback failed:", e);
+    }
+  }
+}
+
+export default Jikji;
