@@ -1,0 +1,139 @@
+//! Chunk store (`chunks.bin`): each chunk's metadata and text, addressable by doc id so
+//! that a later engine can fetch single records with HTTP range requests.
+//!
+//! Layout (little-endian):
+//! ```text
+//! magic "JKCH" | u32 version | u32 count | u64 offset[count + 1] | records
+//! ```
+//! Record `i` is the UTF-8 JSON of a [`ChunkRecord`] at bytes `offset[i]..offset[i+1]`
+//! of the records area.
+
+use serde::{Deserialize, Serialize};
+
+use crate::codec::{put_header, Reader};
+use crate::error::{FormatError, Result};
+
+/// File name of the chunk store in a bundle.
+pub const CHUNKS_FILE: &str = "chunks.bin";
+const MAGIC: &[u8; 4] = b"JKCH";
+const VERSION: u32 = 1;
+
+/// One chunk: a piece of a source file that is indexed and returned as a search result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChunkRecord {
+    /// Stable id: hex of SHA-256 over (source path, section index, position in section),
+    /// first 16 hex digits. Unchanged when other files change.
+    pub id: String,
+    /// Source file path relative to the corpus root, `/`-separated.
+    pub source: String,
+    /// The file's `Source:` / `출처:` URL, or its first URL, if any.
+    pub source_url: Option<String>,
+    /// Tier from the tier folder name (`1. 漢文 古典` → 1); lower is better curated.
+    pub tier: Option<u32>,
+    /// Markdown headings above the chunk, outermost first.
+    pub heading_path: Vec<String>,
+    /// Detected language: `ko`, `zh`, `ja`, `en` or `other`.
+    pub lang: String,
+    /// Index of the `---`-delimited section within the file (0-based).
+    pub section: u32,
+    /// Start offset in the file, in Unicode scalar values (chars), inclusive.
+    pub start: usize,
+    /// End offset in the file, in chars, exclusive.
+    pub end: usize,
+    /// The chunk text (including the overlap taken from the previous chunk).
+    pub text: String,
+}
+
+/// Serialises chunk records into `chunks.bin` bytes.
+pub fn write_chunks(records: &[ChunkRecord]) -> Result<Vec<u8>> {
+    let mut body = Vec::new();
+    let mut offsets = Vec::with_capacity(records.len() + 1);
+    for r in records {
+        offsets.push(body.len() as u64);
+        serde_json::to_writer(&mut body, r).map_err(|source| FormatError::Json { file: CHUNKS_FILE.into(), source })?;
+    }
+    offsets.push(body.len() as u64);
+    let mut out = Vec::with_capacity(12 + offsets.len() * 8 + body.len());
+    put_header(&mut out, MAGIC, VERSION);
+    out.extend_from_slice(&(records.len() as u32).to_le_bytes());
+    for o in offsets {
+        out.extend_from_slice(&o.to_le_bytes());
+    }
+    out.extend(body);
+    Ok(out)
+}
+
+/// Read side of the chunk store; records are decoded on access.
+pub struct ChunkStore {
+    bytes: Vec<u8>,
+    offsets: Vec<u64>,
+    body_start: usize,
+}
+
+impl ChunkStore {
+    /// Parses the header and offset table of `chunks.bin`. Errors on bad magic, version,
+    /// non-monotonic offsets or offsets past the end of the file.
+    pub fn open(bytes: Vec<u8>) -> Result<Self> {
+        let mut r = Reader::new(CHUNKS_FILE, &bytes, 0);
+        r.header(MAGIC, VERSION)?;
+        let count = r.u32()? as usize;
+        let mut offsets = Vec::with_capacity(count + 1);
+        for _ in 0..=count {
+            offsets.push(r.u64()?);
+        }
+        let body_start = r.pos();
+        let body_len = (bytes.len() - body_start) as u64;
+        if offsets.windows(2).any(|w| w[0] > w[1]) || offsets.last().copied().unwrap_or(0) != body_len {
+            return Err(FormatError::corrupt(CHUNKS_FILE, 12, "offset table does not match the records"));
+        }
+        Ok(ChunkStore { bytes, offsets, body_start })
+    }
+
+    /// Number of chunks.
+    pub fn len(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    /// True if the store holds no chunks.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Decodes record `doc`. Errors: DataCorruption if out of range or not valid JSON.
+    pub fn get(&self, doc: u32) -> Result<ChunkRecord> {
+        let i = doc as usize;
+        if i >= self.len() {
+            return Err(FormatError::corrupt(CHUNKS_FILE, 0, format!("chunk {doc} out of range ({} chunks)", self.len())));
+        }
+        let a = self.body_start + self.offsets[i] as usize;
+        let b = self.body_start + self.offsets[i + 1] as usize;
+        serde_json::from_slice(&self.bytes[a..b])
+            .map_err(|e| FormatError::corrupt(CHUNKS_FILE, a as u64, format!("record {doc}: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roundtrip() {
+        let rec = ChunkRecord {
+            id: "ab".into(),
+            source: "1. x/a.md".into(),
+            source_url: Some("https://e.org".into()),
+            tier: Some(1),
+            heading_path: vec!["# 論語".into()],
+            lang: "zh".into(),
+            section: 0,
+            start: 3,
+            end: 10,
+            text: "學而時習之".into(),
+        };
+        let bytes = write_chunks(&[rec.clone(), rec.clone()]).unwrap();
+        let s = ChunkStore::open(bytes).unwrap();
+        assert_eq!(s.len(), 2);
+        assert_eq!(s.get(1).unwrap(), rec);
+        assert!(s.get(2).is_err());
+    }
+}

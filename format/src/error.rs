@@ -1,0 +1,109 @@
+//! The one error type of the bundle format crate.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong while writing or reading a bundle.
+///
+/// Every variant names the bundle file concerned so that a user can tell which
+/// file is bad and why (e.g. `postings.bin: checksum mismatch`).
+#[derive(Debug, thiserror::Error)]
+pub enum FormatError {
+    /// An I/O error on `path`.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or folder that could not be read or written.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A bundle file's bytes do not decode: truncated, bad magic, offsets out of range.
+    #[error("{file}: data corruption at byte {offset}: {message}")]
+    DataCorruption {
+        /// Bundle file name (e.g. `postings.bin`).
+        file: String,
+        /// Byte offset in that file where decoding failed.
+        offset: u64,
+        /// What was wrong.
+        message: String,
+    },
+    /// A bundle file was written by another (older or newer) format version.
+    #[error("{file}: format version {found} is not supported (this engine reads version {expected}); rebuild the bundle")]
+    FormatVersion {
+        /// Bundle file name.
+        file: String,
+        /// Version found in the file.
+        found: u32,
+        /// Version this code reads.
+        expected: u32,
+    },
+    /// A file's SHA-256 differs from the one recorded in `manifest.json`.
+    #[error("{file}: checksum mismatch (manifest says sha256 {expected}, file has {actual}); the bundle is corrupt or half-copied")]
+    Checksum {
+        /// Bundle file name.
+        file: String,
+        /// SHA-256 recorded in the manifest (hex).
+        expected: String,
+        /// SHA-256 of the bytes found (hex).
+        actual: String,
+    },
+    /// A file's size differs from the one recorded in `manifest.json`.
+    #[error("{file}: size mismatch (manifest says {expected} bytes, file has {actual})")]
+    Size {
+        /// Bundle file name.
+        file: String,
+        /// Size recorded in the manifest, bytes.
+        expected: u64,
+        /// Size found, bytes.
+        actual: u64,
+    },
+    /// A file listed in the manifest (or the manifest itself) is missing.
+    #[error("{file}: missing from the bundle")]
+    MissingFile {
+        /// Bundle file name.
+        file: String,
+    },
+    /// `manifest.json` (or a JSON record) does not parse.
+    #[error("{file}: invalid JSON: {source}")]
+    Json {
+        /// Bundle file name.
+        file: String,
+        /// The parser's error (it carries line and column).
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The term dictionary could not be built or read.
+    #[error("{file}: term dictionary error: {source}")]
+    Fst {
+        /// Bundle file name.
+        file: String,
+        /// The fst crate's error.
+        #[source]
+        source: fst::Error,
+    },
+    /// Invalid input given to a writer (e.g. vectors of mixed dimensions).
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+}
+
+impl FormatError {
+    /// Shorthand for [`FormatError::DataCorruption`].
+    pub fn corrupt(file: &str, offset: u64, message: impl Into<String>) -> Self {
+        FormatError::DataCorruption {
+            file: file.to_string(),
+            offset,
+            message: message.into(),
+        }
+    }
+
+    /// Shorthand for [`FormatError::Io`].
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        FormatError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+/// Result alias of this crate.
+pub type Result<T, E = FormatError> = std::result::Result<T, E>;

@@ -1,0 +1,21 @@
+//! The Jikji bundle format and text analyzer, shared by the builder (native) and the
+//! search engine (native and WebAssembly).
+//!
+//! A bundle is a folder: `manifest.json` ([`manifest`]), `terms.fst` + `postings.bin`
+//! ([`postings`]), `vectors.bin` ([`vectors`]) and `chunks.bin` ([`chunks`]). Each data
+//! structure has its own module with a writer and a reader; [`bundle`] ties them together.
+#![warn(missing_docs)]
+
+pub mod analyzer;
+pub mod bundle;
+pub mod chunks;
+pub mod codec;
+pub mod error;
+pub mod manifest;
+pub mod postings;
+pub mod vectors;
+
+pub use bundle::{sha256_hex, Bundle, BundleWriter};
+pub use chunks::ChunkRecord;
+pub use error::{FormatError, Result};
+pub use manifest::{Bm25Params, Counts, FileEntry, Manifest, ModelInfo, FORMAT_VERSION};

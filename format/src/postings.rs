@@ -1,0 +1,205 @@
+//! Term dictionary (`terms.fst`) and BM25 postings (`postings.bin`).
+//!
+//! `terms.fst` is an [`fst::Map`] from each term's UTF-8 bytes to the byte offset of its
+//! postings list in `postings.bin`.
+//!
+//! `postings.bin` layout (little-endian):
+//! ```text
+//! magic "JKPO" | u32 version | u32 n_docs | u32 doc_len[n_docs]   (terms per chunk)
+//! then per term, at the offset the fst gives:
+//!   varint df | df × (varint doc_delta, varint tf)     (doc ids ascending, delta-coded)
+//! ```
+
+use std::collections::BTreeMap;
+
+use crate::codec::{put_header, put_varint, Reader};
+use crate::error::{FormatError, Result};
+
+/// File name of the term dictionary in a bundle.
+pub const TERMS_FILE: &str = "terms.fst";
+/// File name of the postings in a bundle.
+pub const POSTINGS_FILE: &str = "postings.bin";
+const MAGIC: &[u8; 4] = b"JKPO";
+const VERSION: u32 = 1;
+
+/// Accumulates analyzed documents (chunks) and serialises the term dictionary and postings.
+#[derive(Default)]
+pub struct LexicalIndexWriter {
+    postings: BTreeMap<String, Vec<(u32, u32)>>,
+    doc_lens: Vec<u32>,
+}
+
+impl LexicalIndexWriter {
+    /// An empty writer.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds the next document (its id is the number of documents added before it) with
+    /// its analyzed terms (repetitions count as term frequency). Returns the doc id.
+    pub fn add_doc(&mut self, terms: &[String]) -> u32 {
+        let doc = self.doc_lens.len() as u32;
+        let mut tf: BTreeMap<&str, u32> = BTreeMap::new();
+        for t in terms {
+            *tf.entry(t.as_str()).or_default() += 1;
+        }
+        for (t, n) in tf {
+            match self.postings.get_mut(t) {
+                Some(list) => list.push((doc, n)),
+                None => {
+                    self.postings.insert(t.to_string(), vec![(doc, n)]);
+                }
+            }
+        }
+        self.doc_lens.push(terms.len() as u32);
+        doc
+    }
+
+    /// Number of distinct terms so far.
+    pub fn num_terms(&self) -> usize {
+        self.postings.len()
+    }
+
+    /// Serialises into `(terms.fst bytes, postings.bin bytes)`.
+    pub fn finish(self) -> Result<(Vec<u8>, Vec<u8>)> {
+        let mut post = Vec::new();
+        put_header(&mut post, MAGIC, VERSION);
+        post.extend_from_slice(&(self.doc_lens.len() as u32).to_le_bytes());
+        for l in &self.doc_lens {
+            post.extend_from_slice(&l.to_le_bytes());
+        }
+        let mut builder = fst::MapBuilder::memory();
+        for (term, list) in &self.postings {
+            builder
+                .insert(term.as_bytes(), post.len() as u64)
+                .map_err(|source| FormatError::Fst { file: TERMS_FILE.into(), source })?;
+            put_varint(&mut post, list.len() as u64);
+            let mut prev = 0u32;
+            for &(doc, tf) in list {
+                put_varint(&mut post, u64::from(doc - prev));
+                put_varint(&mut post, u64::from(tf));
+                prev = doc;
+            }
+        }
+        let fst_bytes = builder
+            .into_inner()
+            .map_err(|source| FormatError::Fst { file: TERMS_FILE.into(), source })?;
+        Ok((fst_bytes, post))
+    }
+}
+
+/// Read side of the term dictionary and postings.
+pub struct LexicalIndex {
+    terms: fst::Map<Vec<u8>>,
+    postings: Vec<u8>,
+    doc_lens: Vec<u32>,
+    avg_doc_len: f32,
+}
+
+impl LexicalIndex {
+    /// Opens the two files' bytes. Errors: [`FormatError::Fst`] for a bad `terms.fst`,
+    /// [`FormatError::DataCorruption`] / [`FormatError::FormatVersion`] for `postings.bin`.
+    pub fn open(terms_fst: Vec<u8>, postings: Vec<u8>) -> Result<Self> {
+        let terms = fst::Map::new(terms_fst).map_err(|source| FormatError::Fst { file: TERMS_FILE.into(), source })?;
+        let mut r = Reader::new(POSTINGS_FILE, &postings, 0);
+        r.header(MAGIC, VERSION)?;
+        let n = r.u32()? as usize;
+        let raw = r.take(n.checked_mul(4).ok_or_else(|| r.corrupt("doc count overflow"))?)?;
+        let doc_lens: Vec<u32> = raw.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+        let total: u64 = doc_lens.iter().map(|&l| u64::from(l)).sum();
+        let avg_doc_len = if n == 0 { 0.0 } else { total as f32 / n as f32 };
+        let header_end = r.pos() as u64;
+        {
+            use fst::Streamer;
+            let mut stream = terms.stream();
+            while let Some((_, off)) = stream.next() {
+                if off < header_end || off >= postings.len() as u64 {
+                    return Err(FormatError::corrupt(TERMS_FILE, 0, format!("postings offset {off} out of range")));
+                }
+            }
+        }
+        Ok(LexicalIndex { terms, postings, doc_lens, avg_doc_len })
+    }
+
+    /// Number of documents (chunks).
+    pub fn num_docs(&self) -> usize {
+        self.doc_lens.len()
+    }
+
+    /// Number of distinct terms.
+    pub fn num_terms(&self) -> usize {
+        self.terms.len()
+    }
+
+    /// Length of document `doc` in terms.
+    pub fn doc_len(&self, doc: u32) -> u32 {
+        self.doc_lens[doc as usize]
+    }
+
+    /// Mean document length in terms (BM25's avgdl).
+    pub fn avg_doc_len(&self) -> f32 {
+        self.avg_doc_len
+    }
+
+    /// The term dictionary (for prefix / fuzzy automata).
+    pub fn terms(&self) -> &fst::Map<Vec<u8>> {
+        &self.terms
+    }
+
+    /// The postings of `term` as `(doc, tf)` pairs in ascending doc order, or `None` if
+    /// the term is not in the dictionary. Errors on corrupt postings bytes.
+    pub fn postings(&self, term: &str) -> Result<Option<Vec<(u32, u32)>>> {
+        let Some(off) = self.terms.get(term.as_bytes()) else {
+            return Ok(None);
+        };
+        let mut r = Reader::new(POSTINGS_FILE, &self.postings, off as usize);
+        let df = r.varint()? as usize;
+        if df > self.doc_lens.len() {
+            return Err(r.corrupt(format!("document frequency {df} > {} documents", self.doc_lens.len())));
+        }
+        let mut out = Vec::with_capacity(df);
+        let mut doc = 0u64;
+        for _ in 0..df {
+            doc += r.varint()?;
+            let tf = r.varint()?;
+            if doc >= self.doc_lens.len() as u64 {
+                return Err(r.corrupt(format!("doc id {doc} out of range")));
+            }
+            out.push((doc as u32, tf as u32));
+        }
+        Ok(Some(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn terms(s: &str) -> Vec<String> {
+        s.split(' ').map(String::from).collect()
+    }
+
+    #[test]
+    fn roundtrip() {
+        let mut w = LexicalIndexWriter::new();
+        w.add_doc(&terms("a b a"));
+        w.add_doc(&terms("b c"));
+        w.add_doc(&terms("a"));
+        let (f, p) = w.finish().unwrap();
+        let idx = LexicalIndex::open(f, p).unwrap();
+        assert_eq!(idx.num_docs(), 3);
+        assert_eq!(idx.postings("a").unwrap().unwrap(), vec![(0, 2), (2, 1)]);
+        assert_eq!(idx.postings("c").unwrap().unwrap(), vec![(1, 1)]);
+        assert!(idx.postings("z").unwrap().is_none());
+        assert_eq!(idx.avg_doc_len(), 2.0);
+    }
+
+    #[test]
+    fn truncated_postings_is_data_corruption() {
+        let mut w = LexicalIndexWriter::new();
+        w.add_doc(&terms("a b"));
+        let (f, p) = w.finish().unwrap();
+        let err = LexicalIndex::open(f, p[..p.len() - 3].to_vec()).err().unwrap();
+        assert!(matches!(err, FormatError::DataCorruption { .. }), "{err}");
+    }
+}

@@ -1,0 +1,134 @@
+//! Dense vectors (`vectors.bin`): int8 scalar quantization with one f32 scale per vector.
+//!
+//! Each input vector `x` (L2-normalised, dimension `dim`) is stored as
+//! `scale = max_i |x_i| / 127` and `q_i = round(x_i / scale)` in `[-127, 127]`, so
+//! `x_i ≈ q_i · scale` (maximum error `scale / 2` per component). Cosine similarity with
+//! a normalised query `y` is then `scale · Σ q_i y_i`.
+//!
+//! Layout (little-endian):
+//! ```text
+//! magic "JKVE" | u32 version | u32 dim | u32 count | f32 scale[count] | i8 q[count × dim]
+//! ```
+
+use crate::codec::{put_header, Reader};
+use crate::error::{FormatError, Result};
+
+/// File name of the vectors in a bundle.
+pub const VECTORS_FILE: &str = "vectors.bin";
+const MAGIC: &[u8; 4] = b"JKVE";
+const VERSION: u32 = 1;
+
+/// Quantizes one vector to `(scale, int8 components)`.
+pub fn quantize(x: &[f32]) -> (f32, Vec<i8>) {
+    let max = x.iter().fold(0f32, |m, v| m.max(v.abs()));
+    if max == 0.0 || !max.is_finite() {
+        return (0.0, vec![0; x.len()]);
+    }
+    let scale = max / 127.0;
+    (scale, x.iter().map(|v| (v / scale).round().clamp(-127.0, 127.0) as i8).collect())
+}
+
+/// Serialises vectors of dimension `dim` (all must have that length).
+///
+/// Errors: [`FormatError::InvalidInput`] if a vector's length differs from `dim`.
+pub fn write_vectors(dim: usize, vectors: &[Vec<f32>]) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(16 + vectors.len() * (dim + 4));
+    put_header(&mut out, MAGIC, VERSION);
+    out.extend_from_slice(&(dim as u32).to_le_bytes());
+    out.extend_from_slice(&(vectors.len() as u32).to_le_bytes());
+    let mut qs = Vec::with_capacity(vectors.len() * dim);
+    for (i, v) in vectors.iter().enumerate() {
+        if v.len() != dim {
+            return Err(FormatError::InvalidInput(format!("vector {i} has {} dimensions, expected {dim}", v.len())));
+        }
+        let (scale, q) = quantize(v);
+        out.extend_from_slice(&scale.to_le_bytes());
+        qs.extend(q);
+    }
+    out.extend(qs.iter().map(|&q| q as u8));
+    Ok(out)
+}
+
+/// Read side: int8 vectors with their scales.
+pub struct Vectors {
+    dim: usize,
+    scales: Vec<f32>,
+    data: Vec<i8>,
+}
+
+impl Vectors {
+    /// Parses `vectors.bin`. Errors: bad magic/version, or a size that does not match
+    /// `dim × count`.
+    pub fn open(bytes: &[u8]) -> Result<Self> {
+        let mut r = Reader::new(VECTORS_FILE, bytes, 0);
+        r.header(MAGIC, VERSION)?;
+        let dim = r.u32()? as usize;
+        let count = r.u32()? as usize;
+        let scales_raw = r.take(count * 4)?;
+        let scales = scales_raw.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+        let data_raw = r.take(count * dim)?;
+        if r.pos() != bytes.len() {
+            return Err(r.corrupt(format!("{} trailing bytes", bytes.len() - r.pos())));
+        }
+        Ok(Vectors { dim, scales, data: data_raw.iter().map(|&b| b as i8).collect() })
+    }
+
+    /// Vector dimension.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Number of vectors.
+    pub fn len(&self) -> usize {
+        self.scales.len()
+    }
+
+    /// True if there are no vectors.
+    pub fn is_empty(&self) -> bool {
+        self.scales.is_empty()
+    }
+
+    /// Approximate dot product (= cosine similarity for normalised inputs) of vector `i`
+    /// with `query` (length `dim`).
+    pub fn dot(&self, i: usize, query: &[f32]) -> f32 {
+        let row = &self.data[i * self.dim..(i + 1) * self.dim];
+        let mut acc = 0f32;
+        for (q, y) in row.iter().zip(query) {
+            acc += f32::from(*q) * y;
+        }
+        acc * self.scales[i]
+    }
+
+    /// Dequantized copy of vector `i`.
+    pub fn get(&self, i: usize) -> Vec<f32> {
+        let s = self.scales[i];
+        self.data[i * self.dim..(i + 1) * self.dim].iter().map(|&q| f32::from(q) * s).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roundtrip_and_dot_close_to_exact() {
+        let a = vec![0.6f32, -0.8, 0.0];
+        let b = vec![0.0f32, 1.0, 0.0];
+        let bytes = write_vectors(3, &[a.clone(), b.clone()]).unwrap();
+        let v = Vectors::open(&bytes).unwrap();
+        assert_eq!(v.len(), 2);
+        assert!((v.dot(0, &b) - -0.8).abs() < 0.01);
+        assert!((v.dot(1, &b) - 1.0).abs() < 0.01);
+    }
+
+    #[test]
+    fn wrong_dim_is_refused() {
+        assert!(write_vectors(3, &[vec![1.0, 0.0]]).is_err());
+    }
+
+    #[test]
+    fn truncated_file_is_data_corruption() {
+        let bytes = write_vectors(3, &[vec![1.0, 0.0, 0.0]]).unwrap();
+        assert!(matches!(Vectors::open(&bytes[..bytes.len() - 1]), Err(FormatError::DataCorruption { .. })));
+    }
+}
