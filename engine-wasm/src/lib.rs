@@ -1,0 +1,274 @@
+//! The Jikji search engine: loads a bundle (see `jikji-format`) and answers BM25, dense
+//! and hybrid queries. The same code runs natively (`jikji search`) and in the browser
+//! (the `wasm` module, compiled only for `wasm32`).
+//!
+//! Cargo feature `embed` (default) adds the query embedder (tract + tokenizers); without
+//! it the engine answers BM25 queries, and dense/hybrid ones given a query vector.
+#![warn(missing_docs)]
+
+pub mod search;
+#[cfg(target_arch = "wasm32")]
+mod wasm;
+
+use std::collections::HashMap;
+use std::str::FromStr;
+
+use jikji_format::{Bundle, FormatError};
+use serde::Serialize;
+
+pub use search::{Scored, FUSION_DEPTH, RRF_K};
+
+/// Errors of the engine.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The bundle is missing, corrupt or of another version (names the file).
+    #[error(transparent)]
+    Format(#[from] FormatError),
+    /// Dense or hybrid search was asked but no model is loaded.
+    #[error("mode {0} needs the embedding model; load it first")]
+    NoModel(Mode),
+    /// Dense or hybrid search was asked but the bundle has no vectors.
+    #[error("mode {0} needs vectors, but this bundle was built without a model")]
+    NoVectors(Mode),
+    /// The model offered is not the one the bundle's vectors were made with.
+    #[error("model mismatch: bundle vectors were made with {expected_id} (sha256 {expected}), the model given has sha256 {actual}")]
+    ModelMismatch {
+        /// Model id from the manifest.
+        expected_id: String,
+        /// Model sha256 from the manifest.
+        expected: String,
+        /// sha256 of the ONNX bytes given.
+        actual: String,
+    },
+    /// The query vector has the wrong dimension.
+    #[error("query vector has {actual} dimensions, bundle vectors have {expected}")]
+    Dimension {
+        /// Bundle dimension.
+        expected: usize,
+        /// Given dimension.
+        actual: usize,
+    },
+    /// Unknown mode name.
+    #[error("unknown search mode {0:?} (expected bm25, dense or hybrid)")]
+    BadMode(String),
+    /// The embedder failed.
+    #[cfg(feature = "embed")]
+    #[error(transparent)]
+    Embed(#[from] jikji_embed::EmbedError),
+}
+
+/// Search mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Lexical BM25 over the term dictionary.
+    Bm25,
+    /// Cosine similarity of the query embedding with every chunk vector (exact scan).
+    Dense,
+    /// Reciprocal rank fusion (k = 60) of the BM25 and dense rankings.
+    Hybrid,
+}
+
+impl FromStr for Mode {
+    type Err = EngineError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "bm25" => Ok(Mode::Bm25),
+            "dense" => Ok(Mode::Dense),
+            "hybrid" => Ok(Mode::Hybrid),
+            _ => Err(EngineError::BadMode(s.to_string())),
+        }
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Mode::Bm25 => "bm25",
+            Mode::Dense => "dense",
+            Mode::Hybrid => "hybrid",
+        })
+    }
+}
+
+/// One ranked chunk.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Hit {
+    /// 1-based rank.
+    pub rank: usize,
+    /// Stable chunk id.
+    pub id: String,
+    /// Score of the mode: BM25 score (unbounded, ≥ 0), cosine similarity (−1..1), or RRF
+    /// score (≤ 2 / 61).
+    pub score: f32,
+    /// Source file path relative to the corpus root.
+    pub source: String,
+    /// Source URL of the file, if known.
+    pub source_url: Option<String>,
+    /// Markdown heading path, outermost first.
+    pub heading_path: Vec<String>,
+    /// Corpus tier (lower = better curated).
+    pub tier: Option<u32>,
+    /// Detected language (`ko`, `zh`, `ja`, `en`, `other`).
+    pub lang: String,
+    /// Chunk text.
+    pub text: String,
+}
+
+/// Results of one query.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SearchResult {
+    /// The query as given.
+    pub query: String,
+    /// The mode used.
+    pub mode: Mode,
+    /// Ranked hits, best first, at most `top_k`.
+    pub hits: Vec<Hit>,
+}
+
+/// A loaded bundle plus (with feature `embed`) an optional query embedder.
+pub struct Engine {
+    bundle: Bundle,
+    #[cfg(feature = "embed")]
+    embedder: Option<jikji_embed::Embedder>,
+}
+
+impl Engine {
+    /// Wraps a verified bundle.
+    pub fn new(bundle: Bundle) -> Self {
+        Engine {
+            bundle,
+            #[cfg(feature = "embed")]
+            embedder: None,
+        }
+    }
+
+    /// Verifies and opens a bundle from its files' bytes (see [`Bundle::from_files`]).
+    pub fn from_files(files: HashMap<String, Vec<u8>>) -> Result<Self, EngineError> {
+        Ok(Self::new(Bundle::from_files(files)?))
+    }
+
+    /// Opens a bundle folder (native only).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn open_dir(dir: &std::path::Path) -> Result<Self, EngineError> {
+        Ok(Self::new(Bundle::open_dir(dir)?))
+    }
+
+    /// The bundle.
+    pub fn bundle(&self) -> &Bundle {
+        &self.bundle
+    }
+
+    /// Checks that ONNX bytes with SHA-256 `onnx_sha256` are the bundle's model.
+    pub fn check_model(&self, onnx_sha256: &str) -> Result<(), EngineError> {
+        match &self.bundle.manifest.model {
+            Some(m) if m.sha256 != onnx_sha256 => Err(EngineError::ModelMismatch {
+                expected_id: m.id.clone(),
+                expected: m.sha256.clone(),
+                actual: onnx_sha256.to_string(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Loads the query embedder from ONNX and tokenizer.json bytes, after checking the
+    /// ONNX file is the one the bundle's vectors were made with.
+    #[cfg(feature = "embed")]
+    pub fn load_model(&mut self, onnx: &[u8], tokenizer_json: &[u8]) -> Result<(), EngineError> {
+        self.check_model(&jikji_format::sha256_hex(onnx))?;
+        self.embedder = Some(jikji_embed::Embedder::from_bytes(onnx, tokenizer_json)?);
+        Ok(())
+    }
+
+    /// Uses an already loaded embedder (native: shared with the builder).
+    #[cfg(feature = "embed")]
+    pub fn set_embedder(&mut self, embedder: jikji_embed::Embedder) {
+        self.embedder = Some(embedder);
+    }
+
+    /// True if a query embedder is loaded.
+    pub fn has_model(&self) -> bool {
+        #[cfg(feature = "embed")]
+        {
+            self.embedder.is_some()
+        }
+        #[cfg(not(feature = "embed"))]
+        {
+            false
+        }
+    }
+
+    /// Embeds `query` with the `query: ` prefix (E5 convention).
+    #[cfg(feature = "embed")]
+    pub fn embed_query(&self, query: &str, mode: Mode) -> Result<Vec<f32>, EngineError> {
+        let e = self.embedder.as_ref().ok_or(EngineError::NoModel(mode))?;
+        Ok(e.embed_query(query)?)
+    }
+
+    /// Runs one query in `mode`, returning at most `top_k` hits. Dense and hybrid modes
+    /// embed the query with the loaded model (feature `embed`).
+    pub fn search(&self, query: &str, mode: Mode, top_k: usize) -> Result<SearchResult, EngineError> {
+        let qvec: Option<Vec<f32>> = match mode {
+            Mode::Bm25 => None,
+            _ => {
+                if self.bundle.vectors.is_none() {
+                    return Err(EngineError::NoVectors(mode));
+                }
+                #[cfg(feature = "embed")]
+                {
+                    Some(self.embed_query(query, mode)?)
+                }
+                #[cfg(not(feature = "embed"))]
+                {
+                    return Err(EngineError::NoModel(mode));
+                }
+            }
+        };
+        self.search_with_vector(query, qvec.as_deref(), mode, top_k)
+    }
+
+    /// Runs one query with a caller-supplied query vector (L2-normalised; required for
+    /// dense and hybrid, ignored for bm25).
+    pub fn search_with_vector(
+        &self,
+        query: &str,
+        qvec: Option<&[f32]>,
+        mode: Mode,
+        top_k: usize,
+    ) -> Result<SearchResult, EngineError> {
+        let b = &self.bundle;
+        let dense = |k: usize| -> Result<Vec<Scored>, EngineError> {
+            let v = b.vectors.as_ref().ok_or(EngineError::NoVectors(mode))?;
+            let q = qvec.ok_or(EngineError::NoModel(mode))?;
+            if q.len() != v.dim() {
+                return Err(EngineError::Dimension { expected: v.dim(), actual: q.len() });
+            }
+            Ok(search::dense(v, q, k))
+        };
+        let ranked = match mode {
+            Mode::Bm25 => search::bm25(&b.lexical, b.manifest.bm25, query, top_k)?,
+            Mode::Dense => dense(top_k)?,
+            Mode::Hybrid => {
+                let depth = top_k.max(FUSION_DEPTH);
+                let lex = search::bm25(&b.lexical, b.manifest.bm25, query, depth)?;
+                search::rrf(&[lex, dense(depth)?], top_k)
+            }
+        };
+        let mut hits = Vec::with_capacity(ranked.len());
+        for (i, (doc, score)) in ranked.into_iter().enumerate() {
+            let c = b.chunks.get(doc)?;
+            hits.push(Hit {
+                rank: i + 1,
+                id: c.id,
+                score,
+                source: c.source,
+                source_url: c.source_url,
+                heading_path: c.heading_path,
+                tier: c.tier,
+                lang: c.lang,
+                text: c.text,
+            });
+        }
+        Ok(SearchResult { query: query.to_string(), mode, hits })
+    }
+}

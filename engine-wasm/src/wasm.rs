@@ -1,0 +1,85 @@
+//! JavaScript bindings (wasm-bindgen). The web worker (`web/worker.js`) drives these:
+//! `new Engine()`, `add_file(name, bytes)` for `manifest.json` and every file it lists,
+//! `open()`, optionally `load_model(onnx, tokenizer_json)`, then `search(query, mode, top_k)`.
+
+use std::collections::HashMap;
+
+use wasm_bindgen::prelude::*;
+
+use crate::{EngineError, Mode};
+
+fn js_err(e: impl std::fmt::Display) -> JsError {
+    JsError::new(&e.to_string())
+}
+
+/// The engine as seen from JavaScript.
+#[wasm_bindgen(js_name = Engine)]
+pub struct WasmEngine {
+    files: HashMap<String, Vec<u8>>,
+    engine: Option<crate::Engine>,
+}
+
+#[wasm_bindgen(js_class = Engine)]
+impl WasmEngine {
+    /// An engine with no bundle yet.
+    #[wasm_bindgen(constructor)]
+    pub fn new() -> WasmEngine {
+        console_error_panic_hook::set_once();
+        WasmEngine {
+            files: HashMap::new(),
+            engine: None,
+        }
+    }
+
+    /// Adds one bundle file (`manifest.json` or a file the manifest lists) by name.
+    pub fn add_file(&mut self, name: &str, bytes: Vec<u8>) {
+        self.files.insert(name.to_string(), bytes);
+    }
+
+    /// Verifies the added files against the manifest (format version, sizes, SHA-256) and
+    /// opens the bundle. Returns a JSON summary: `{format_version, chunks, files, model}`.
+    /// Throws an Error naming the bad file.
+    pub fn open(&mut self) -> Result<String, JsError> {
+        let files = std::mem::take(&mut self.files);
+        let engine = crate::Engine::from_files(files).map_err(js_err)?;
+        let m = &engine.bundle().manifest;
+        let summary = serde_json::json!({
+            "format_version": m.format_version,
+            "chunks": m.counts.chunks,
+            "files": m.files,
+            "model": m.model,
+            "built_at": m.built_at,
+        });
+        self.engine = Some(engine);
+        Ok(summary.to_string())
+    }
+
+    /// Loads the query embedder from the ONNX file and tokenizer.json bytes. Throws if the
+    /// bundle is not open, the model is not the bundle's, or it fails to load.
+    #[cfg(feature = "embed")]
+    pub fn load_model(&mut self, onnx: Vec<u8>, tokenizer_json: Vec<u8>) -> Result<(), JsError> {
+        let engine = self.engine.as_mut().ok_or_else(|| JsError::new("open the bundle before loading the model"))?;
+        engine.load_model(&onnx, &tokenizer_json).map_err(js_err)
+    }
+
+    /// True if the query embedder is loaded.
+    pub fn has_model(&self) -> bool {
+        self.engine.as_ref().is_some_and(|e| e.has_model())
+    }
+
+    /// Runs a query. `mode` is `bm25`, `dense` or `hybrid`. Returns the JSON of a
+    /// `SearchResult`: `{query, mode, hits: [{rank, id, score, source, source_url,
+    /// heading_path, tier, lang, text}]}`.
+    pub fn search(&self, query: &str, mode: &str, top_k: usize) -> Result<String, JsError> {
+        let engine = self.engine.as_ref().ok_or_else(|| JsError::new("no bundle open"))?;
+        let mode: Mode = mode.parse().map_err(|e: EngineError| js_err(e))?;
+        let result = engine.search(query, mode, top_k).map_err(js_err)?;
+        serde_json::to_string(&result).map_err(js_err)
+    }
+}
+
+impl Default for WasmEngine {
+    fn default() -> Self {
+        Self::new()
+    }
+}
