@@ -23,6 +23,7 @@ use tiny_http::{Header, Method, Request, Response, Server, StatusCode};
 /// Number of threads answering requests (so a large model download does not stall the page).
 const WORKER_THREADS: usize = 4;
 
+/// What `jikji serve` serves: `/` → `web`, `/pkg/` → `pkg`, `/bundle/` → `bundle`, `/model/` → `model`.
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
     /// Address to bind, e.g. `"127.0.0.1:8080"`; port 0 picks a free port.

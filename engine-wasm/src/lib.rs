@@ -207,7 +207,12 @@ impl Engine {
 
     /// Runs one query in `mode`, returning at most `top_k` hits. Dense and hybrid modes
     /// embed the query with the loaded model (feature `embed`).
-    pub fn search(&self, query: &str, mode: Mode, top_k: usize) -> Result<SearchResult, EngineError> {
+    pub fn search(
+        &self,
+        query: &str,
+        mode: Mode,
+        top_k: usize,
+    ) -> Result<SearchResult, EngineError> {
         let qvec: Option<Vec<f32>> = match mode {
             Mode::Bm25 => None,
             _ => {
@@ -241,16 +246,19 @@ impl Engine {
             let v = b.vectors.as_ref().ok_or(EngineError::NoVectors(mode))?;
             let q = qvec.ok_or(EngineError::NoModel(mode))?;
             if q.len() != v.dim() {
-                return Err(EngineError::Dimension { expected: v.dim(), actual: q.len() });
+                return Err(EngineError::Dimension {
+                    expected: v.dim(),
+                    actual: q.len(),
+                });
             }
             Ok(search::dense(v, q, k))
         };
         let ranked = match mode {
-            Mode::Bm25 => search::bm25(&b.lexical, b.manifest.bm25, query, top_k)?,
+            Mode::Bm25 => search::bm25(&b.lexical, &b.chunks, b.manifest.bm25, query, top_k)?,
             Mode::Dense => dense(top_k)?,
             Mode::Hybrid => {
                 let depth = top_k.max(FUSION_DEPTH);
-                let lex = search::bm25(&b.lexical, b.manifest.bm25, query, depth)?;
+                let lex = search::bm25(&b.lexical, &b.chunks, b.manifest.bm25, query, depth)?;
                 search::rrf(&[lex, dense(depth)?], top_k)
             }
         };
@@ -269,6 +277,10 @@ impl Engine {
                 text: c.text,
             });
         }
-        Ok(SearchResult { query: query.to_string(), mode, hits })
+        Ok(SearchResult {
+            query: query.to_string(),
+            mode,
+            hits,
+        })
     }
 }

@@ -5,6 +5,7 @@ use std::cmp::Ordering;
 use std::collections::HashMap;
 
 use jikji_format::analyzer::analyze;
+use jikji_format::chunks::ChunkStore;
 use jikji_format::postings::LexicalIndex;
 use jikji_format::vectors::Vectors;
 use jikji_format::{Bm25Params, Result};
@@ -21,7 +22,11 @@ pub type Scored = (u32, f32);
 
 /// Sorts by score descending, ties by doc id ascending, and keeps the first `k`.
 pub fn top_k(mut scored: Vec<Scored>, k: usize) -> Vec<Scored> {
-    let cmp = |a: &Scored, b: &Scored| b.1.partial_cmp(&a.1).unwrap_or(Ordering::Equal).then(a.0.cmp(&b.0));
+    let cmp = |a: &Scored, b: &Scored| {
+        b.1.partial_cmp(&a.1)
+            .unwrap_or(Ordering::Equal)
+            .then(a.0.cmp(&b.0))
+    };
     if scored.len() > k && k > 0 {
         scored.select_nth_unstable_by(k - 1, cmp);
         scored.truncate(k);
@@ -31,36 +36,72 @@ pub fn top_k(mut scored: Vec<Scored>, k: usize) -> Vec<Scored> {
     scored
 }
 
+/// How many of the best BM25 candidates are re-scored with the phrase component.
+pub const PHRASE_DEPTH: usize = 200;
+
 /// BM25 (Robertson & Zaragoza 2009) with Lucene's non-negative idf
-/// `ln(1 + (N − df + 0.5) / (df + 0.5))`. Query terms come from the same analyzer as the
-/// index; repeated query terms count once. Returns the top `k` chunks with score > 0.
+/// `ln(1 + (N − df + 0.5) / (df + 0.5))`, plus a phrase component for queries of two or
+/// more terms, as Lucene's `PhraseQuery` scores it: the query's term sequence counted as
+/// one pseudo-term whose frequency is its number of contiguous occurrences in the chunk
+/// and whose idf is the sum of its terms' idfs. The phrase component is computed for the
+/// best [`PHRASE_DEPTH`] candidates by plain BM25 (their text is re-analyzed from the
+/// chunk store). Repeated query terms count once in the term component. Returns the top
+/// `k` chunks with score > 0.
 ///
-/// Errors only if the postings bytes are corrupt.
-pub fn bm25(index: &LexicalIndex, params: Bm25Params, query: &str, k: usize) -> Result<Vec<Scored>> {
-    let mut terms = analyze(query);
+/// Errors only if the postings or chunk store bytes are corrupt.
+pub fn bm25(
+    index: &LexicalIndex,
+    chunks: &ChunkStore,
+    params: Bm25Params,
+    query: &str,
+    k: usize,
+) -> Result<Vec<Scored>> {
+    let sequence = analyze(query);
+    let mut terms = sequence.clone();
     terms.sort();
     terms.dedup();
     let n = index.num_docs() as f32;
     let avgdl = index.avg_doc_len().max(1e-6);
+    let saturate = |tf: f32, doc: u32| {
+        let dl = index.doc_len(doc) as f32;
+        tf * (params.k1 + 1.0) / (tf + params.k1 * (1.0 - params.b + params.b * dl / avgdl))
+    };
     let mut acc: HashMap<u32, f32> = HashMap::new();
+    let mut phrase_idf = 0.0;
     for t in &terms {
-        let Some(list) = index.postings(t)? else { continue };
+        let Some(list) = index.postings(t)? else {
+            continue;
+        };
         let df = list.len() as f32;
         let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+        phrase_idf += idf;
         for (doc, tf) in list {
-            let tf = tf as f32;
-            let dl = index.doc_len(doc) as f32;
-            let norm = params.k1 * (1.0 - params.b + params.b * dl / avgdl);
-            *acc.entry(doc).or_default() += idf * tf * (params.k1 + 1.0) / (tf + norm);
+            *acc.entry(doc).or_default() += idf * saturate(tf as f32, doc);
         }
     }
-    Ok(top_k(acc.into_iter().collect(), k))
+    if sequence.len() < 2 {
+        return Ok(top_k(acc.into_iter().collect(), k));
+    }
+    let mut ranked = top_k(acc.into_iter().collect(), k.max(PHRASE_DEPTH));
+    for (doc, score) in ranked.iter_mut() {
+        let doc_terms = analyze(&chunks.get(*doc)?.text);
+        let pf = doc_terms
+            .windows(sequence.len())
+            .filter(|w| *w == sequence.as_slice())
+            .count();
+        if pf > 0 {
+            *score += phrase_idf * saturate(pf as f32, *doc);
+        }
+    }
+    Ok(top_k(ranked, k))
 }
 
 /// Exact dense search: cosine similarity of `query` (L2-normalised, length `vectors.dim()`)
 /// with every stored int8 vector; returns the top `k`.
 pub fn dense(vectors: &Vectors, query: &[f32], k: usize) -> Vec<Scored> {
-    let scored = (0..vectors.len()).map(|i| (i as u32, vectors.dot(i, query))).collect();
+    let scored = (0..vectors.len())
+        .map(|i| (i as u32, vectors.dot(i, query)))
+        .collect();
     top_k(scored, k)
 }
 
@@ -79,21 +120,39 @@ pub fn rrf(lists: &[Vec<Scored>], k: usize) -> Vec<Scored> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use jikji_format::chunks::write_chunks;
     use jikji_format::postings::LexicalIndexWriter;
+    use jikji_format::ChunkRecord;
 
-    fn index(docs: &[&str]) -> LexicalIndex {
+    fn index(docs: &[&str]) -> (LexicalIndex, ChunkStore) {
         let mut w = LexicalIndexWriter::new();
-        for d in docs {
+        let mut recs = Vec::new();
+        for (i, d) in docs.iter().enumerate() {
             w.add_doc(&analyze(d));
+            recs.push(ChunkRecord {
+                id: i.to_string(),
+                source: "t".into(),
+                source_url: None,
+                tier: None,
+                heading_path: vec![],
+                lang: "en".into(),
+                section: 0,
+                start: 0,
+                end: 0,
+                text: d.to_string(),
+            });
         }
         let (f, p) = w.finish().unwrap();
-        LexicalIndex::open(f, p).unwrap()
+        (
+            LexicalIndex::open(f, p).unwrap(),
+            ChunkStore::open(write_chunks(&recs).unwrap()).unwrap(),
+        )
     }
 
     #[test]
     fn bm25_matches_hand_computed_score() {
-        let idx = index(&["apple banana", "apple apple cherry", "durian"]);
-        let hits = bm25(&idx, Bm25Params::default(), "cherry", 10).unwrap();
+        let (idx, store) = index(&["apple banana", "apple apple cherry", "durian"]);
+        let hits = bm25(&idx, &store, Bm25Params::default(), "cherry", 10).unwrap();
         // N=3, df=1: idf = ln(1 + 2.5/1.5); tf=1, dl=3, avgdl=2.
         let idf = (1.0f32 + 2.5 / 1.5).ln();
         let norm = 1.2 * (1.0 - 0.75 + 0.75 * 3.0 / 2.0);
@@ -105,10 +164,33 @@ mod tests {
 
     #[test]
     fn bm25_prefers_rarer_terms_and_ignores_unknown() {
-        let idx = index(&["the cat", "the dog", "the bird"]);
-        let hits = bm25(&idx, Bm25Params::default(), "the dog zebra", 10).unwrap();
+        let (idx, store) = index(&["the cat", "the dog", "the bird"]);
+        let hits = bm25(&idx, &store, Bm25Params::default(), "the dog zebra", 10).unwrap();
         assert_eq!(hits[0].0, 1);
         assert_eq!(hits.len(), 3);
+    }
+
+    #[test]
+    fn phrase_occurrence_outranks_scattered_terms() {
+        // Doc 0 has every term more often but never in order; doc 1 has the phrase once.
+        let (idx, store) = index(&[
+            "be not to or be to be not or to",
+            "whether to be or not to be, that is",
+        ]);
+        let hits = bm25(
+            &idx,
+            &store,
+            Bm25Params::default(),
+            "to be or not to be",
+            10,
+        )
+        .unwrap();
+        assert_eq!(hits[0].0, 1, "{hits:?}");
+        let plain = bm25(&idx, &store, Bm25Params::default(), "be", 10).unwrap();
+        assert_eq!(
+            plain[0].0, 0,
+            "single-term queries have no phrase component: {plain:?}"
+        );
     }
 
     #[test]
@@ -123,6 +205,9 @@ mod tests {
 
     #[test]
     fn top_k_breaks_ties_by_doc_id() {
-        assert_eq!(top_k(vec![(5, 1.0), (2, 1.0), (9, 2.0)], 2), vec![(9, 2.0), (2, 1.0)]);
+        assert_eq!(
+            top_k(vec![(5, 1.0), (2, 1.0), (9, 2.0)], 2),
+            vec![(9, 2.0), (2, 1.0)]
+        );
     }
 }

@@ -58,7 +58,10 @@ impl WasmEngine {
     /// bundle is not open, the model is not the bundle's, or it fails to load.
     #[cfg(feature = "embed")]
     pub fn load_model(&mut self, onnx: Vec<u8>, tokenizer_json: Vec<u8>) -> Result<(), JsError> {
-        let engine = self.engine.as_mut().ok_or_else(|| JsError::new("open the bundle before loading the model"))?;
+        let engine = self
+            .engine
+            .as_mut()
+            .ok_or_else(|| JsError::new("open the bundle before loading the model"))?;
         engine.load_model(&onnx, &tokenizer_json).map_err(js_err)
     }
 
@@ -71,7 +74,10 @@ impl WasmEngine {
     /// `SearchResult`: `{query, mode, hits: [{rank, id, score, source, source_url,
     /// heading_path, tier, lang, text}]}`.
     pub fn search(&self, query: &str, mode: &str, top_k: usize) -> Result<String, JsError> {
-        let engine = self.engine.as_ref().ok_or_else(|| JsError::new("no bundle open"))?;
+        let engine = self
+            .engine
+            .as_ref()
+            .ok_or_else(|| JsError::new("no bundle open"))?;
         let mode: Mode = mode.parse().map_err(|e: EngineError| js_err(e))?;
         let result = engine.search(query, mode, top_k).map_err(js_err)?;
         serde_json::to_string(&result).map_err(js_err)

@@ -1,0 +1,401 @@
+//! `jikji build`: corpus folder → chunks → BM25 index + embeddings → bundle.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressStyle};
+use jikji_embed::{Embedder, Prefix};
+use jikji_format::chunks::{write_chunks, CHUNKS_FILE};
+use jikji_format::postings::{LexicalIndexWriter, POSTINGS_FILE, TERMS_FILE};
+use jikji_format::vectors::{write_vectors, VECTORS_FILE};
+use jikji_format::{
+    analyzer, sha256_hex, Bm25Params, BundleWriter, ChunkRecord, Counts, Manifest, ModelInfo,
+};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::chunker::{chunk_text, ChunkParams};
+use crate::corpus::{read_corpus, Skipped};
+
+/// Options of one build.
+#[derive(Debug, Clone)]
+pub struct BuildOptions {
+    /// Corpus folder.
+    pub corpus: PathBuf,
+    /// Bundle folder to write (replaced atomically).
+    pub out: PathBuf,
+    /// Chunk size and overlap.
+    pub params: ChunkParams,
+    /// Model folder (`model.onnx`, `tokenizer.json`); `None` builds a BM25-only bundle.
+    pub model_dir: Option<PathBuf>,
+    /// Embedding cache folder; `None` disables the cache.
+    pub cache_dir: Option<PathBuf>,
+    /// Embedding threads.
+    pub threads: usize,
+    /// Show progress bars on stderr.
+    pub progress: bool,
+}
+
+/// What a build did, for the closing summary.
+#[derive(Debug, Clone, Serialize)]
+pub struct BuildReport {
+    /// Source files indexed.
+    pub files: usize,
+    /// Files left out, with reasons.
+    pub skipped: Vec<(String, String)>,
+    /// Corpus size in bytes (UTF-8) of the files indexed.
+    pub corpus_bytes: u64,
+    /// Chunks written.
+    pub chunks: usize,
+    /// Distinct terms.
+    pub terms: usize,
+    /// Model tokens over all chunks (with the `passage: ` prefix and specials), if embedded.
+    pub tokens: usize,
+    /// Chunks longer than the model's maximum tokens (truncated when embedded).
+    pub truncated: usize,
+    /// Chunks whose vectors came from the cache.
+    pub cached: usize,
+    /// Chunks embedded in this build.
+    pub embedded: usize,
+    /// Seconds per phase: read, chunk+index, embed, write.
+    pub seconds: Vec<(String, f64)>,
+    /// Bytes per bundle file.
+    pub file_bytes: Vec<(String, u64)>,
+}
+
+/// Model metadata: id from `model.json` if present, SHA-256 of `model.onnx` (the file the
+/// browser loads; the engine refuses a model whose SHA-256 differs).
+pub fn model_info(dir: &Path) -> anyhow::Result<ModelInfo> {
+    let onnx = dir.join("model.onnx");
+    let bytes = std::fs::read(&onnx).with_context(|| {
+        format!(
+            "{}: cannot read the model (run scripts/setup-model)",
+            onnx.display()
+        )
+    })?;
+    let id = std::fs::read(dir.join("model.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|v| v.get("id").and_then(|i| i.as_str()).map(String::from))
+        .unwrap_or_else(|| "multilingual-e5-small-q4".to_string());
+    Ok(ModelInfo {
+        id,
+        sha256: sha256_hex(&bytes),
+        dim: jikji_embed::DIM,
+        max_tokens: jikji_embed::MAX_TOKENS,
+    })
+}
+
+/// Loads the embedder used to embed chunks: `model-int8.onnx` if present (the same 4-bit
+/// weights expanded to int8, ~3× faster in tract natively, same outputs to ~1e-7, checked
+/// by `scripts/check_model.py`), else `model.onnx`.
+pub fn load_build_embedder(dir: &Path) -> anyhow::Result<Embedder> {
+    let int8 = dir.join("model-int8.onnx");
+    let onnx = if int8.exists() {
+        int8
+    } else {
+        dir.join("model.onnx")
+    };
+    let tok = dir.join("tokenizer.json");
+    let onnx_bytes = std::fs::read(&onnx).with_context(|| format!("reading {}", onnx.display()))?;
+    let tok_bytes = std::fs::read(&tok).with_context(|| format!("reading {}", tok.display()))?;
+    Embedder::from_bytes(&onnx_bytes, &tok_bytes)
+        .with_context(|| format!("loading the model {}", onnx.display()))
+}
+
+/// Stable chunk id: first 16 hex digits of SHA-256(source path, section, position).
+pub fn chunk_id(rel: &str, section: u32, position: u32) -> String {
+    let mut h = Sha256::new();
+    h.update(rel.as_bytes());
+    h.update([0]);
+    h.update(section.to_le_bytes());
+    h.update(position.to_le_bytes());
+    hex::encode(&h.finalize()[..8])
+}
+
+/// Builds a bundle. See the crate README for the format.
+pub fn build(opts: &BuildOptions) -> anyhow::Result<BuildReport> {
+    let mut seconds = Vec::new();
+    let t = Instant::now();
+    let (files, skipped) = read_corpus(&opts.corpus)?;
+    if files.is_empty() {
+        anyhow::bail!("{}: no usable .md or .txt files", opts.corpus.display());
+    }
+    let corpus_bytes = files.iter().map(|f| f.text.len() as u64).sum();
+    seconds.push(("read".to_string(), t.elapsed().as_secs_f64()));
+
+    let t = Instant::now();
+    let mut records = Vec::new();
+    let mut index = LexicalIndexWriter::new();
+    for f in &files {
+        for c in chunk_text(&f.text, opts.params) {
+            index.add_doc(&analyzer::analyze(&c.text));
+            records.push(ChunkRecord {
+                id: chunk_id(&f.rel, c.section, c.position),
+                source: f.rel.clone(),
+                source_url: f.source_url.clone(),
+                tier: f.tier,
+                heading_path: c.heading_path,
+                lang: crate::lang::detect(&c.text).to_string(),
+                section: c.section,
+                start: c.start,
+                end: c.end,
+                text: c.text,
+            });
+        }
+    }
+    let terms = index.num_terms();
+    let (terms_fst, postings) = index.finish()?;
+    let chunks_bin = write_chunks(&records)?;
+    seconds.push(("chunk+index".to_string(), t.elapsed().as_secs_f64()));
+
+    let t = Instant::now();
+    let mut emb = None;
+    let (mut tokens, mut truncated, mut cached, mut embedded) = (0, 0, 0, 0);
+    if let Some(dir) = &opts.model_dir {
+        let info = model_info(dir)?;
+        let embedder = load_build_embedder(dir)?;
+        let texts: Vec<&str> = records.iter().map(|r| r.text.as_str()).collect();
+        let mut cache = VectorCache::open(opts.cache_dir.as_deref(), &info.sha256)?;
+        let keys: Vec<[u8; 32]> = texts.iter().map(|t| cache_key(&info.sha256, t)).collect();
+        let missing: Vec<usize> = (0..texts.len())
+            .filter(|&i| !cache.map.contains_key(&keys[i]))
+            .collect();
+        cached = texts.len() - missing.len();
+        let bar = progress_bar(opts.progress, missing.len() as u64, "embedding");
+        let todo: Vec<&str> = missing.iter().map(|&i| texts[i]).collect();
+        let out = embedder
+            .embed_many(&todo, Prefix::Passage, opts.threads, &|n| {
+                bar.set_position(n as u64)
+            })
+            .context("embedding chunks")?;
+        bar.finish_and_clear();
+        embedded = todo.len();
+        for (j, &i) in missing.iter().enumerate() {
+            let entry = CacheEntry {
+                tokens: out.tokens[j] as u32,
+                truncated: out.truncated[j],
+                vector: out.vectors[j].clone(),
+            };
+            cache.insert(keys[i], entry)?;
+        }
+        cache.flush()?;
+        let mut vectors = Vec::with_capacity(texts.len());
+        for k in &keys {
+            let e = &cache.map[k];
+            tokens += e.tokens as usize;
+            truncated += usize::from(e.truncated);
+            vectors.push(e.vector.clone());
+        }
+        emb = Some((info, write_vectors(jikji_embed::DIM, &vectors)?));
+    }
+    seconds.push(("embed".to_string(), t.elapsed().as_secs_f64()));
+
+    let t = Instant::now();
+    let mut w = BundleWriter::create(&opts.out)?;
+    w.add_file(TERMS_FILE, &terms_fst)?;
+    w.add_file(POSTINGS_FILE, &postings)?;
+    w.add_file(CHUNKS_FILE, &chunks_bin)?;
+    let model = match emb {
+        Some((info, bytes)) => {
+            w.add_file(VECTORS_FILE, &bytes)?;
+            Some(info)
+        }
+        None => None,
+    };
+    let manifest = Manifest {
+        format_version: jikji_format::FORMAT_VERSION,
+        analyzer_version: analyzer::ANALYZER_VERSION,
+        generator: format!("jikji {}", env!("CARGO_PKG_VERSION")),
+        built_at: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+        chunk_size: opts.params.size,
+        overlap: opts.params.overlap,
+        bm25: Bm25Params::default(),
+        counts: Counts {
+            files: files.len(),
+            chunks: records.len(),
+            terms,
+            vectors: if model.is_some() { records.len() } else { 0 },
+        },
+        model,
+        files: Default::default(),
+    };
+    let manifest = w.finish(manifest)?;
+    seconds.push(("write".to_string(), t.elapsed().as_secs_f64()));
+
+    let mut file_bytes: Vec<(String, u64)> = manifest
+        .files
+        .iter()
+        .map(|(k, v)| (k.clone(), v.bytes))
+        .collect();
+    let mlen = std::fs::metadata(opts.out.join(jikji_format::manifest::MANIFEST_FILE))
+        .map(|m| m.len())
+        .unwrap_or(0);
+    file_bytes.push((jikji_format::manifest::MANIFEST_FILE.to_string(), mlen));
+    Ok(BuildReport {
+        files: files.len(),
+        skipped: skipped
+            .into_iter()
+            .map(|Skipped { rel, reason }| (rel, reason))
+            .collect(),
+        corpus_bytes,
+        chunks: records.len(),
+        terms,
+        tokens,
+        truncated,
+        cached,
+        embedded,
+        seconds,
+        file_bytes,
+    })
+}
+
+fn progress_bar(show: bool, len: u64, msg: &'static str) -> ProgressBar {
+    if !show {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(len);
+    bar.set_style(
+        ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} chunks ({per_sec}, eta {eta})")
+            .unwrap()
+            .progress_chars("=> "),
+    );
+    bar.set_message(msg);
+    bar
+}
+
+fn cache_key(model_sha: &str, text: &str) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(model_sha.as_bytes());
+    h.update([0]);
+    h.update(Prefix::Passage.as_str().as_bytes());
+    h.update(text.as_bytes());
+    h.finalize().into()
+}
+
+struct CacheEntry {
+    tokens: u32,
+    truncated: bool,
+    vector: Vec<f32>,
+}
+
+/// Append-only cache of passage vectors keyed by SHA-256(model, prefix, chunk text), one
+/// file per model: records of `key[32] | u32 tokens | u8 truncated | f32[DIM]`. A torn
+/// final record (crash while appending) is ignored on load.
+struct VectorCache {
+    path: Option<PathBuf>,
+    map: HashMap<[u8; 32], CacheEntry>,
+    pending: Vec<u8>,
+}
+
+const RECORD: usize = 32 + 4 + 1 + 4 * jikji_embed::DIM;
+
+impl VectorCache {
+    fn open(dir: Option<&Path>, model_sha: &str) -> anyhow::Result<Self> {
+        let Some(dir) = dir else {
+            return Ok(VectorCache {
+                path: None,
+                map: HashMap::new(),
+                pending: Vec::new(),
+            });
+        };
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("creating cache folder {}", dir.display()))?;
+        let path = dir.join(format!("vectors-{}.bin", &model_sha[..16]));
+        let mut map = HashMap::new();
+        if let Ok(mut f) = std::fs::File::open(&path) {
+            let mut buf = Vec::new();
+            f.read_to_end(&mut buf)
+                .with_context(|| format!("reading {}", path.display()))?;
+            for rec in buf.chunks_exact(RECORD) {
+                let key: [u8; 32] = rec[..32].try_into().unwrap();
+                let tokens = u32::from_le_bytes(rec[32..36].try_into().unwrap());
+                let truncated = rec[36] != 0;
+                let vector = rec[37..]
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                    .collect();
+                map.insert(
+                    key,
+                    CacheEntry {
+                        tokens,
+                        truncated,
+                        vector,
+                    },
+                );
+            }
+        }
+        Ok(VectorCache {
+            path: Some(path),
+            map,
+            pending: Vec::new(),
+        })
+    }
+
+    fn insert(&mut self, key: [u8; 32], e: CacheEntry) -> anyhow::Result<()> {
+        if self.path.is_some() {
+            self.pending.extend_from_slice(&key);
+            self.pending.extend_from_slice(&e.tokens.to_le_bytes());
+            self.pending.push(u8::from(e.truncated));
+            for v in &e.vector {
+                self.pending.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        self.map.insert(key, e);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> anyhow::Result<()> {
+        let Some(path) = &self.path else {
+            return Ok(());
+        };
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        // Drop a torn tail first so records stay aligned.
+        let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(false)
+            .write(true)
+            .open(path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        f.set_len(len - len % RECORD as u64)?;
+        drop(f);
+        let mut f = std::fs::OpenOptions::new().append(true).open(path)?;
+        f.write_all(&self.pending)
+            .with_context(|| format!("writing {}", path.display()))?;
+        self.pending.clear();
+        Ok(())
+    }
+}
+
+/// Prints the closing summary.
+pub fn print_report(r: &BuildReport, out: &Path) {
+    eprintln!("built {}", out.display());
+    eprintln!(
+        "  files {}  chunks {}  terms {}  model tokens {}  truncated {}  embedded {} (cached {})",
+        r.files, r.chunks, r.terms, r.tokens, r.truncated, r.embedded, r.cached
+    );
+    for (f, why) in &r.skipped {
+        eprintln!("  skipped {f}: {why}");
+    }
+    let secs: Vec<String> = r
+        .seconds
+        .iter()
+        .map(|(p, s)| format!("{p} {s:.2}s"))
+        .collect();
+    eprintln!("  time: {}", secs.join(", "));
+    let bytes: Vec<String> = r
+        .file_bytes
+        .iter()
+        .map(|(f, b)| format!("{f} {b}"))
+        .collect();
+    eprintln!("  bytes: {}", bytes.join(", "));
+}

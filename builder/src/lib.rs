@@ -1,0 +1,9 @@
+//! The `jikji` builder: reads a corpus folder, chunks it, indexes and embeds the chunks,
+//! and writes a static search bundle; also serves the web page.
+#![warn(missing_docs)]
+
+pub mod build;
+pub mod chunker;
+pub mod corpus;
+pub mod lang;
+pub mod serve;

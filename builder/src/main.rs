@@ -1,0 +1,231 @@
+//! `jikji`: build a search bundle from a corpus folder, search it, serve the web page.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use jikji_builder::build::{build, print_report, BuildOptions};
+use jikji_builder::chunker::ChunkParams;
+use jikji_builder::serve::{serve, ServeOptions};
+use jikji_engine::{Engine, Mode};
+
+#[derive(Parser)]
+#[command(
+    name = "jikji",
+    version,
+    about = "Offline search for books: build static bundles, search them natively or in the browser"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+const DEFAULT_MODEL: &str = "models/e5-small";
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Build a bundle from a corpus folder (.md / .txt files, tier folders like `1. name`).
+    Build {
+        /// Corpus folder.
+        dir: PathBuf,
+        /// Bundle folder to write (replaced atomically; the previous one is kept as BUNDLE.prev).
+        #[arg(long)]
+        out: PathBuf,
+        /// Maximum chunk length in characters (Unicode scalar values).
+        #[arg(long, default_value_t = 512)]
+        chunk_size: usize,
+        /// Characters repeated from the end of the previous chunk of the same section.
+        #[arg(long, default_value_t = 64)]
+        overlap: usize,
+        /// Model folder with model.onnx and tokenizer.json (made by scripts/setup-model).
+        #[arg(long, env = "JIKJI_MODEL_DIR", default_value = DEFAULT_MODEL)]
+        model: PathBuf,
+        /// Build a BM25-only bundle (no vectors; dense and hybrid search unavailable).
+        #[arg(long)]
+        no_embed: bool,
+        /// Embedding cache folder (vectors keyed by chunk-text hash). Default: `.jikji-cache` beside the bundle.
+        #[arg(long)]
+        cache: Option<PathBuf>,
+        /// Embedding threads (default: all cores).
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Print the summary as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+        /// No progress bar.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Search a bundle with one or more queries.
+    Search {
+        /// Bundle folder.
+        bundle: PathBuf,
+        /// Queries.
+        #[arg(required = true)]
+        queries: Vec<String>,
+        /// Results per query.
+        #[arg(long, default_value_t = 10)]
+        top_k: usize,
+        /// bm25, dense or hybrid (reciprocal rank fusion of both, k = 60).
+        #[arg(long, default_value = "hybrid")]
+        mode: String,
+        /// JSON output: an array with one {query, mode, hits} object per query.
+        #[arg(long)]
+        json: bool,
+        /// Model folder (for dense and hybrid).
+        #[arg(long, env = "JIKJI_MODEL_DIR", default_value = DEFAULT_MODEL)]
+        model: PathBuf,
+    },
+    /// Serve the web page, the wasm engine and a bundle on 127.0.0.1.
+    Serve {
+        /// Bundle folder.
+        bundle: PathBuf,
+        /// Address to listen on (port 0 picks a free port).
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        addr: String,
+        /// The page's folder.
+        #[arg(long, default_value = "web")]
+        web: PathBuf,
+        /// wasm-pack output folder.
+        #[arg(long, default_value = "pkg")]
+        pkg: PathBuf,
+        /// Model folder served at /model/.
+        #[arg(long, env = "JIKJI_MODEL_DIR", default_value = DEFAULT_MODEL)]
+        model: PathBuf,
+    },
+}
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().cmd {
+        Cmd::Build {
+            dir,
+            out,
+            chunk_size,
+            overlap,
+            model,
+            no_embed,
+            cache,
+            threads,
+            json,
+            quiet,
+        } => {
+            if overlap >= chunk_size {
+                anyhow::bail!(
+                    "--overlap ({overlap}) must be smaller than --chunk-size ({chunk_size})"
+                );
+            }
+            let model_dir = if no_embed {
+                None
+            } else {
+                if !model.join("model.onnx").exists() {
+                    anyhow::bail!(
+                        "{}: no model.onnx; run scripts/setup-model, pass --model DIR, or build BM25-only with --no-embed",
+                        model.display()
+                    );
+                }
+                Some(model)
+            };
+            let cache = cache
+                .unwrap_or_else(|| out.parent().unwrap_or(Path::new(".")).join(".jikji-cache"));
+            let opts = BuildOptions {
+                corpus: dir,
+                out: out.clone(),
+                params: ChunkParams {
+                    size: chunk_size,
+                    overlap,
+                },
+                model_dir,
+                cache_dir: Some(cache),
+                threads: threads.unwrap_or_else(|| {
+                    std::thread::available_parallelism()
+                        .map(|n| n.get())
+                        .unwrap_or(1)
+                }),
+                progress: !quiet && !json,
+            };
+            let report = build(&opts)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print_report(&report, &out);
+            }
+        }
+        Cmd::Search {
+            bundle,
+            queries,
+            top_k,
+            mode,
+            json,
+            model,
+        } => {
+            let mode: Mode = mode.parse()?;
+            let mut engine = Engine::open_dir(&bundle)
+                .with_context(|| format!("opening bundle {}", bundle.display()))?;
+            if mode != Mode::Bm25 {
+                let info = jikji_builder::build::model_info(&model)?;
+                engine.check_model(&info.sha256)?;
+                engine.set_embedder(jikji_builder::build::load_build_embedder(&model)?);
+            }
+            let mut results = Vec::new();
+            for q in &queries {
+                results.push(engine.search(q, mode, top_k)?);
+            }
+            if json {
+                println!("{}", serde_json::to_string_pretty(&results)?);
+            } else {
+                for r in &results {
+                    println!("# {} ({})", r.query, r.mode);
+                    if r.hits.is_empty() {
+                        println!("  no results");
+                    }
+                    for h in &r.hits {
+                        println!(
+                            "{:>3}. {:.4}  {}  [{}]  tier {}  {}",
+                            h.rank,
+                            h.score,
+                            h.source,
+                            h.heading_path.join(" › "),
+                            h.tier.map(|t| t.to_string()).unwrap_or_else(|| "-".into()),
+                            h.lang
+                        );
+                        if let Some(u) = &h.source_url {
+                            println!("     {u}");
+                        }
+                        let snippet: String = h
+                            .text
+                            .chars()
+                            .take(200)
+                            .collect::<String>()
+                            .replace('\n', " ");
+                        println!(
+                            "     {snippet}{}",
+                            if h.text.chars().count() > 200 {
+                                "…"
+                            } else {
+                                ""
+                            }
+                        );
+                    }
+                    println!();
+                }
+            }
+        }
+        Cmd::Serve {
+            bundle,
+            addr,
+            web,
+            pkg,
+            model,
+        } => {
+            let model = model.exists().then_some(model);
+            serve(&ServeOptions {
+                addr,
+                web,
+                pkg,
+                bundle,
+                model,
+            })?;
+        }
+    }
+    Ok(())
+}

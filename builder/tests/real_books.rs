@@ -1,0 +1,129 @@
+//! Builds a bundle from real classics (all three tiers of ../shared/books) with the real
+//! model, and checks that real queries find the right passages in every mode.
+
+mod common;
+
+use jikji_builder::build::{build, load_build_embedder, model_info, BuildOptions};
+use jikji_builder::chunker::ChunkParams;
+use jikji_engine::{Engine, Mode, SearchResult};
+
+/// One bundle for all tests of this file (built once; embedding is the slow part).
+fn engine() -> &'static Engine {
+    static ENGINE: std::sync::OnceLock<Engine> = std::sync::OnceLock::new();
+    ENGINE.get_or_init(build_engine)
+}
+
+fn build_engine() -> Engine {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = common::subset_corpus(tmp.path(), common::REAL_SUBSET);
+    let out = tmp.path().join("bundle");
+    let model = common::model_dir();
+    let report = build(&BuildOptions {
+        corpus,
+        out: out.clone(),
+        params: ChunkParams::default(),
+        model_dir: Some(model.clone()),
+        cache_dir: Some(common::cache_dir()),
+        threads: std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
+        progress: false,
+    })
+    .unwrap();
+    assert_eq!(report.files, common::REAL_SUBSET.len());
+    assert!(report.chunks > 100, "{report:?}");
+    let mut engine = Engine::open_dir(&out).unwrap();
+    engine
+        .check_model(&model_info(&model).unwrap().sha256)
+        .unwrap();
+    engine.set_embedder(load_build_embedder(&model).unwrap());
+    engine
+}
+
+fn sources(r: &SearchResult) -> Vec<&str> {
+    r.hits.iter().map(|h| h.source.as_str()).collect()
+}
+
+#[test]
+fn real_books_answer_real_queries() {
+    let e = engine();
+
+    // Korean story title → 이효석's story, tier 99, Korean, with its source URL.
+    for mode in [Mode::Bm25, Mode::Hybrid] {
+        let r = e.search("메밀꽃 필 무렵", mode, 3).unwrap();
+        let top = &r.hits[0];
+        assert!(
+            top.source.ends_with("16_When_Buckwheat_Flowers_Blossom.md"),
+            "{mode}: {:?}",
+            sources(&r)
+        );
+        assert_eq!(top.tier, Some(99));
+        assert_eq!(top.lang, "ko");
+        assert!(top
+            .source_url
+            .as_deref()
+            .unwrap()
+            .starts_with("https://github.com/storidient/KoCoNovel"));
+    }
+
+    // The first saying of the Analects → 論語 學而篇, with its heading path.
+    for mode in [Mode::Bm25, Mode::Hybrid] {
+        let r = e.search("學而時習之", mode, 3).unwrap();
+        let top = &r.hits[0];
+        assert!(
+            top.source.ends_with("lunyu.md"),
+            "{mode}: {:?}",
+            sources(&r)
+        );
+        assert_eq!(top.heading_path, ["論語", "學而篇第一"], "{mode}");
+        assert!(top.text.contains("學而時習之"));
+        assert_eq!((top.tier, top.lang.as_str()), (Some(1), "zh"));
+    }
+
+    // Hamlet's soliloquy.
+    for mode in [Mode::Bm25, Mode::Hybrid] {
+        let r = e.search("to be or not to be", mode, 3).unwrap();
+        assert!(
+            r.hits[0].source.ends_with("shakespeare-hamlet.txt"),
+            "{mode}: {:?}",
+            sources(&r)
+        );
+        assert!(
+            r.hits
+                .iter()
+                .any(|h| h.text.contains("To be, or not to be")),
+            "{mode}: {:#?}",
+            r.hits
+        );
+        assert_eq!((r.hits[0].tier, r.hits[0].lang.as_str()), (Some(2), "en"));
+    }
+}
+
+#[test]
+fn dense_finds_a_korean_paraphrase_sharing_no_characters() {
+    let e = engine();
+    // "Learning and practising it in due time: is that not a joy?" in Korean: no Han
+    // characters, so BM25 cannot match 學而時習之 at all.
+    let q = "배우고 때때로 익히면 또한 기쁘지 아니한가";
+    let lexical = e.search(q, Mode::Bm25, 10).unwrap();
+    assert!(
+        !lexical.hits.iter().any(|h| h.text.contains("學而時習之")),
+        "BM25 should not find it: {:?}",
+        sources(&lexical)
+    );
+    let r = e.search(q, Mode::Dense, 5).unwrap();
+    assert!(
+        r.hits
+            .iter()
+            .any(|h| h.source.ends_with("lunyu.md") && h.text.contains("學而時習之")),
+        "dense top-5: {:#?}",
+        r.hits
+            .iter()
+            .map(|h| (
+                &h.source,
+                h.score,
+                h.text.chars().take(40).collect::<String>()
+            ))
+            .collect::<Vec<_>>()
+    );
+}
