@@ -42,9 +42,12 @@ pub fn script_of(c: char) -> Script {
         0xAC00..=0xD7AF | 0x1100..=0x11FF | 0x3130..=0x318F | 0xA960..=0xA97F | 0xD7B0..=0xD7FF => {
             Script::Hangul
         }
-        0x4E00..=0x9FFF | 0x3400..=0x4DBF | 0x20000..=0x2FFFF | 0xF900..=0xFAFF | 0x3005 | 0x3007 => {
-            Script::Han
-        }
+        0x4E00..=0x9FFF
+        | 0x3400..=0x4DBF
+        | 0x20000..=0x2FFFF
+        | 0xF900..=0xFAFF
+        | 0x3005
+        | 0x3007 => Script::Han,
         0x3040..=0x309F | 0x30A0..=0x30FF | 0x31F0..=0x31FF | 0xFF66..=0xFF9F => Script::Kana,
         _ if c.is_alphanumeric() => Script::Alnum,
         _ => Script::Other,
@@ -110,17 +113,26 @@ mod tests {
 
     #[test]
     fn latin_words_lowercased_and_width_folded() {
-        assert_eq!(analyze("To be, or NOT ＡＢＣ 42!"), ["to", "be", "or", "not", "abc", "42"]);
+        assert_eq!(
+            analyze("To be, or NOT ＡＢＣ 42!"),
+            ["to", "be", "or", "not", "abc", "42"]
+        );
     }
 
     #[test]
     fn han_runs_become_bigrams_and_lone_unigrams() {
-        assert_eq!(analyze("學而時習之，乎"), ["學而", "而時", "時習", "習之", "乎"]);
+        assert_eq!(
+            analyze("學而時習之，乎"),
+            ["學而", "而時", "時習", "習之", "乎"]
+        );
     }
 
     #[test]
     fn hangul_bigrams_plus_whole_word() {
-        assert_eq!(analyze("메밀꽃 필 무렵"), ["메밀", "밀꽃", "메밀꽃", "필", "무렵"]);
+        assert_eq!(
+            analyze("메밀꽃 필 무렵"),
+            ["메밀", "밀꽃", "메밀꽃", "필", "무렵"]
+        );
     }
 
     #[test]

@@ -31,24 +31,41 @@ pub struct BundleWriter {
 impl BundleWriter {
     /// Starts a bundle that will end up at `out`. Creates `<out>.tmp-<pid>` beside it.
     pub fn create(out: &Path) -> Result<Self> {
-        let name = out
-            .file_name()
-            .ok_or_else(|| FormatError::InvalidInput(format!("{}: not a folder name", out.display())))?;
-        let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let name = out.file_name().ok_or_else(|| {
+            FormatError::InvalidInput(format!("{}: not a folder name", out.display()))
+        })?;
+        let parent = out
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
         std::fs::create_dir_all(parent).map_err(|e| FormatError::io(parent, e))?;
-        let tmp = parent.join(format!("{}.tmp-{}", name.to_string_lossy(), std::process::id()));
+        let tmp = parent.join(format!(
+            "{}.tmp-{}",
+            name.to_string_lossy(),
+            std::process::id()
+        ));
         if tmp.exists() {
             std::fs::remove_dir_all(&tmp).map_err(|e| FormatError::io(&tmp, e))?;
         }
         std::fs::create_dir(&tmp).map_err(|e| FormatError::io(&tmp, e))?;
-        Ok(BundleWriter { out: out.to_path_buf(), tmp, files: BTreeMap::new() })
+        Ok(BundleWriter {
+            out: out.to_path_buf(),
+            tmp,
+            files: BTreeMap::new(),
+        })
     }
 
     /// Writes one file into the bundle and records its size and checksum.
     pub fn add_file(&mut self, name: &str, bytes: &[u8]) -> Result<()> {
         let path = self.tmp.join(name);
         std::fs::write(&path, bytes).map_err(|e| FormatError::io(&path, e))?;
-        self.files.insert(name.to_string(), FileEntry { sha256: sha256_hex(bytes), bytes: bytes.len() as u64 });
+        self.files.insert(
+            name.to_string(),
+            FileEntry {
+                sha256: sha256_hex(bytes),
+                bytes: bytes.len() as u64,
+            },
+        );
         Ok(())
     }
 
@@ -62,13 +79,17 @@ impl BundleWriter {
     /// older `.prev`). Returns the manifest written.
     pub fn finish(self, mut manifest: Manifest) -> Result<Manifest> {
         manifest.files = self.files.clone();
-        let json = serde_json::to_vec_pretty(&manifest)
-            .map_err(|source| FormatError::Json { file: MANIFEST_FILE.into(), source })?;
+        let json = serde_json::to_vec_pretty(&manifest).map_err(|source| FormatError::Json {
+            file: MANIFEST_FILE.into(),
+            source,
+        })?;
         let mpath = self.tmp.join(MANIFEST_FILE);
         std::fs::write(&mpath, &json).map_err(|e| FormatError::io(&mpath, e))?;
         for name in self.files.keys().map(String::as_str).chain([MANIFEST_FILE]) {
             let p = self.tmp.join(name);
-            std::fs::File::open(&p).and_then(|f| f.sync_all()).map_err(|e| FormatError::io(&p, e))?;
+            std::fs::File::open(&p)
+                .and_then(|f| f.sync_all())
+                .map_err(|e| FormatError::io(&p, e))?;
         }
         let prev = PathBuf::from(format!("{}.prev", self.out.display()));
         if self.out.exists() {
@@ -108,7 +129,9 @@ impl Bundle {
     pub fn open_dir(dir: &Path) -> Result<Self> {
         let mpath = dir.join(MANIFEST_FILE);
         if !mpath.exists() {
-            return Err(FormatError::MissingFile { file: mpath.display().to_string() });
+            return Err(FormatError::MissingFile {
+                file: mpath.display().to_string(),
+            });
         }
         let mbytes = std::fs::read(&mpath).map_err(|e| FormatError::io(&mpath, e))?;
         let manifest = Manifest::parse(&mbytes)?;
@@ -121,7 +144,9 @@ impl Bundle {
                     files.insert(name.clone(), b);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    return Err(FormatError::MissingFile { file: p.display().to_string() })
+                    return Err(FormatError::MissingFile {
+                        file: p.display().to_string(),
+                    })
                 }
                 Err(e) => return Err(FormatError::io(&p, e)),
             }
@@ -138,19 +163,35 @@ impl Bundle {
     pub fn from_files(mut files: HashMap<String, Vec<u8>>) -> Result<Self> {
         let mbytes = files
             .remove(MANIFEST_FILE)
-            .ok_or_else(|| FormatError::MissingFile { file: MANIFEST_FILE.into() })?;
+            .ok_or_else(|| FormatError::MissingFile {
+                file: MANIFEST_FILE.into(),
+            })?;
         let manifest = Manifest::parse(&mbytes)?;
         for (name, entry) in &manifest.files {
-            let bytes = files.get(name).ok_or_else(|| FormatError::MissingFile { file: name.clone() })?;
+            let bytes = files
+                .get(name)
+                .ok_or_else(|| FormatError::MissingFile { file: name.clone() })?;
             if bytes.len() as u64 != entry.bytes {
-                return Err(FormatError::Size { file: name.clone(), expected: entry.bytes, actual: bytes.len() as u64 });
+                return Err(FormatError::Size {
+                    file: name.clone(),
+                    expected: entry.bytes,
+                    actual: bytes.len() as u64,
+                });
             }
             let actual = sha256_hex(bytes);
             if actual != entry.sha256 {
-                return Err(FormatError::Checksum { file: name.clone(), expected: entry.sha256.clone(), actual });
+                return Err(FormatError::Checksum {
+                    file: name.clone(),
+                    expected: entry.sha256.clone(),
+                    actual,
+                });
             }
         }
-        let mut take = |name: &str| files.remove(name).ok_or_else(|| FormatError::MissingFile { file: name.into() });
+        let mut take = |name: &str| {
+            files
+                .remove(name)
+                .ok_or_else(|| FormatError::MissingFile { file: name.into() })
+        };
         let lexical = LexicalIndex::open(take(TERMS_FILE)?, take(POSTINGS_FILE)?)?;
         let chunks = ChunkStore::open(take(CHUNKS_FILE)?)?;
         let vectors = if manifest.files.contains_key(VECTORS_FILE) {
@@ -159,7 +200,10 @@ impl Bundle {
             None
         };
         let n = chunks.len();
-        if lexical.num_docs() != n || vectors.as_ref().is_some_and(|v| v.len() != n) || manifest.counts.chunks != n {
+        if lexical.num_docs() != n
+            || vectors.as_ref().is_some_and(|v| v.len() != n)
+            || manifest.counts.chunks != n
+        {
             return Err(FormatError::corrupt(
                 MANIFEST_FILE,
                 0,
@@ -173,9 +217,18 @@ impl Bundle {
         }
         if let (Some(v), Some(m)) = (&vectors, &manifest.model) {
             if v.dim() != m.dim {
-                return Err(FormatError::corrupt(VECTORS_FILE, 8, format!("dimension {} but model says {}", v.dim(), m.dim)));
+                return Err(FormatError::corrupt(
+                    VECTORS_FILE,
+                    8,
+                    format!("dimension {} but model says {}", v.dim(), m.dim),
+                ));
             }
         }
-        Ok(Bundle { manifest, lexical, vectors, chunks })
+        Ok(Bundle {
+            manifest,
+            lexical,
+            vectors,
+            chunks,
+        })
     }
 }

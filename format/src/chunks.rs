@@ -50,7 +50,10 @@ pub fn write_chunks(records: &[ChunkRecord]) -> Result<Vec<u8>> {
     let mut offsets = Vec::with_capacity(records.len() + 1);
     for r in records {
         offsets.push(body.len() as u64);
-        serde_json::to_writer(&mut body, r).map_err(|source| FormatError::Json { file: CHUNKS_FILE.into(), source })?;
+        serde_json::to_writer(&mut body, r).map_err(|source| FormatError::Json {
+            file: CHUNKS_FILE.into(),
+            source,
+        })?;
     }
     offsets.push(body.len() as u64);
     let mut out = Vec::with_capacity(12 + offsets.len() * 8 + body.len());
@@ -83,10 +86,20 @@ impl ChunkStore {
         }
         let body_start = r.pos();
         let body_len = (bytes.len() - body_start) as u64;
-        if offsets.windows(2).any(|w| w[0] > w[1]) || offsets.last().copied().unwrap_or(0) != body_len {
-            return Err(FormatError::corrupt(CHUNKS_FILE, 12, "offset table does not match the records"));
+        if offsets.windows(2).any(|w| w[0] > w[1])
+            || offsets.last().copied().unwrap_or(0) != body_len
+        {
+            return Err(FormatError::corrupt(
+                CHUNKS_FILE,
+                12,
+                "offset table does not match the records",
+            ));
         }
-        Ok(ChunkStore { bytes, offsets, body_start })
+        Ok(ChunkStore {
+            bytes,
+            offsets,
+            body_start,
+        })
     }
 
     /// Number of chunks.
@@ -103,7 +116,11 @@ impl ChunkStore {
     pub fn get(&self, doc: u32) -> Result<ChunkRecord> {
         let i = doc as usize;
         if i >= self.len() {
-            return Err(FormatError::corrupt(CHUNKS_FILE, 0, format!("chunk {doc} out of range ({} chunks)", self.len())));
+            return Err(FormatError::corrupt(
+                CHUNKS_FILE,
+                0,
+                format!("chunk {doc} out of range ({} chunks)", self.len()),
+            ));
         }
         let a = self.body_start + self.offsets[i] as usize;
         let b = self.body_start + self.offsets[i + 1] as usize;

@@ -42,7 +42,12 @@ impl<'a> Reader<'a> {
             .pos
             .checked_add(n)
             .filter(|&e| e <= self.bytes.len())
-            .ok_or_else(|| self.corrupt(format!("truncated: need {n} bytes, file has {}", self.bytes.len())))?;
+            .ok_or_else(|| {
+                self.corrupt(format!(
+                    "truncated: need {n} bytes, file has {}",
+                    self.bytes.len()
+                ))
+            })?;
         let s = &self.bytes[self.pos..end];
         self.pos = end;
         Ok(s)
@@ -87,7 +92,11 @@ impl<'a> Reader<'a> {
             return Err(FormatError::corrupt(
                 self.file,
                 0,
-                format!("bad magic {:?}, expected {:?}", String::from_utf8_lossy(m), String::from_utf8_lossy(magic)),
+                format!(
+                    "bad magic {:?}, expected {:?}",
+                    String::from_utf8_lossy(m),
+                    String::from_utf8_lossy(magic)
+                ),
             ));
         }
         let found = self.u32()?;

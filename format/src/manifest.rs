@@ -93,8 +93,10 @@ impl Manifest {
         struct VersionOnly {
             format_version: u32,
         }
-        let v: VersionOnly =
-            serde_json::from_slice(bytes).map_err(|source| FormatError::Json { file: MANIFEST_FILE.into(), source })?;
+        let v: VersionOnly = serde_json::from_slice(bytes).map_err(|source| FormatError::Json {
+            file: MANIFEST_FILE.into(),
+            source,
+        })?;
         if v.format_version != FORMAT_VERSION {
             return Err(FormatError::FormatVersion {
                 file: MANIFEST_FILE.into(),
@@ -102,8 +104,10 @@ impl Manifest {
                 expected: FORMAT_VERSION,
             });
         }
-        let m: Manifest =
-            serde_json::from_slice(bytes).map_err(|source| FormatError::Json { file: MANIFEST_FILE.into(), source })?;
+        let m: Manifest = serde_json::from_slice(bytes).map_err(|source| FormatError::Json {
+            file: MANIFEST_FILE.into(),
+            source,
+        })?;
         if m.analyzer_version != crate::analyzer::ANALYZER_VERSION {
             return Err(FormatError::corrupt(
                 MANIFEST_FILE,

@@ -72,7 +72,10 @@ impl LexicalIndexWriter {
         for (term, list) in &self.postings {
             builder
                 .insert(term.as_bytes(), post.len() as u64)
-                .map_err(|source| FormatError::Fst { file: TERMS_FILE.into(), source })?;
+                .map_err(|source| FormatError::Fst {
+                    file: TERMS_FILE.into(),
+                    source,
+                })?;
             put_varint(&mut post, list.len() as u64);
             let mut prev = 0u32;
             for &(doc, tf) in list {
@@ -81,9 +84,10 @@ impl LexicalIndexWriter {
                 prev = doc;
             }
         }
-        let fst_bytes = builder
-            .into_inner()
-            .map_err(|source| FormatError::Fst { file: TERMS_FILE.into(), source })?;
+        let fst_bytes = builder.into_inner().map_err(|source| FormatError::Fst {
+            file: TERMS_FILE.into(),
+            source,
+        })?;
         Ok((fst_bytes, post))
     }
 }
@@ -100,12 +104,21 @@ impl LexicalIndex {
     /// Opens the two files' bytes. Errors: [`FormatError::Fst`] for a bad `terms.fst`,
     /// [`FormatError::DataCorruption`] / [`FormatError::FormatVersion`] for `postings.bin`.
     pub fn open(terms_fst: Vec<u8>, postings: Vec<u8>) -> Result<Self> {
-        let terms = fst::Map::new(terms_fst).map_err(|source| FormatError::Fst { file: TERMS_FILE.into(), source })?;
+        let terms = fst::Map::new(terms_fst).map_err(|source| FormatError::Fst {
+            file: TERMS_FILE.into(),
+            source,
+        })?;
         let mut r = Reader::new(POSTINGS_FILE, &postings, 0);
         r.header(MAGIC, VERSION)?;
         let n = r.u32()? as usize;
-        let raw = r.take(n.checked_mul(4).ok_or_else(|| r.corrupt("doc count overflow"))?)?;
-        let doc_lens: Vec<u32> = raw.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+        let raw = r.take(
+            n.checked_mul(4)
+                .ok_or_else(|| r.corrupt("doc count overflow"))?,
+        )?;
+        let doc_lens: Vec<u32> = raw
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
         let total: u64 = doc_lens.iter().map(|&l| u64::from(l)).sum();
         let avg_doc_len = if n == 0 { 0.0 } else { total as f32 / n as f32 };
         let header_end = r.pos() as u64;
@@ -114,11 +127,20 @@ impl LexicalIndex {
             let mut stream = terms.stream();
             while let Some((_, off)) = stream.next() {
                 if off < header_end || off >= postings.len() as u64 {
-                    return Err(FormatError::corrupt(TERMS_FILE, 0, format!("postings offset {off} out of range")));
+                    return Err(FormatError::corrupt(
+                        TERMS_FILE,
+                        0,
+                        format!("postings offset {off} out of range"),
+                    ));
                 }
             }
         }
-        Ok(LexicalIndex { terms, postings, doc_lens, avg_doc_len })
+        Ok(LexicalIndex {
+            terms,
+            postings,
+            doc_lens,
+            avg_doc_len,
+        })
     }
 
     /// Number of documents (chunks).
@@ -155,7 +177,10 @@ impl LexicalIndex {
         let mut r = Reader::new(POSTINGS_FILE, &self.postings, off as usize);
         let df = r.varint()? as usize;
         if df > self.doc_lens.len() {
-            return Err(r.corrupt(format!("document frequency {df} > {} documents", self.doc_lens.len())));
+            return Err(r.corrupt(format!(
+                "document frequency {df} > {} documents",
+                self.doc_lens.len()
+            )));
         }
         let mut out = Vec::with_capacity(df);
         let mut doc = 0u64;
@@ -199,7 +224,9 @@ mod tests {
         let mut w = LexicalIndexWriter::new();
         w.add_doc(&terms("a b"));
         let (f, p) = w.finish().unwrap();
-        let err = LexicalIndex::open(f, p[..p.len() - 3].to_vec()).err().unwrap();
+        let err = LexicalIndex::open(f, p[..p.len() - 3].to_vec())
+            .err()
+            .unwrap();
         assert!(matches!(err, FormatError::DataCorruption { .. }), "{err}");
     }
 }

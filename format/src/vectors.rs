@@ -25,7 +25,12 @@ pub fn quantize(x: &[f32]) -> (f32, Vec<i8>) {
         return (0.0, vec![0; x.len()]);
     }
     let scale = max / 127.0;
-    (scale, x.iter().map(|v| (v / scale).round().clamp(-127.0, 127.0) as i8).collect())
+    (
+        scale,
+        x.iter()
+            .map(|v| (v / scale).round().clamp(-127.0, 127.0) as i8)
+            .collect(),
+    )
 }
 
 /// Serialises vectors of dimension `dim` (all must have that length).
@@ -39,7 +44,10 @@ pub fn write_vectors(dim: usize, vectors: &[Vec<f32>]) -> Result<Vec<u8>> {
     let mut qs = Vec::with_capacity(vectors.len() * dim);
     for (i, v) in vectors.iter().enumerate() {
         if v.len() != dim {
-            return Err(FormatError::InvalidInput(format!("vector {i} has {} dimensions, expected {dim}", v.len())));
+            return Err(FormatError::InvalidInput(format!(
+                "vector {i} has {} dimensions, expected {dim}",
+                v.len()
+            )));
         }
         let (scale, q) = quantize(v);
         out.extend_from_slice(&scale.to_le_bytes());
@@ -65,12 +73,19 @@ impl Vectors {
         let dim = r.u32()? as usize;
         let count = r.u32()? as usize;
         let scales_raw = r.take(count * 4)?;
-        let scales = scales_raw.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+        let scales = scales_raw
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
         let data_raw = r.take(count * dim)?;
         if r.pos() != bytes.len() {
             return Err(r.corrupt(format!("{} trailing bytes", bytes.len() - r.pos())));
         }
-        Ok(Vectors { dim, scales, data: data_raw.iter().map(|&b| b as i8).collect() })
+        Ok(Vectors {
+            dim,
+            scales,
+            data: data_raw.iter().map(|&b| b as i8).collect(),
+        })
     }
 
     /// Vector dimension.
@@ -102,7 +117,10 @@ impl Vectors {
     /// Dequantized copy of vector `i`.
     pub fn get(&self, i: usize) -> Vec<f32> {
         let s = self.scales[i];
-        self.data[i * self.dim..(i + 1) * self.dim].iter().map(|&q| f32::from(q) * s).collect()
+        self.data[i * self.dim..(i + 1) * self.dim]
+            .iter()
+            .map(|&q| f32::from(q) * s)
+            .collect()
     }
 }
 
@@ -129,6 +147,9 @@ mod tests {
     #[test]
     fn truncated_file_is_data_corruption() {
         let bytes = write_vectors(3, &[vec![1.0, 0.0, 0.0]]).unwrap();
-        assert!(matches!(Vectors::open(&bytes[..bytes.len() - 1]), Err(FormatError::DataCorruption { .. })));
+        assert!(matches!(
+            Vectors::open(&bytes[..bytes.len() - 1]),
+            Err(FormatError::DataCorruption { .. })
+        ));
     }
 }
