@@ -170,43 +170,10 @@ fn main() -> anyhow::Result<()> {
             for q in &queries {
                 results.push(engine.search(q, mode, top_k)?);
             }
-            if json {
-                println!("{}", serde_json::to_string_pretty(&results)?);
-            } else {
-                for r in &results {
-                    println!("# {} ({})", r.query, r.mode);
-                    if r.hits.is_empty() {
-                        println!("  no results");
-                    }
-                    for h in &r.hits {
-                        println!(
-                            "{:>3}. {:.4}  {}  [{}]  tier {}  {}",
-                            h.rank,
-                            h.score,
-                            h.source,
-                            h.heading_path.join(" › "),
-                            h.tier.map(|t| t.to_string()).unwrap_or_else(|| "-".into()),
-                            h.lang
-                        );
-                        if let Some(u) = &h.source_url {
-                            println!("     {u}");
-                        }
-                        let snippet: String = h
-                            .text
-                            .chars()
-                            .take(200)
-                            .collect::<String>()
-                            .replace('\n', " ");
-                        println!(
-                            "     {snippet}{}",
-                            if h.text.chars().count() > 200 {
-                                "…"
-                            } else {
-                                ""
-                            }
-                        );
-                    }
-                    println!();
+            if let Err(e) = print_results(&results, json) {
+                // A closed pipe (`jikji search … | head`) is not an error.
+                if e.kind() != std::io::ErrorKind::BrokenPipe {
+                    return Err(e.into());
                 }
             }
         }
@@ -226,6 +193,52 @@ fn main() -> anyhow::Result<()> {
                 model,
             })?;
         }
+    }
+    Ok(())
+}
+
+fn print_results(results: &[jikji_engine::SearchResult], json: bool) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if json {
+        serde_json::to_writer_pretty(&mut out, results)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    for r in results {
+        writeln!(out, "# {} ({})", r.query, r.mode)?;
+        if r.hits.is_empty() {
+            writeln!(out, "  no results")?;
+        }
+        for h in &r.hits {
+            let tier = h.tier.map(|t| t.to_string()).unwrap_or_else(|| "-".into());
+            writeln!(
+                out,
+                "{:>3}. {:.4}  {}  [{}]  tier {}  {}",
+                h.rank,
+                h.score,
+                h.source,
+                h.heading_path.join(" › "),
+                tier,
+                h.lang
+            )?;
+            if let Some(u) = &h.source_url {
+                writeln!(out, "     {u}")?;
+            }
+            let snippet: String = h
+                .text
+                .chars()
+                .take(200)
+                .collect::<String>()
+                .replace('\n', " ");
+            let more = if h.text.chars().count() > 200 {
+                "…"
+            } else {
+                ""
+            };
+            writeln!(out, "     {snippet}{more}")?;
+        }
+        writeln!(out)?;
     }
     Ok(())
 }
