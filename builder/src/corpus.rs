@@ -67,9 +67,10 @@ pub fn read_corpus(root: &Path) -> anyhow::Result<(Vec<SourceFile>, Vec<Skipped>
             Ok(t) => t,
             Err(e) => {
                 let off = e.utf8_error().valid_up_to();
+                let line = e.as_bytes()[..off].iter().filter(|&&b| b == b'\n').count() + 1;
                 skipped.push(Skipped {
                     rel,
-                    reason: format!("invalid UTF-8 at byte {off}"),
+                    reason: format!("invalid UTF-8 at byte {off} (line {line})"),
                 });
                 continue;
             }

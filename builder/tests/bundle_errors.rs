@@ -52,7 +52,7 @@ fn builds_from_good_files_and_reports_bad_ones_without_touching_them() {
     assert_eq!(
         skipped,
         [
-            "1. classics/bad.txt: invalid UTF-8 at byte 20",
+            "1. classics/bad.txt: invalid UTF-8 at byte 21 (line 2)",
             "1. classics/empty.md: empty file"
         ]
     );
