@@ -18,7 +18,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::chunker::{chunk_text, ChunkParams};
-use crate::corpus::{read_corpus, Skipped};
+use crate::corpus::{quarantine, scan, CheckOptions, Finding, Severity};
 
 /// Options of one build.
 #[derive(Debug, Clone)]
@@ -37,6 +37,31 @@ pub struct BuildOptions {
     pub threads: usize,
     /// Show progress bars on stderr.
     pub progress: bool,
+    /// What the corpus check accepts.
+    pub check: CheckOptions,
+    /// Fail on any corpus error instead of leaving the bad files out.
+    pub strict: bool,
+    /// Copy files with errors into this folder (the originals stay in place).
+    pub quarantine: Option<PathBuf>,
+}
+
+impl BuildOptions {
+    /// Options with the defaults of `jikji build`: chunk size 512, overlap 64, no model,
+    /// no cache, one thread, no progress bar, default checks, not strict, no quarantine.
+    pub fn new(corpus: impl Into<PathBuf>, out: impl Into<PathBuf>) -> Self {
+        BuildOptions {
+            corpus: corpus.into(),
+            out: out.into(),
+            params: ChunkParams::default(),
+            model_dir: None,
+            cache_dir: None,
+            threads: 1,
+            progress: false,
+            check: CheckOptions::default(),
+            strict: false,
+            quarantine: None,
+        }
+    }
 }
 
 /// What a build did, for the closing summary.
@@ -44,8 +69,10 @@ pub struct BuildOptions {
 pub struct BuildReport {
     /// Source files indexed.
     pub files: usize,
-    /// Files left out, with reasons.
-    pub skipped: Vec<(String, String)>,
+    /// Corpus check findings (errors left their file out of the bundle).
+    pub findings: Vec<Finding>,
+    /// Copies made in the quarantine folder.
+    pub quarantined: Vec<PathBuf>,
     /// Corpus size in bytes (UTF-8) of the files indexed.
     pub corpus_bytes: u64,
     /// Chunks written.
@@ -120,7 +147,25 @@ pub fn chunk_id(rel: &str, section: u32, position: u32) -> String {
 pub fn build(opts: &BuildOptions) -> anyhow::Result<BuildReport> {
     let mut seconds = Vec::new();
     let t = Instant::now();
-    let (files, skipped) = read_corpus(&opts.corpus)?;
+    let scanned = scan(&opts.corpus, opts.check)?;
+    if opts.strict && scanned.errors() > 0 {
+        let list: Vec<String> = scanned
+            .findings
+            .iter()
+            .filter(|f| f.severity == Severity::Error)
+            .map(|f| f.to_string())
+            .collect();
+        anyhow::bail!(
+            "{} corpus error(s) with --strict:\n{}",
+            list.len(),
+            list.join("\n")
+        );
+    }
+    let quarantined = match &opts.quarantine {
+        Some(dir) => quarantine(&opts.corpus, &scanned.rejected, dir)?,
+        None => Vec::new(),
+    };
+    let files = scanned.files;
     if files.is_empty() {
         anyhow::bail!("{}: no usable .md or .txt files", opts.corpus.display());
     }
@@ -131,7 +176,8 @@ pub fn build(opts: &BuildOptions) -> anyhow::Result<BuildReport> {
     let mut records = Vec::new();
     let mut index = LexicalIndexWriter::new();
     for f in &files {
-        for c in chunk_text(&f.text, opts.params) {
+        let updated = f.front.updated.clone().or_else(|| modified_date(&f.path));
+        for c in chunk_text(&f.text[f.body_byte..], opts.params) {
             index.add_doc(&analyzer::analyze(&c.text));
             records.push(ChunkRecord {
                 id: chunk_id(&f.rel, c.section, c.position),
@@ -139,11 +185,21 @@ pub fn build(opts: &BuildOptions) -> anyhow::Result<BuildReport> {
                 source_url: f.source_url.clone(),
                 tier: f.tier,
                 heading_path: c.heading_path,
-                lang: crate::lang::detect(&c.text).to_string(),
+                lang: f
+                    .front
+                    .lang
+                    .clone()
+                    .unwrap_or_else(|| crate::lang::detect(&c.text).to_string()),
                 section: c.section,
-                start: c.start,
-                end: c.end,
+                start: f.body_char + c.start,
+                end: f.body_char + c.end,
                 text: c.text,
+                title: f.front.title.clone(),
+                author: f.front.author.clone(),
+                version: f.front.version.clone(),
+                updated: updated.clone(),
+                expires: f.front.expires.clone(),
+                provenance: f.front.provenance.clone(),
             });
         }
     }
@@ -240,10 +296,8 @@ pub fn build(opts: &BuildOptions) -> anyhow::Result<BuildReport> {
     file_bytes.push((jikji_format::manifest::MANIFEST_FILE.to_string(), mlen));
     Ok(BuildReport {
         files: files.len(),
-        skipped: skipped
-            .into_iter()
-            .map(|Skipped { rel, reason }| (rel, reason))
-            .collect(),
+        findings: scanned.findings,
+        quarantined,
         corpus_bytes,
         chunks: records.len(),
         terms,
@@ -254,6 +308,12 @@ pub fn build(opts: &BuildOptions) -> anyhow::Result<BuildReport> {
         seconds,
         file_bytes,
     })
+}
+
+/// The file's modification date as `YYYY-MM-DD` (UTC), if the file system has it.
+fn modified_date(path: &Path) -> Option<String> {
+    let t = std::fs::metadata(path).ok()?.modified().ok()?;
+    Some(humantime::format_rfc3339_seconds(t).to_string()[..10].to_string())
 }
 
 fn progress_bar(show: bool, len: u64, msg: &'static str) -> ProgressBar {
@@ -383,8 +443,19 @@ pub fn print_report(r: &BuildReport, out: &Path) {
         "  files {}  chunks {}  terms {}  model tokens {}  truncated {}  embedded {} (cached {})",
         r.files, r.chunks, r.terms, r.tokens, r.truncated, r.embedded, r.cached
     );
-    for (f, why) in &r.skipped {
-        eprintln!("  skipped {f}: {why}");
+    for f in &r.findings {
+        eprintln!("  {f}");
+    }
+    let errors = r
+        .findings
+        .iter()
+        .filter(|f| f.severity == Severity::Error)
+        .count();
+    if errors > 0 {
+        eprintln!("  {errors} file error(s): those files were left out (see `jikji check`)");
+    }
+    for q in &r.quarantined {
+        eprintln!("  quarantined a copy: {}", q.display());
     }
     let secs: Vec<String> = r
         .seconds

@@ -1,42 +1,151 @@
-//! Reading a corpus folder: which files, their tier, and their source URL.
+//! Reading and checking a corpus folder: which files, their tier, source URL and front
+//! matter, and every problem found, each naming the file and the line or byte offset.
+//!
+//! Errors keep a file out of the bundle: invalid UTF-8, binary content, empty file, no
+//! source (no `Source:` / `출처:` line and no URL), an unclosed code fence, and front matter
+//! `provenance: ai-draft` (unless allowed). Warnings do not: identical content in two
+//! files, over-long sections or files without structure, very long lines, a tier folder
+//! without a number. Nothing on disk is modified.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
 
-/// One source file of the corpus.
+/// Lines longer than this many characters get a warning (a sign of lost line breaks).
+pub const LONG_LINE_CHARS: usize = 2_000;
+/// A `---` section or heading block longer than this many characters gets a warning: its
+/// chunks (at the default 512 chars, 64+ of them) would all share one heading path, so
+/// results from it carry no context about where in the section they are.
+pub const LONG_SECTION_CHARS: usize = 32_768;
+
+/// How serious a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// The file is left out of the bundle (fatal with `--strict`).
+    Error,
+    /// Reported; the file is indexed.
+    Warning,
+}
+
+/// One problem found in the corpus.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// Error or warning.
+    pub severity: Severity,
+    /// Stable machine-readable code, e.g. `no-source`, `invalid-utf8`.
+    pub code: &'static str,
+    /// File (or folder) path relative to the corpus root.
+    pub path: String,
+    /// 1-based line, where one applies.
+    pub line: Option<usize>,
+    /// 0-based byte offset, where one applies.
+    pub byte: Option<usize>,
+    /// What is wrong and what to do.
+    pub message: String,
+}
+
+impl std::fmt::Display for Finding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let sev = match self.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        };
+        write!(f, "{sev}[{}] {}", self.code, self.path)?;
+        if let Some(l) = self.line {
+            write!(f, ":{l}")?;
+        }
+        if let Some(b) = self.byte {
+            write!(f, " (byte {b})")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+/// Front matter fields (a leading `---` … `---` block of `key: value` lines).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct FrontMatter {
+    /// `title`.
+    pub title: Option<String>,
+    /// `version`.
+    pub version: Option<String>,
+    /// `updated` (ISO 8601 date as written).
+    pub updated: Option<String>,
+    /// `expires` (ISO 8601 date as written).
+    pub expires: Option<String>,
+    /// `author`.
+    pub author: Option<String>,
+    /// `provenance`: `human` or `ai-draft`.
+    pub provenance: Option<String>,
+    /// `lang`.
+    pub lang: Option<String>,
+    /// `source` (a URL), also accepted as the file's source.
+    pub source: Option<String>,
+}
+
+/// One source file accepted into the bundle.
 #[derive(Debug, Clone)]
 pub struct SourceFile {
-    /// Absolute or given path on disk.
+    /// Path on disk.
     pub path: PathBuf,
     /// Path relative to the corpus root, `/`-separated (stored in chunk metadata).
     pub rel: String,
     /// Tier from the nearest ancestor folder named `N. name` (lower = better curated).
     pub tier: Option<u32>,
-    /// UTF-8 text.
+    /// The whole file text.
     pub text: String,
-    /// `Source:` / `출처:` URL, or the first URL in the file.
+    /// Byte offset where the body starts (after front matter; 0 without it).
+    pub body_byte: usize,
+    /// Char offset where the body starts.
+    pub body_char: usize,
+    /// `Source:` / `출처:` URL, front matter `source`, or the first URL in the file.
     pub source_url: Option<String>,
+    /// Parsed front matter.
+    pub front: FrontMatter,
 }
 
-/// A file that could not be used, and why.
-#[derive(Debug, Clone)]
-pub struct Skipped {
-    /// Path relative to the corpus root.
-    pub rel: String,
-    /// Reason, naming the byte offset where one applies.
-    pub reason: String,
+/// What to accept.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CheckOptions {
+    /// Accept files whose front matter says `provenance: ai-draft`.
+    pub allow_ai_draft: bool,
 }
 
-/// Lists the `.md` and `.txt` files under `root` (sorted by path, hidden entries skipped)
-/// and reads them. Files that are not valid UTF-8 or are empty are returned in `skipped`
-/// with the reason (never modified on disk).
-pub fn read_corpus(root: &Path) -> anyhow::Result<(Vec<SourceFile>, Vec<Skipped>)> {
+/// The result of scanning a corpus folder.
+#[derive(Debug, Default)]
+pub struct Scan {
+    /// Files accepted (no error findings).
+    pub files: Vec<SourceFile>,
+    /// Every finding, in path order.
+    pub findings: Vec<Finding>,
+    /// Paths (on disk) of files with errors.
+    pub rejected: Vec<PathBuf>,
+}
+
+impl Scan {
+    /// Number of error findings.
+    pub fn errors(&self) -> usize {
+        self.findings
+            .iter()
+            .filter(|f| f.severity == Severity::Error)
+            .count()
+    }
+}
+
+/// Scans the `.md` and `.txt` files under `root` (sorted by path; hidden entries and a
+/// `README.md` at the root skipped),
+/// checks them, and returns the accepted files with all findings. Fails only if `root`
+/// cannot be walked or a file cannot be read.
+pub fn scan(root: &Path, opts: CheckOptions) -> anyhow::Result<Scan> {
     if !root.is_dir() {
         anyhow::bail!("{}: not a folder", root.display());
     }
-    let mut files = Vec::new();
-    let mut skipped = Vec::new();
+    let mut out = Scan::default();
+    let mut seen_hash: HashMap<[u8; 32], String> = HashMap::new();
+    let mut warned_dirs = std::collections::BTreeSet::new();
     let walker = walkdir::WalkDir::new(root)
         .follow_links(true)
         .sort_by_file_name()
@@ -44,10 +153,23 @@ pub fn read_corpus(root: &Path) -> anyhow::Result<(Vec<SourceFile>, Vec<Skipped>
         .filter_entry(|e| e.depth() == 0 || !e.file_name().to_string_lossy().starts_with('.'));
     for entry in walker {
         let entry = entry.with_context(|| format!("walking {}", root.display()))?;
+        let path = entry.path();
+        let rel_path = path.strip_prefix(root).unwrap_or(path);
+        let rel = rel_path
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy())
+            .collect::<Vec<_>>()
+            .join("/");
+        if entry.file_type().is_dir() {
+            if entry.depth() == 1 && tier_of(&rel).is_none() && warned_dirs.insert(rel.clone()) {
+                out.findings.push(finding(Severity::Warning, "tier-unnumbered", &rel, None, None,
+                    "top-level folder has no tier number; name it like `2. name` (lower = better curated)".into()));
+            }
+            continue;
+        }
         if !entry.file_type().is_file() {
             continue;
         }
-        let path = entry.path();
         let ext = path
             .extension()
             .and_then(|e| e.to_str())
@@ -56,51 +178,259 @@ pub fn read_corpus(root: &Path) -> anyhow::Result<(Vec<SourceFile>, Vec<Skipped>
         if ext != "md" && ext != "txt" {
             continue;
         }
-        let rel_path = path.strip_prefix(root).unwrap_or(path);
-        let rel = rel_path
-            .components()
-            .map(|c| c.as_os_str().to_string_lossy())
-            .collect::<Vec<_>>()
-            .join("/");
+        // A README at the corpus root documents the folder; it is not a book.
+        if entry.depth() == 1
+            && entry
+                .file_name()
+                .to_string_lossy()
+                .eq_ignore_ascii_case("readme.md")
+        {
+            continue;
+        }
         let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-        let text = match String::from_utf8(bytes) {
-            Ok(t) => t,
-            Err(e) => {
-                let off = e.utf8_error().valid_up_to();
-                let line = e.as_bytes()[..off].iter().filter(|&&b| b == b'\n').count() + 1;
-                skipped.push(Skipped {
-                    rel,
-                    reason: format!("invalid UTF-8 at byte {off} (line {line})"),
-                });
+        let before = out.findings.len();
+        let accepted = check_file(&rel, &bytes, opts, &mut out.findings);
+        if let Some(mut file) = accepted {
+            let hash: [u8; 32] = Sha256::digest(&bytes).into();
+            if let Some(first) = seen_hash.get(&hash) {
+                out.findings.push(finding(
+                    Severity::Warning,
+                    "duplicate",
+                    &rel,
+                    None,
+                    None,
+                    format!("identical content to {first}; both are indexed, results will repeat"),
+                ));
+            } else {
+                seen_hash.insert(hash, rel.clone());
+            }
+            file.path = path.to_path_buf();
+            file.tier = rel_path.parent().and_then(|p| {
+                p.components()
+                    .rev()
+                    .find_map(|c| tier_of(&c.as_os_str().to_string_lossy()))
+            });
+            out.files.push(file);
+        } else {
+            debug_assert!(out.findings.len() > before);
+            out.rejected.push(path.to_path_buf());
+        }
+    }
+    Ok(out)
+}
+
+fn finding(
+    severity: Severity,
+    code: &'static str,
+    path: &str,
+    line: Option<usize>,
+    byte: Option<usize>,
+    message: String,
+) -> Finding {
+    Finding {
+        severity,
+        code,
+        path: path.to_string(),
+        line,
+        byte,
+        message,
+    }
+}
+
+/// Checks one file's bytes; pushes findings; returns the file if it has no errors.
+fn check_file(
+    rel: &str,
+    bytes: &[u8],
+    opts: CheckOptions,
+    findings: &mut Vec<Finding>,
+) -> Option<SourceFile> {
+    let err = |code, line, byte, msg: String| finding(Severity::Error, code, rel, line, byte, msg);
+    let warn =
+        |code, line, byte, msg: String| finding(Severity::Warning, code, rel, line, byte, msg);
+    let line_of = |off: usize| bytes[..off].iter().filter(|&&b| b == b'\n').count() + 1;
+
+    if let Some(off) = bytes.iter().position(|&b| b == 0) {
+        findings.push(err(
+            "binary",
+            Some(line_of(off)),
+            Some(off),
+            "NUL byte: this is a binary file, not text".into(),
+        ));
+        return None;
+    }
+    let text = match std::str::from_utf8(bytes) {
+        Ok(t) => t,
+        Err(e) => {
+            let off = e.valid_up_to();
+            findings.push(err(
+                "invalid-utf8",
+                Some(line_of(off)),
+                Some(off),
+                "invalid UTF-8; save the file as UTF-8".into(),
+            ));
+            return None;
+        }
+    };
+    let bom = if text.starts_with('\u{feff}') { 3 } else { 0 };
+    if text[bom..].trim().is_empty() {
+        findings.push(err("empty", None, None, "empty file".into()));
+        return None;
+    }
+    let (front, body_byte) = front_matter(text, bom);
+    let body = &text[body_byte..];
+    let source_url = front.source.clone().or_else(|| source_url(body));
+    let mut ok = true;
+    if source_url.is_none() {
+        findings.push(err(
+            "no-source",
+            None,
+            None,
+            "no `Source:` / `출처:` line and no URL: every file must name its source".into(),
+        ));
+        ok = false;
+    }
+    match front.provenance.as_deref() {
+        Some("ai-draft") if !opts.allow_ai_draft => {
+            findings.push(err("ai-draft", Some(1), None,
+                "front matter says provenance: ai-draft; AI-written text is excluded (--allow-ai-draft includes it, tagged)".into()));
+            ok = false;
+        }
+        Some("ai-draft") | Some("human") | None => {}
+        Some(other) => findings.push(warn(
+            "provenance",
+            Some(1),
+            None,
+            format!("unknown provenance {other:?} (expected human or ai-draft)"),
+        )),
+    }
+
+    // Line-level checks over the body: fences, long lines, section sizes.
+    let first_line = text[..body_byte].matches('\n').count() + 1;
+    let mut fence: Option<(usize, String)> = None;
+    let mut section_chars = 0usize;
+    let mut section_start = first_line;
+    let mut structured = false;
+    let mut byte = body_byte;
+    for (i, line) in body.split('\n').enumerate() {
+        let n = first_line + i;
+        let t = line.trim();
+        let chars = line.chars().count();
+        if chars > LONG_LINE_CHARS {
+            findings.push(warn("long-line", Some(n), Some(byte),
+                format!("line of {chars} characters; lost line breaks? sentences will be cut at the chunk size")));
+        }
+        if t.starts_with("```") || t.starts_with("~~~") {
+            let marker: String = t.chars().take(3).collect();
+            match &fence {
+                Some((_, m)) if *m == marker => fence = None,
+                Some(_) => {}
+                None => fence = Some((n, marker)),
+            }
+        }
+        let boundary = fence.is_none()
+            && (t == "---" || (t.starts_with('#') && t.trim_start_matches('#').starts_with(' ')));
+        if boundary {
+            structured = true;
+            if section_chars > LONG_SECTION_CHARS {
+                findings.push(warn("long-section", Some(section_start), None, format!(
+                    "section of {section_chars} characters without `---` or a heading; split it so results carry context")));
+            }
+            section_chars = 0;
+            section_start = n + 1;
+        } else {
+            section_chars += chars + 1;
+        }
+        byte += line.len() + 1;
+    }
+    if section_chars > LONG_SECTION_CHARS {
+        let msg = if structured {
+            format!("section of {section_chars} characters without `---` or a heading; split it so results carry context")
+        } else {
+            format!("{section_chars} characters with no `---` or headings: if it covers several topics, separate them")
+        };
+        findings.push(warn(
+            if structured {
+                "long-section"
+            } else {
+                "no-structure"
+            },
+            Some(section_start),
+            None,
+            msg,
+        ));
+    }
+    if let Some((n, m)) = fence {
+        findings.push(err(
+            "unclosed-fence",
+            Some(n),
+            None,
+            format!("code fence {m} opened here is never closed"),
+        ));
+        ok = false;
+    }
+    if !ok {
+        return None;
+    }
+    let body_char = text[..body_byte].chars().count();
+    Some(SourceFile {
+        path: PathBuf::new(),
+        rel: rel.to_string(),
+        tier: None,
+        text: text.to_string(),
+        body_byte,
+        body_char,
+        source_url,
+        front,
+    })
+}
+
+/// Parses a leading front matter block (`---` line, `key: value` lines, `---` line)
+/// starting at byte `start`. Returns the fields and the byte offset of the body. A leading
+/// `---` not closed within 50 lines, or containing a line that is not `key: value`, is not
+/// front matter (it is a section divider).
+pub fn front_matter(text: &str, start: usize) -> (FrontMatter, usize) {
+    let mut fm = FrontMatter::default();
+    let rest = &text[start..];
+    let Some(first) = rest.lines().next() else {
+        return (fm, start);
+    };
+    if first.trim_end() != "---" {
+        return (fm, start);
+    }
+    let mut off = start + first.len() + 1;
+    for line in rest.lines().skip(1).take(50) {
+        let end = off + line.len() + 1;
+        if line.trim_end() == "---" {
+            return (fm, end.min(text.len()));
+        }
+        let Some((k, v)) = line.split_once(':') else {
+            return (FrontMatter::default(), start);
+        };
+        let k = k.trim().to_ascii_lowercase();
+        if k.is_empty() || k.contains(' ') {
+            return (FrontMatter::default(), start);
+        }
+        let v = v.trim().trim_matches('"').trim_matches('\'').to_string();
+        let slot = match k.as_str() {
+            "title" => &mut fm.title,
+            "version" => &mut fm.version,
+            "updated" => &mut fm.updated,
+            "expires" => &mut fm.expires,
+            "author" => &mut fm.author,
+            "provenance" => &mut fm.provenance,
+            "lang" => &mut fm.lang,
+            "source" => &mut fm.source,
+            _ => {
+                off = end;
                 continue;
             }
         };
-        let text = text
-            .strip_prefix('\u{feff}')
-            .map(str::to_string)
-            .unwrap_or(text);
-        if text.trim().is_empty() {
-            skipped.push(Skipped {
-                rel,
-                reason: "empty file".into(),
-            });
-            continue;
+        if !v.is_empty() {
+            *slot = Some(v);
         }
-        let tier = rel_path.parent().and_then(|p| {
-            p.components()
-                .rev()
-                .find_map(|c| tier_of(&c.as_os_str().to_string_lossy()))
-        });
-        let source_url = source_url(&text);
-        files.push(SourceFile {
-            path: path.to_path_buf(),
-            rel,
-            tier,
-            text,
-            source_url,
-        });
+        off = end;
     }
-    Ok((files, skipped))
+    (FrontMatter::default(), start)
 }
 
 /// Tier number of a folder named like `1. 漢文 古典` or `99. 온라인 자료`.
@@ -138,6 +468,24 @@ fn first_url(text: &str) -> Option<String> {
     Some(url)
 }
 
+/// Copies each rejected file into `dir`, keeping its path relative to `root` (the
+/// original stays where it is). Returns the copies made.
+pub fn quarantine(root: &Path, rejected: &[PathBuf], dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut made = Vec::new();
+    for p in rejected {
+        let rel = p.strip_prefix(root).unwrap_or(p);
+        let to = dir.join(rel);
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("creating {}", parent.display()))?;
+        }
+        std::fs::copy(p, &to)
+            .with_context(|| format!("copying {} to {}", p.display(), to.display()))?;
+        made.push(to);
+    }
+    Ok(made)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,5 +513,16 @@ mod tests {
             Some("https://c.net/z")
         );
         assert_eq!(source_url("no link"), None);
+    }
+
+    #[test]
+    fn front_matter_is_parsed_and_a_leading_divider_is_not() {
+        let t = "---\ntitle: Plan\nprovenance: ai-draft\nexpires: 2027-01-01\n---\nbody";
+        let (fm, body) = front_matter(t, 0);
+        assert_eq!(fm.title.as_deref(), Some("Plan"));
+        assert_eq!(fm.provenance.as_deref(), Some("ai-draft"));
+        assert_eq!(&t[body..], "body");
+        let t = "---\n\nSome text: with a colon\n\n---\n";
+        assert_eq!(front_matter(t, 0).1, 0);
     }
 }

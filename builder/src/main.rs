@@ -6,6 +6,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use jikji_builder::build::{build, print_report, BuildOptions};
 use jikji_builder::chunker::ChunkParams;
+use jikji_builder::corpus::{quarantine, scan, CheckOptions};
 use jikji_builder::serve::{serve, ServeOptions};
 use jikji_engine::{Engine, Mode};
 
@@ -21,6 +22,16 @@ struct Cli {
 }
 
 const DEFAULT_MODEL: &str = "models/e5-small";
+
+#[derive(clap::Args)]
+struct CheckArgs {
+    /// Include files whose front matter says `provenance: ai-draft` (tagged in results).
+    #[arg(long)]
+    allow_ai_draft: bool,
+    /// Copy files with errors into this folder (originals are never moved or deleted).
+    #[arg(long)]
+    quarantine: Option<PathBuf>,
+}
 
 #[derive(Subcommand)]
 enum Cmd {
@@ -55,6 +66,21 @@ enum Cmd {
         /// No progress bar.
         #[arg(long, short)]
         quiet: bool,
+        #[command(flatten)]
+        check: CheckArgs,
+        /// Fail on any corpus error instead of building from the good files.
+        #[arg(long)]
+        strict: bool,
+    },
+    /// Check a corpus folder: sources, provenance, encoding, structure. Exit code 1 on errors.
+    Check {
+        /// Corpus folder.
+        dir: PathBuf,
+        /// Machine-readable report on stdout.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        check: CheckArgs,
     },
     /// Search a bundle with one or more queries.
     Search {
@@ -97,6 +123,42 @@ enum Cmd {
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().cmd {
+        Cmd::Check { dir, json, check } => {
+            let opts = CheckOptions {
+                allow_ai_draft: check.allow_ai_draft,
+            };
+            let scanned = scan(&dir, opts)?;
+            let copies = match &check.quarantine {
+                Some(q) => quarantine(&dir, &scanned.rejected, q)?,
+                None => Vec::new(),
+            };
+            let errors = scanned.errors();
+            let warnings = scanned.findings.len() - errors;
+            if json {
+                let report = serde_json::json!({
+                    "files_ok": scanned.files.len(),
+                    "errors": errors,
+                    "warnings": warnings,
+                    "findings": scanned.findings,
+                    "quarantined": copies,
+                });
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                for f in &scanned.findings {
+                    println!("{f}");
+                }
+                for c in &copies {
+                    println!("quarantined a copy: {}", c.display());
+                }
+                println!(
+                    "{} file(s) ok, {errors} error(s), {warnings} warning(s)",
+                    scanned.files.len()
+                );
+            }
+            if errors > 0 {
+                std::process::exit(1);
+            }
+        }
         Cmd::Build {
             dir,
             out,
@@ -108,6 +170,8 @@ fn main() -> anyhow::Result<()> {
             threads,
             json,
             quiet,
+            check,
+            strict,
         } => {
             if overlap >= chunk_size {
                 anyhow::bail!(
@@ -142,6 +206,11 @@ fn main() -> anyhow::Result<()> {
                         .unwrap_or(1)
                 }),
                 progress: !quiet && !json,
+                check: CheckOptions {
+                    allow_ai_draft: check.allow_ai_draft,
+                },
+                strict,
+                quarantine: check.quarantine,
             };
             let report = build(&opts)?;
             if json {

@@ -5,7 +5,6 @@
 use std::path::Path;
 
 use jikji_builder::build::{build, BuildOptions};
-use jikji_builder::chunker::ChunkParams;
 use jikji_engine::{Engine, Mode};
 use jikji_format::FormatError;
 
@@ -19,15 +18,7 @@ fn corpus(dir: &Path) -> std::path::PathBuf {
 }
 
 fn opts(corpus: &Path, out: &Path) -> BuildOptions {
-    BuildOptions {
-        corpus: corpus.to_path_buf(),
-        out: out.to_path_buf(),
-        params: ChunkParams::default(),
-        model_dir: None,
-        cache_dir: None,
-        threads: 1,
-        progress: false,
-    }
+    BuildOptions::new(corpus, out)
 }
 
 fn open_err(dir: &Path) -> String {
@@ -44,16 +35,12 @@ fn builds_from_good_files_and_reports_bad_ones_without_touching_them() {
     let before: Vec<_> = walk(&books);
     let r = build(&opts(&books, &tmp.path().join("bundle"))).unwrap();
     assert_eq!(r.files, 1);
-    let skipped: Vec<String> = r
-        .skipped
-        .iter()
-        .map(|(f, why)| format!("{f}: {why}"))
-        .collect();
+    let skipped: Vec<String> = r.findings.iter().map(|f| f.to_string()).collect();
     assert_eq!(
         skipped,
         [
-            "1. classics/bad.txt: invalid UTF-8 at byte 21 (line 2)",
-            "1. classics/empty.md: empty file"
+            "error[invalid-utf8] 1. classics/bad.txt:2 (byte 21): invalid UTF-8; save the file as UTF-8",
+            "error[empty] 1. classics/empty.md: empty file"
         ]
     );
     assert_eq!(

@@ -4,7 +4,6 @@
 mod common;
 
 use jikji_builder::build::{build, load_build_embedder, model_info, BuildOptions};
-use jikji_builder::chunker::ChunkParams;
 use jikji_engine::{Engine, Mode, SearchResult};
 
 /// One bundle for all tests of this file (built once; embedding is the slow part).
@@ -109,13 +108,10 @@ fn build_engine_of(files: &[&str]) -> Engine {
     let out = tmp.path().join("bundle");
     let model = common::model_dir();
     build(&BuildOptions {
-        corpus,
-        out: out.clone(),
-        params: ChunkParams::default(),
         model_dir: Some(model.clone()),
         cache_dir: Some(common::cache_dir()),
         threads: 2,
-        progress: false,
+        ..BuildOptions::new(corpus, &out)
     })
     .unwrap();
     let mut engine = Engine::open_dir(&out).unwrap();

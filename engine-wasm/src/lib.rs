@@ -13,7 +13,7 @@ mod wasm;
 use std::collections::HashMap;
 use std::str::FromStr;
 
-use jikji_format::{Bundle, FormatError};
+use jikji_format::{Bundle, ChunkRecord, FormatError};
 use serde::Serialize;
 
 pub use search::{Scored, FUSION_DEPTH, RRF_K};
@@ -91,28 +91,26 @@ impl std::fmt::Display for Mode {
     }
 }
 
-/// One ranked chunk.
+/// One ranked chunk: its rank and score, and every field of its [`ChunkRecord`] (id,
+/// source, source_url, tier, heading_path, lang, section, start, end, text and front
+/// matter metadata), flattened into the same JSON object.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Hit {
     /// 1-based rank.
     pub rank: usize,
-    /// Stable chunk id.
-    pub id: String,
     /// Score of the mode: BM25 score (unbounded, ≥ 0), cosine similarity (−1..1), or RRF
     /// score (≤ 2 / 61).
     pub score: f32,
-    /// Source file path relative to the corpus root.
-    pub source: String,
-    /// Source URL of the file, if known.
-    pub source_url: Option<String>,
-    /// Markdown heading path, outermost first.
-    pub heading_path: Vec<String>,
-    /// Corpus tier (lower = better curated).
-    pub tier: Option<u32>,
-    /// Detected language (`ko`, `zh`, `ja`, `en`, `other`).
-    pub lang: String,
-    /// Chunk text.
-    pub text: String,
+    /// The chunk.
+    #[serde(flatten)]
+    pub chunk: ChunkRecord,
+}
+
+impl std::ops::Deref for Hit {
+    type Target = ChunkRecord;
+    fn deref(&self) -> &ChunkRecord {
+        &self.chunk
+    }
 }
 
 /// Results of one query.
@@ -264,18 +262,7 @@ impl Engine {
         };
         let mut hits = Vec::with_capacity(ranked.len());
         for (i, (doc, score)) in ranked.into_iter().enumerate() {
-            let c = b.chunks.get(doc)?;
-            hits.push(Hit {
-                rank: i + 1,
-                id: c.id,
-                score,
-                source: c.source,
-                source_url: c.source_url,
-                heading_path: c.heading_path,
-                tier: c.tier,
-                lang: c.lang,
-                text: c.text,
-            });
+            hits.push(Hit { rank: i + 1, score, chunk: b.chunks.get(doc)? });
         }
         Ok(SearchResult {
             query: query.to_string(),

@@ -140,6 +140,12 @@ mod tests {
                 start: 0,
                 end: 0,
                 text: d.to_string(),
+                title: None,
+                author: None,
+                version: None,
+                updated: None,
+                expires: None,
+                provenance: None,
             });
         }
         let (f, p) = w.finish().unwrap();

@@ -42,6 +42,24 @@ pub struct ChunkRecord {
     pub end: usize,
     /// The chunk text (including the overlap taken from the previous chunk).
     pub text: String,
+    /// Front matter `title` of the file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// Front matter `author`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub author: Option<String>,
+    /// Front matter `version`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Front matter `updated` (ISO 8601 date), else the file's modification date (UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated: Option<String>,
+    /// Front matter `expires` (ISO 8601 date).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires: Option<String>,
+    /// Front matter `provenance` (`human`, or `ai-draft` when the build allowed it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<String>,
 }
 
 /// Serialises chunk records into `chunks.bin` bytes.
@@ -146,6 +164,12 @@ mod tests {
             start: 3,
             end: 10,
             text: "學而時習之".into(),
+            title: None,
+            author: Some("孔子".into()),
+            version: None,
+            updated: None,
+            expires: None,
+            provenance: None,
         };
         let bytes = write_chunks(&[rec.clone(), rec.clone()]).unwrap();
         let s = ChunkStore::open(bytes).unwrap();

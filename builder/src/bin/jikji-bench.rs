@@ -21,7 +21,7 @@ use anyhow::Context;
 use clap::Parser;
 use jikji_builder::build::{build, load_build_embedder, BuildOptions};
 use jikji_builder::chunker::{chunk_text, ChunkParams};
-use jikji_builder::corpus::read_corpus;
+use jikji_builder::corpus::{scan, CheckOptions};
 use jikji_embed::Prefix;
 use jikji_engine::{Engine, Mode};
 use serde_json::json;
@@ -69,7 +69,7 @@ fn main() -> anyhow::Result<()> {
         .unwrap_or(1);
 
     // 1. Lexical build of the whole corpus.
-    let (files, _) = read_corpus(&a.corpus)?;
+    let files = scan(&a.corpus, CheckOptions::default())?.files;
     let mb = files.iter().map(|f| f.text.len()).sum::<usize>() as f64 / 1e6;
     let tmp = std::env::temp_dir().join(format!("jikji-bench-{}", std::process::id()));
     let mut lex_secs = Vec::new();
@@ -77,13 +77,8 @@ fn main() -> anyhow::Result<()> {
     for _ in 0..a.reps {
         let t = Instant::now();
         let r = build(&BuildOptions {
-            corpus: a.corpus.clone(),
-            out: tmp.join("bm25"),
-            params: ChunkParams::default(),
-            model_dir: None,
-            cache_dir: None,
             threads,
-            progress: false,
+            ..BuildOptions::new(&a.corpus, tmp.join("bm25"))
         })?;
         lex_secs.push(t.elapsed().as_secs_f64());
         chunks_total = r.chunks;
@@ -97,7 +92,7 @@ fn main() -> anyhow::Result<()> {
     let texts: Vec<String> = files
         .iter()
         .flat_map(|f| {
-            chunk_text(&f.text, ChunkParams::default())
+            chunk_text(&f.text[f.body_byte..], ChunkParams::default())
                 .into_iter()
                 .map(|c| c.text)
         })
