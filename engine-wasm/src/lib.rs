@@ -262,7 +262,11 @@ impl Engine {
         };
         let mut hits = Vec::with_capacity(ranked.len());
         for (i, (doc, score)) in ranked.into_iter().enumerate() {
-            hits.push(Hit { rank: i + 1, score, chunk: b.chunks.get(doc)? });
+            hits.push(Hit {
+                rank: i + 1,
+                score,
+                chunk: b.chunks.get(doc)?,
+            });
         }
         Ok(SearchResult {
             query: query.to_string(),
