@@ -6,10 +6,14 @@
 //   const r = await j.search("to be or not to be", { mode: "hybrid", topK: 10 });
 //   // r = {query, mode, hits: [{rank, id, score, source, source_url, heading_path, tier, lang, text}]}
 //
+// The worker loads the small search engine (BM25 and the dense scan) at once; the embedding
+// engine (a separate ~20 MB wasm, ../pkg/embed/) is fetched only when the model is asked for.
+//
 // onProgress({phase, loaded, total, ...}):
 //   phase "bundle": bundle bytes downloaded so far / total bytes listed in the manifest
-//   phase "model":  model bytes (model.onnx + tokenizer.json); a last one has stage "init"
-//                   while the engine parses the model
+//   phase "model":  model bytes (model.onnx + tokenizer.json + the embedding engine's wasm); a
+//                   last one has stage "init" while the model is checked (SHA-256 against the
+//                   bundle's manifest) and parsed
 //   phase "ready":  {model: false} once the bundle is open (BM25 works),
 //                   {model: true} once the model is loaded (dense and hybrid work)
 // BM25 searches work as soon as load() resolves; dense/hybrid searches start the model download

@@ -1,4 +1,6 @@
-// Jikji search worker (module worker). Holds the wasm Engine; fetches the bundle and the model.
+// Jikji search worker (module worker). Holds the wasm Engine (BM25 + dense scan, a few hundred kB)
+// and, once the model is asked for, the separate wasm Embedder (tract + tokenizers, ~20 MB);
+// fetches the bundle and the model.
 //
 // Protocol (main → worker):   {id, type: "open", bundleUrl}
 //                             {id, type: "loadModel", modelUrl}
@@ -7,10 +9,17 @@
 //                             {id, ok: false, error}      error: message string
 //                             {id, type: "progress", phase, loaded, total, stage?}
 // bundleUrl and modelUrl are absolute URLs ending in "/".
+//
+// loadModel: fetches model.onnx and tokenizer.json, then (only then) the embedder module and its
+// wasm; verifies model.onnx's SHA-256 against the bundle manifest; builds the Embedder. Dense and
+// hybrid searches embed the query with it and pass the vector to Engine.search_with_vector.
 
 const ENGINE_URL = new URL("../pkg/jikji_engine.js", import.meta.url);
+const EMBED_URL = new URL("../pkg/embed/jikji_embed_wasm.js", import.meta.url);
+const EMBED_WASM_URL = new URL("../pkg/embed/jikji_embed_wasm_bg.wasm", import.meta.url);
 
 let enginePromise = null; // Promise<Engine>
+let bundleOpen = false;
 
 function errorMessage(e) {
   if (e instanceof Error) return e.message || String(e);
@@ -48,10 +57,10 @@ function fileUrl(base, name) {
   return new URL(rel, base).href;
 }
 
-async function fetchOk(url, what) {
+async function fetchOk(url, what, signal = undefined) {
   let res;
   try {
-    res = await fetch(url);
+    res = await fetch(url, { signal });
   } catch (e) {
     throw new Error(`${what}: network error fetching ${url}: ${errorMessage(e)}`);
   }
@@ -134,10 +143,14 @@ async function openBundle(id, bundleUrl) {
   });
   await Promise.all(lanes);
   report(loaded, total, true);
-  return engine.open();
+  const summary = engine.open();
+  bundleOpen = true;
+  return summary;
 }
 
 let modelPromise = null; // Promise<"true">; reset on failure so a retry can start over
+let embedMod = null; // the embedder module, once its wasm is instantiated (kept across retries)
+let embedder = null; // Embedder from the embedder module, once loaded
 
 function loadModel(id, modelUrl) {
   if (!modelPromise) {
@@ -149,16 +162,71 @@ function loadModel(id, modelUrl) {
   return modelPromise;
 }
 
+/** Lowercase hex SHA-256 of bytes. */
+async function sha256Hex(bytes) {
+  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
+  return Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/**
+ * Import the embedder module and instantiate its wasm from an already fetched Response
+ * (compiled while it streams in), counting its bytes with onBytes.
+ */
+async function startEmbedderModule(wasmRes, onBytes) {
+  let mod;
+  try {
+    mod = await import(EMBED_URL.href);
+  } catch (e) {
+    throw new Error(`cannot load the embedding engine (${EMBED_URL.pathname}): ${errorMessage(e)}`);
+  }
+  const counted = wasmRes.body
+    ? new Response(
+        wasmRes.body.pipeThrough(
+          new TransformStream({
+            transform(chunk, ctl) {
+              onBytes(chunk.length);
+              ctl.enqueue(chunk);
+            },
+          }),
+        ),
+        { headers: { "Content-Type": "application/wasm" } },
+      )
+    : wasmRes;
+  try {
+    await mod.default({ module_or_path: counted });
+  } catch (e) {
+    throw new Error(`cannot start the embedding engine (wasm): ${errorMessage(e)}`);
+  }
+  embedMod = mod;
+  return mod;
+}
+
 async function fetchAndLoadModel(id, modelUrl) {
+  const abort = new AbortController(); // on failure, stop the downloads still running
+  try {
+    return await fetchAndLoadModelWith(id, modelUrl, abort.signal);
+  } catch (e) {
+    abort.abort();
+    throw e;
+  }
+}
+
+async function fetchAndLoadModelWith(id, modelUrl, signal) {
   const engine = await getEngine();
+  if (!bundleOpen) throw new Error("open the bundle before loading the model");
+  const expected = engine.model_sha256();
+  if (!expected) throw new Error("this bundle has no model: only bm25 search is available");
   const report = progressReporter(id, "model");
+  const onnxUrl = fileUrl(modelUrl, "model.onnx");
+  // The model files first; the embedder wasm only once they are on their way.
   const [onnxRes, tokRes] = await Promise.all([
-    fetchOk(fileUrl(modelUrl, "model.onnx"), "model model.onnx"),
-    fetchOk(fileUrl(modelUrl, "tokenizer.json"), "model tokenizer.json"),
+    fetchOk(onnxUrl, "model model.onnx", signal),
+    fetchOk(fileUrl(modelUrl, "tokenizer.json"), "model tokenizer.json", signal),
   ]);
-  const lenOf = (r) => Number(r.headers.get("Content-Length")) || 0;
+  const wasmRes = embedMod ? null : await fetchOk(EMBED_WASM_URL.href, "embedding engine", signal);
+  const lenOf = (r) => (r && Number(r.headers.get("Content-Length"))) || 0;
   // Content-Length is the compressed size when the server compresses; the total then grows.
-  let total = lenOf(onnxRes) + lenOf(tokRes);
+  let total = lenOf(onnxRes) + lenOf(tokRes) + lenOf(wasmRes);
   let loaded = 0;
   report(0, total, true);
   const onBytes = (n) => {
@@ -166,18 +234,36 @@ async function fetchAndLoadModel(id, modelUrl) {
     if (loaded > total) total = loaded;
     report(loaded, total);
   };
-  const [onnx, tok] = await Promise.all([
+  const [onnx, tok, mod] = await Promise.all([
     readBody(onnxRes, lenOf(onnxRes), onBytes),
     readBody(tokRes, lenOf(tokRes), onBytes),
+    embedMod || startEmbedderModule(wasmRes, onBytes),
   ]);
   report(loaded, loaded, true, "init");
-  engine.load_model(onnx, tok);
+  const actual = await sha256Hex(onnx);
+  try {
+    engine.check_model(actual);
+  } catch (e) {
+    throw new Error(`${onnxUrl}: ${errorMessage(e)}`);
+  }
+  let e;
+  try {
+    e = new mod.Embedder(onnx, tok);
+  } catch (err) {
+    throw new Error(`cannot load the model from ${modelUrl}: ${errorMessage(err)}`);
+  }
+  if (embedder) embedder.free();
+  embedder = e;
   return "true";
 }
 
 async function search(query, mode, topK) {
   const engine = await getEngine();
-  return engine.search(String(query), String(mode), Number(topK));
+  const m = String(mode);
+  const dense = ["dense", "hybrid"].includes(m.toLowerCase());
+  // Without the embedder the engine answers dense/hybrid with "needs the embedding model".
+  const qvec = dense && embedder ? embedder.embed_query(String(query)) : null;
+  return engine.search_with_vector(String(query), qvec, m, Number(topK));
 }
 
 self.onmessage = async (ev) => {

@@ -1,6 +1,12 @@
 //! JavaScript bindings (wasm-bindgen). The web worker (`web/worker.js`) drives these:
 //! `new Engine()`, `add_file(name, bytes)` for `manifest.json` and every file it lists,
-//! `open()`, optionally `load_model(onnx, tokenizer_json)`, then `search(query, mode, top_k)`.
+//! `open()`, then `search_with_vector(query, qvec, mode, top_k)`.
+//!
+//! The browser build has no embedder (`--no-default-features`, a few hundred kB): for dense and
+//! hybrid queries the worker checks the model with `model_sha256()` / `check_model(sha256)`,
+//! loads the separate `jikji-embed-wasm` module and passes its query vector in. With feature
+//! `embed` (default) the engine can also load the model itself (`load_model`) and embed in
+//! `search`.
 
 use std::collections::HashMap;
 
@@ -54,6 +60,29 @@ impl WasmEngine {
         Ok(summary.to_string())
     }
 
+    /// SHA-256 (lowercase hex) of the ONNX model the bundle's vectors were made with, from its
+    /// manifest; `undefined` if no bundle is open or the bundle has no model (BM25 only).
+    pub fn model_sha256(&self) -> Option<String> {
+        let engine = self.engine.as_ref()?;
+        engine
+            .bundle()
+            .manifest
+            .model
+            .as_ref()
+            .map(|m| m.sha256.clone())
+    }
+
+    /// Checks that an ONNX file whose SHA-256 (lowercase hex) is `sha256_hex` is the model the
+    /// bundle's vectors were made with. Throws an Error naming both hashes and the model id if
+    /// not, or if no bundle is open; passes for a bundle without a model.
+    pub fn check_model(&self, sha256_hex: &str) -> Result<(), JsError> {
+        let engine = self
+            .engine
+            .as_ref()
+            .ok_or_else(|| JsError::new("open the bundle before checking the model"))?;
+        engine.check_model(sha256_hex).map_err(js_err)
+    }
+
     /// Loads the query embedder from the ONNX file and tokenizer.json bytes. Throws if the
     /// bundle is not open, the model is not the bundle's, or it fails to load.
     #[cfg(feature = "embed")]
@@ -65,12 +94,15 @@ impl WasmEngine {
         engine.load_model(&onnx, &tokenizer_json).map_err(js_err)
     }
 
-    /// True if the query embedder is loaded.
+    /// True if this engine's own query embedder is loaded (`load_model`, feature `embed`);
+    /// always false in the browser build, whose embedder is the separate `jikji-embed-wasm`.
     pub fn has_model(&self) -> bool {
         self.engine.as_ref().is_some_and(|e| e.has_model())
     }
 
-    /// Runs a query. `mode` is `bm25`, `dense` or `hybrid`. Returns the JSON of a
+    /// Runs a query, embedding it with the engine's own model for dense and hybrid (see
+    /// `load_model`; without feature `embed` only `bm25` works here, use
+    /// `search_with_vector`). `mode` is `bm25`, `dense` or `hybrid`. Returns the JSON of a
     /// `SearchResult`: `{query, mode, hits: [{rank, id, score, source, source_url,
     /// heading_path, tier, lang, text}]}`.
     pub fn search(&self, query: &str, mode: &str, top_k: usize) -> Result<String, JsError> {
@@ -80,6 +112,28 @@ impl WasmEngine {
             .ok_or_else(|| JsError::new("no bundle open"))?;
         let mode: Mode = mode.parse().map_err(|e: EngineError| js_err(e))?;
         let result = engine.search(query, mode, top_k).map_err(js_err)?;
+        serde_json::to_string(&result).map_err(js_err)
+    }
+
+    /// Runs a query with a query vector computed by the caller (the `Float32Array` of
+    /// `jikji-embed-wasm`'s `Embedder.embed_query(query)`, unit length). `qvec` is required for
+    /// `dense` and `hybrid` (Error "needs the embedding model" without it; a wrong length is
+    /// an Error too) and ignored for `bm25` (pass `null`). Returns the same JSON as `search`.
+    pub fn search_with_vector(
+        &self,
+        query: &str,
+        qvec: Option<Vec<f32>>,
+        mode: &str,
+        top_k: usize,
+    ) -> Result<String, JsError> {
+        let engine = self
+            .engine
+            .as_ref()
+            .ok_or_else(|| JsError::new("no bundle open"))?;
+        let mode: Mode = mode.parse().map_err(|e: EngineError| js_err(e))?;
+        let result = engine
+            .search_with_vector(query, qvec.as_deref(), mode, top_k)
+            .map_err(js_err)?;
         serde_json::to_string(&result).map_err(js_err)
     }
 }

@@ -140,7 +140,13 @@ function preflight(o) {
       missing.push(`a bundle with vectors: ${o.bundle} declares no model, so dense/hybrid cannot run`);
   }
   if (!existsSync(path.join(o.pkg, "jikji_engine.js")) || !existsSync(path.join(o.pkg, "jikji_engine_bg.wasm")))
-    missing.push(`${o.pkg}/jikji_engine.js and jikji_engine_bg.wasm (wasm-pack build engine-wasm --target web --out-dir ../pkg)`);
+    missing.push(
+      `${o.pkg}/jikji_engine.js and jikji_engine_bg.wasm (wasm-pack build engine-wasm --target web --out-dir ../pkg --release --no-pack -- --no-default-features)`,
+    );
+  if (!existsSync(path.join(o.pkg, "embed/jikji_embed_wasm.js")) || !existsSync(path.join(o.pkg, "embed/jikji_embed_wasm_bg.wasm")))
+    missing.push(
+      `${o.pkg}/embed/jikji_embed_wasm.js and jikji_embed_wasm_bg.wasm (wasm-pack build embed-wasm --target web --out-dir ../pkg/embed --release --no-pack)`,
+    );
   for (const f of ["model.onnx", "tokenizer.json"])
     if (!existsSync(path.join(o.model, f))) missing.push(`model file ${o.model}/${f} (--model DIR)`);
   if (!existsSync(path.join(o.web, "index.html"))) missing.push(`${o.web}/index.html (--web DIR)`);

@@ -63,7 +63,13 @@ function preflight() {
   if (!existsSync(path.join(BUNDLE, "manifest.json")))
     missing.push(`bundle ${BUNDLE}/manifest.json (set JIKJI_E2E_BUNDLE)`);
   if (!existsSync(path.join(PKG, "jikji_engine.js")))
-    missing.push(`${PKG}/jikji_engine.js (wasm-pack build engine-wasm --target web --out-dir ../pkg)`);
+    missing.push(
+      `${PKG}/jikji_engine.js (wasm-pack build engine-wasm --target web --out-dir ../pkg --release --no-pack -- --no-default-features)`,
+    );
+  if (!existsSync(path.join(PKG, "embed/jikji_embed_wasm.js")))
+    missing.push(
+      `${PKG}/embed/jikji_embed_wasm.js (wasm-pack build embed-wasm --target web --out-dir ../pkg/embed --release --no-pack)`,
+    );
   for (const f of ["model.onnx", "tokenizer.json"])
     if (!existsSync(path.join(MODEL, f))) missing.push(`model file ${MODEL}/${f} (set JIKJI_E2E_MODEL)`);
   if (!existsSync(path.join(WEB, "index.html"))) missing.push(`${WEB}/index.html`);
@@ -224,6 +230,15 @@ describe("Jikji search page in Chromium", { timeout: READY_MS + 20 * 60_000 }, (
   let releaseModel = () => {};
   let modelRequestsHeld = 0;
   let fallbackShown = false; // a hybrid query was answered with BM25 before the model loaded
+  const requested = []; // URLs requested by the page and its worker, in order
+  const served = new Map(); // URL of a .wasm -> Promise<bytes served>
+  let embedBeforeModel = null; // embedder requests already made when the model was first requested
+  const isEmbedder = (url) => new URL(url).pathname.startsWith("/pkg/embed/");
+  /** Bytes served for the first .wasm whose path ends with `name` (Content-Length, else the body). */
+  const servedSize = (name) => {
+    const url = [...served.keys()].find((u) => new URL(u).pathname.endsWith(`/${name}`));
+    return url ? served.get(url) : Promise.resolve(null);
+  };
 
   before(
     async () => {
@@ -244,9 +259,21 @@ describe("Jikji search page in Chromium", { timeout: READY_MS + 20 * 60_000 }, (
           "--disable-sync",
         ],
       });
+      context.on("request", (r) => requested.push(r.url()));
+      context.on("response", (r) => {
+        if (!new URL(r.url()).pathname.endsWith(".wasm") || served.has(r.url())) return;
+        const size = (async () => {
+          const len = Number((await r.allHeaders())["content-length"]);
+          if (Number.isFinite(len) && len > 0) return len;
+          return (await r.body()).length;
+        })();
+        size.catch(() => {}); // awaited by the tests that need it
+        served.set(r.url(), size);
+      });
       // Hold the model download until the BM25 checks are done.
       const gate = new Promise((r) => (releaseModel = r));
       await context.route("**/model/**", async (route) => {
+        if (embedBeforeModel === null) embedBeforeModel = requested.filter(isEmbedder);
         modelRequestsHeld++;
         await gate;
         await route.continue().catch(() => {});
@@ -285,6 +312,13 @@ describe("Jikji search page in Chromium", { timeout: READY_MS + 20 * 60_000 }, (
     } else {
       log("[e2e] warning: the model download could not be held back; the pre-model state was not checked");
     }
+    // BM25 runs on the small engine; the embedder is not fetched before the model is asked for.
+    const engineBytes = await servedSize("jikji_engine_bg.wasm");
+    log(`[e2e] engine wasm served: ${engineBytes} bytes`);
+    assert.ok(engineBytes > 0, `the engine wasm was not seen among the page's responses: ${requested.join(", ")}`);
+    assert.ok(engineBytes < 1_000_000, `the engine wasm is ${engineBytes} bytes; a BM25-only engine must stay under 1 MB`);
+    const embedEarly = embedBeforeModel ?? requested.filter(isEmbedder);
+    assert.deepEqual(embedEarly, [], "embedder requested before the model was");
   });
 
   test("the model loads and the page becomes ready", { timeout: READY_MS + 60_000 }, async () => {
@@ -301,6 +335,10 @@ describe("Jikji search page in Chromium", { timeout: READY_MS + 20 * 60_000 }, (
       assert.equal(await page.isVisible("#notice"), false, "fallback notice hidden once the model is ready");
     }
     assert.equal(await page.isVisible("#model-progress"), false, "progress bar hidden when ready");
+    // The embedder came with the model, after it was requested.
+    const embedBytes = await servedSize("jikji_embed_wasm_bg.wasm");
+    log(`[e2e] embedder wasm served: ${embedBytes} bytes`);
+    assert.ok(embedBytes > 0, `the embedder wasm was not seen among the page's responses`);
   });
 
   for (const q of QUERIES) {
