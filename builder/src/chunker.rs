@@ -435,3 +435,66 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Markdown-ish documents: paragraphs of words and CJK/Hangul runs, headings, `---`
+    /// dividers, single newlines and blank lines.
+    fn doc() -> impl Strategy<Value = String> {
+        let word = prop_oneof![
+            "[a-z]{1,12}",
+            "[가-힣]{1,6}",
+            "[一-龥]{1,20}",
+            Just(".".to_string()),
+            Just("。".to_string()),
+            Just("다.".to_string()),
+        ];
+        let line = prop_oneof![
+            8 => proptest::collection::vec(word, 1..30).prop_map(|w| w.join(" ")),
+            1 => "#{1,3} [a-z]{1,8}".prop_map(String::from),
+            1 => Just("---".to_string()),
+            2 => Just(String::new()),
+        ];
+        proptest::collection::vec(line, 1..40).prop_map(|l| l.join("\n"))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+        #[test]
+        fn chunks_respect_size_overlap_dividers_and_cover_the_text(text in doc(), size in 8usize..200, overlap in 0usize..40) {
+            let params = ChunkParams { size, overlap };
+            let overlap = overlap.min(size / 2);
+            let chars: Vec<char> = text.chars().collect();
+            let chunks = chunk_text(&text, params);
+            // Char ranges of divider lines.
+            let mut dividers = Vec::new();
+            let mut pos = 0;
+            for line in text.split('\n') {
+                let n = line.chars().count();
+                if line.trim() == "---" {
+                    dividers.push((pos, pos + n));
+                }
+                pos += n + 1;
+            }
+            let mut covered = vec![false; chars.len()];
+            for (i, c) in chunks.iter().enumerate() {
+                prop_assert!(c.end - c.start <= size, "chunk over size: {c:?}");
+                prop_assert_eq!(&c.text, &chars[c.start..c.end].iter().collect::<String>());
+                prop_assert!(!dividers.iter().any(|&(s, e)| c.start < e && s < c.end), "chunk crosses ---: {c:?}");
+                if i > 0 && chunks[i - 1].section == c.section && c.start < chunks[i - 1].end {
+                    prop_assert!(chunks[i - 1].end - c.start <= overlap, "overlap too long: {:?} {c:?}", chunks[i - 1]);
+                }
+                for k in c.start..c.end {
+                    covered[k] = true;
+                }
+            }
+            for (k, ch) in chars.iter().enumerate() {
+                let in_divider = dividers.iter().any(|&(s, e)| s <= k && k < e);
+                prop_assert!(covered[k] || ch.is_whitespace() || in_divider, "char {k} {ch:?} is in no chunk");
+            }
+        }
+    }
+}

@@ -18,15 +18,12 @@ fn build_engine() -> Engine {
     let out = tmp.path().join("bundle");
     let model = common::model_dir();
     let report = build(&BuildOptions {
-        corpus,
-        out: out.clone(),
-        params: ChunkParams::default(),
         model_dir: Some(model.clone()),
         cache_dir: Some(common::cache_dir()),
         threads: std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1),
-        progress: false,
+        ..BuildOptions::new(corpus, &out)
     })
     .unwrap();
     assert_eq!(report.files, common::REAL_SUBSET.len());

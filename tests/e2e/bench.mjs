@@ -141,11 +141,11 @@ function preflight(o) {
   }
   if (!existsSync(path.join(o.pkg, "jikji_engine.js")) || !existsSync(path.join(o.pkg, "jikji_engine_bg.wasm")))
     missing.push(
-      `${o.pkg}/jikji_engine.js and jikji_engine_bg.wasm (wasm-pack build engine-wasm --target web --out-dir ../pkg --release --no-pack -- --no-default-features)`,
+      `${o.pkg}/jikji_engine.js and jikji_engine_bg.wasm (scripts/build-wasm)`,
     );
   if (!existsSync(path.join(o.pkg, "embed/jikji_embed_wasm.js")) || !existsSync(path.join(o.pkg, "embed/jikji_embed_wasm_bg.wasm")))
     missing.push(
-      `${o.pkg}/embed/jikji_embed_wasm.js and jikji_embed_wasm_bg.wasm (wasm-pack build embed-wasm --target web --out-dir ../pkg/embed --release --no-pack)`,
+      `${o.pkg}/embed/jikji_embed_wasm.js and jikji_embed_wasm_bg.wasm (scripts/build-wasm)`,
     );
   for (const f of ["model.onnx", "tokenizer.json"])
     if (!existsSync(path.join(o.model, f))) missing.push(`model file ${o.model}/${f} (--model DIR)`);

@@ -64,11 +64,11 @@ function preflight() {
     missing.push(`bundle ${BUNDLE}/manifest.json (set JIKJI_E2E_BUNDLE)`);
   if (!existsSync(path.join(PKG, "jikji_engine.js")))
     missing.push(
-      `${PKG}/jikji_engine.js (wasm-pack build engine-wasm --target web --out-dir ../pkg --release --no-pack -- --no-default-features)`,
+      `${PKG}/jikji_engine.js (scripts/build-wasm)`,
     );
   if (!existsSync(path.join(PKG, "embed/jikji_embed_wasm.js")))
     missing.push(
-      `${PKG}/embed/jikji_embed_wasm.js (wasm-pack build embed-wasm --target web --out-dir ../pkg/embed --release --no-pack)`,
+      `${PKG}/embed/jikji_embed_wasm.js (scripts/build-wasm)`,
     );
   for (const f of ["model.onnx", "tokenizer.json"])
     if (!existsSync(path.join(MODEL, f))) missing.push(`model file ${MODEL}/${f} (set JIKJI_E2E_MODEL)`);
