@@ -69,25 +69,32 @@ pub fn chunk_text(text: &str, params: ChunkParams) -> Vec<Chunk> {
     let mut para: Option<(usize, usize)> = None;
     let mut in_fence = false;
 
-    let path = |h: &[(usize, String)]| h.iter().map(|(_, t)| t.clone()).collect::<Vec<_>>();
+    // Ends the current heading block: its last paragraph becomes pieces, the pieces chunks.
+    let end_block = |para: &mut Option<(usize, usize)>,
+                     block: &mut Vec<(usize, usize)>,
+                     section: u32,
+                     position: &mut u32,
+                     headings: &[(usize, String)],
+                     out: &mut Vec<Chunk>| {
+        flush_para(&chars, para, block, size);
+        let path: Vec<String> = headings.iter().map(|(_, t)| t.clone()).collect();
+        pack(&chars, block, size, overlap, section, position, &path, out);
+        block.clear();
+    };
 
     for &(ls, le) in &lines {
         let line: String = chars[ls..le].iter().collect();
         let trimmed = line.trim();
         let is_fence = trimmed.starts_with("```") || trimmed.starts_with("~~~");
         if !in_fence && trimmed == "---" {
-            flush_para(&chars, &mut para, &mut block, size);
-            pack(
-                &chars,
-                &block,
-                size,
-                overlap,
+            end_block(
+                &mut para,
+                &mut block,
                 section,
                 &mut position,
-                &path(&headings),
+                &headings,
                 &mut out,
             );
-            block.clear();
             section += 1;
             position = 0;
             continue;
@@ -97,18 +104,14 @@ pub fn chunk_text(text: &str, params: ChunkParams) -> Vec<Chunk> {
         }
         if !in_fence && !is_fence {
             if let Some((level, title)) = heading(trimmed) {
-                flush_para(&chars, &mut para, &mut block, size);
-                pack(
-                    &chars,
-                    &block,
-                    size,
-                    overlap,
+                end_block(
+                    &mut para,
+                    &mut block,
                     section,
                     &mut position,
-                    &path(&headings),
+                    &headings,
                     &mut out,
                 );
-                block.clear();
                 while headings.last().is_some_and(|(l, _)| *l >= level) {
                     headings.pop();
                 }
@@ -128,15 +131,12 @@ pub fn chunk_text(text: &str, params: ChunkParams) -> Vec<Chunk> {
             None => (ls, le),
         });
     }
-    flush_para(&chars, &mut para, &mut block, size);
-    pack(
-        &chars,
-        &block,
-        size,
-        overlap,
+    end_block(
+        &mut para,
+        &mut block,
         section,
         &mut position,
-        &path(&headings),
+        &headings,
         &mut out,
     );
     out
