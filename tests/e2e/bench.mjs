@@ -34,15 +34,14 @@
 // Exit status: 0 on success, 1 on any failure (with a message on stderr; JIKJI_BENCH_DEBUG=1 adds the
 // stack), 2 on bad arguments.
 
-import { spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import os, { tmpdir } from "node:os";
 import path from "node:path";
-import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { chromium } from "playwright-core";
+import { CHROMIUM_ARGS, startServer } from "./harness.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const MODES = ["bm25", "dense", "hybrid"];
@@ -157,36 +156,6 @@ function preflight(o) {
 // ---------------------------------------------------------------- server and browser
 
 /** Start `jikji serve` on a free port (as browser.test.mjs does); resolves {url, proc}. */
-function startServer(o, track) {
-  const args = ["serve", o.bundle, "--addr", "127.0.0.1:0", "--web", o.web, "--pkg", o.pkg, "--model", o.model];
-  log(`[bench] ${o.bin} ${args.join(" ")}`);
-  const proc = spawn(o.bin, args, { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
-  track(proc);
-  createInterface({ input: proc.stderr }).on("line", (l) => log(`[server] ${l}`));
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      proc.kill();
-      reject(new Error("jikji serve did not print 'listening on http://...' within 120 s"));
-    }, 120_000);
-    createInterface({ input: proc.stdout }).on("line", (line) => {
-      const m = /listening on (https?:\/\/\S+)/.exec(line);
-      if (m) {
-        clearTimeout(timer);
-        resolve({ url: m[1].replace(/\/$/, ""), proc });
-      } else {
-        log(`[server] ${line}`);
-      }
-    });
-    proc.on("error", (e) => {
-      clearTimeout(timer);
-      reject(new Error(`cannot start ${o.bin}: ${e.message}`));
-    });
-    proc.on("exit", (code, signal) => {
-      clearTimeout(timer);
-      reject(new Error(`jikji serve exited early (code ${code}, signal ${signal})`));
-    });
-  });
-}
 
 function forwardConsole(page, pageErrors) {
   page.on("console", (m) => {
@@ -337,7 +306,7 @@ async function main() {
   }
 
   try {
-    const started = await startServer(o, (p) => (server = p));
+    const started = await startServer({ bin: o.bin, bundle: o.bundle, web: o.web, pkg: o.pkg, model: o.model, cwd: ROOT, log, tag: "bench", track: (p) => (server = p) });
     log(`[bench] server at ${started.url}`);
     profileDir = await mkdtemp(path.join(tmpdir(), "jikji-bench-chromium-"));
     context = await chromium.launchPersistentContext(profileDir, {
@@ -347,15 +316,7 @@ async function main() {
       handleSIGINT: false,
       handleSIGTERM: false,
       handleSIGHUP: false,
-      args: [
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-      ],
+      args: CHROMIUM_ARGS,
     });
     const page = context.pages()[0] ?? (await context.newPage());
     const pageErrors = [];

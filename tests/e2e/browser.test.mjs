@@ -16,15 +16,15 @@
 
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { execFile, spawn } from "node:child_process";
+import { execFile } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { chromium } from "playwright-core";
+import { CHROMIUM_ARGS, startServer } from "./harness.mjs";
 
 const execFileP = promisify(execFile);
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
@@ -77,36 +77,6 @@ function preflight() {
   if (missing.length) throw new Error(`e2e prerequisites missing:\n  - ${missing.join("\n  - ")}`);
 }
 
-/** Start `jikji serve` on a free port; resolves {url, proc} once it prints its address. */
-function startServer() {
-  const args = ["serve", BUNDLE, "--addr", "127.0.0.1:0", "--web", WEB, "--pkg", PKG, "--model", MODEL];
-  log(`[e2e] ${BIN} ${args.join(" ")}`);
-  const proc = spawn(BIN, args, { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
-  createInterface({ input: proc.stderr }).on("line", (l) => log(`[server] ${l}`));
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      proc.kill();
-      reject(new Error("jikji serve did not print 'listening on http://...' within 120 s"));
-    }, 120_000);
-    createInterface({ input: proc.stdout }).on("line", (line) => {
-      const m = /listening on (https?:\/\/\S+)/.exec(line);
-      if (m) {
-        clearTimeout(timer);
-        resolve({ url: m[1].replace(/\/$/, ""), proc });
-      } else {
-        log(`[server] ${line}`);
-      }
-    });
-    proc.on("error", (e) => {
-      clearTimeout(timer);
-      reject(new Error(`cannot start ${BIN}: ${e.message}`));
-    });
-    proc.on("exit", (code, signal) => {
-      clearTimeout(timer);
-      reject(new Error(`jikji serve exited early (code ${code}, signal ${signal})`));
-    });
-  });
-}
 
 const nativeCache = new Map();
 
@@ -243,21 +213,13 @@ describe("Jikji search page in Chromium", { timeout: READY_MS + 20 * 60_000 }, (
   before(
     async () => {
       preflight();
-      server = await startServer();
+      server = await startServer({ bin: BIN, bundle: BUNDLE, web: WEB, pkg: PKG, model: MODEL, cwd: ROOT, log });
       log(`[e2e] server at ${server.url}`);
       profileDir = await mkdtemp(path.join(tmpdir(), "jikji-e2e-chromium-"));
       context = await chromium.launchPersistentContext(profileDir, {
         executablePath: CHROMIUM,
         headless: true,
-        args: [
-          "--no-sandbox",
-          "--disable-gpu",
-          "--disable-quic",
-          "--no-first-run",
-          "--disable-background-networking",
-          "--disable-component-update",
-          "--disable-sync",
-        ],
+        args: CHROMIUM_ARGS,
       });
       context.on("request", (r) => requested.push(r.url()));
       context.on("response", (r) => {

@@ -1,0 +1,51 @@
+// Shared by the browser test and the wasm bench: start `jikji serve`, launch Debian's Chromium.
+import { spawn } from "node:child_process";
+import { createInterface } from "node:readline";
+
+/** Flags Chromium needs as root on these machines (closed network, no sandbox, fresh profile). */
+export const CHROMIUM_ARGS = [
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+];
+
+/**
+ * Start `BIN serve BUNDLE --addr 127.0.0.1:0 --web WEB --pkg PKG --model MODEL` in `cwd`; resolves
+ * {url, proc} once it prints `listening on http://ADDR`, rejects if it exits first or stays silent
+ * for 120 s. `track(proc)` is called at once so callers can kill it on any error; `log` gets the
+ * server's other output, each line prefixed `[server]`.
+ */
+export function startServer({ bin, bundle, web, pkg, model, cwd, log, tag = "e2e", track = () => {} }) {
+  const args = ["serve", bundle, "--addr", "127.0.0.1:0", "--web", web, "--pkg", pkg, "--model", model];
+  log(`[${tag}] ${bin} ${args.join(" ")}`);
+  const proc = spawn(bin, args, { cwd, stdio: ["ignore", "pipe", "pipe"] });
+  track(proc);
+  createInterface({ input: proc.stderr }).on("line", (l) => log(`[server] ${l}`));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      proc.kill();
+      reject(new Error("jikji serve did not print 'listening on http://...' within 120 s"));
+    }, 120_000);
+    createInterface({ input: proc.stdout }).on("line", (line) => {
+      const m = /listening on (https?:\/\/\S+)/.exec(line);
+      if (m) {
+        clearTimeout(timer);
+        resolve({ url: m[1].replace(/\/$/, ""), proc });
+      } else {
+        log(`[server] ${line}`);
+      }
+    });
+    proc.on("error", (e) => {
+      clearTimeout(timer);
+      reject(new Error(`cannot start ${bin}: ${e.message}`));
+    });
+    proc.on("exit", (code, signal) => {
+      clearTimeout(timer);
+      reject(new Error(`jikji serve exited early (code ${code}, signal ${signal})`));
+    });
+  });
+}
