@@ -1,5 +1,5 @@
 //! Snapshot tests of the default chunking on real classics from ../shared/books: 論語 學而篇,
-//! one act of Hamlet, and a Korean story (one sentence per line, no blank lines). The
+//! the first act of Hamlet, and a Korean story (one sentence per line, no blank lines). The
 //! snapshots hold each chunk's section, heading path, char offsets, length, overlap with the
 //! previous chunk and a SHA-256 prefix of its text — not the text itself (the books are not
 //! committed). Any change to the chunker's boundaries shows up as a reviewed snapshot diff.
@@ -73,10 +73,11 @@ fn lunyu_xue_er() {
     insta::assert_yaml_snapshot!(rows(&chunk_text(&part, ChunkParams::default())));
 }
 
+/// This edition has no `ACT II.` line, so the first act's section runs up to `ACT III.`.
 #[test]
 fn hamlet_act_one() {
     let text = read("2. Gutenberg classics/shakespeare-hamlet.txt");
-    let part = slice(&text, "ACT I.", "ACT II.");
+    let part = slice(&text, "ACT I.", "\nACT ");
     insta::assert_yaml_snapshot!(rows(&chunk_text(&part, ChunkParams::default())));
 }
 
