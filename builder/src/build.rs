@@ -18,7 +18,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::chunker::{chunk_text, ChunkParams};
-use crate::corpus::{quarantine, scan, CheckOptions, Finding, Severity};
+use crate::corpus::{quarantine, scan, CheckOptions, Finding, Severity, SourceFile};
 
 /// Options of one build.
 #[derive(Debug, Clone)]
@@ -165,17 +165,29 @@ pub fn build(opts: &BuildOptions) -> anyhow::Result<BuildReport> {
         Some(dir) => quarantine(&opts.corpus, &scanned.rejected, dir)?,
         None => Vec::new(),
     };
-    let files = scanned.files;
-    if files.is_empty() {
+    if scanned.files.is_empty() {
         anyhow::bail!("{}: no usable .md or .txt files", opts.corpus.display());
     }
-    let corpus_bytes = files.iter().map(|f| f.text.len() as u64).sum();
     seconds.push(("read".to_string(), t.elapsed().as_secs_f64()));
+    let mut report = build_files(&scanned.files, opts)?;
+    seconds.append(&mut report.seconds);
+    report.seconds = seconds;
+    report.findings = scanned.findings;
+    report.quarantined = quarantined;
+    Ok(report)
+}
+
+/// Builds a bundle at `opts.out` from files already read and checked (`opts.corpus`,
+/// `check`, `strict` and `quarantine` are not used). A file's `rel` is its source id in
+/// the chunk records; an empty `path` means no modification date to fall back on.
+pub fn build_files(files: &[SourceFile], opts: &BuildOptions) -> anyhow::Result<BuildReport> {
+    let mut seconds = Vec::new();
+    let corpus_bytes = files.iter().map(|f| f.text.len() as u64).sum();
 
     let t = Instant::now();
     let mut records = Vec::new();
     let mut index = LexicalIndexWriter::new();
-    for f in &files {
+    for f in files {
         let updated = f.front.updated.clone().or_else(|| modified_date(&f.path));
         for c in chunk_text(&f.text[f.body_byte..], opts.params) {
             index.add_doc(&analyzer::analyze(&c.text));
@@ -296,8 +308,8 @@ pub fn build(opts: &BuildOptions) -> anyhow::Result<BuildReport> {
     file_bytes.push((jikji_format::manifest::MANIFEST_FILE.to_string(), mlen));
     Ok(BuildReport {
         files: files.len(),
-        findings: scanned.findings,
-        quarantined,
+        findings: Vec::new(),
+        quarantined: Vec::new(),
         corpus_bytes,
         chunks: records.len(),
         terms,

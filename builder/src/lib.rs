@@ -5,5 +5,6 @@
 pub mod build;
 pub mod chunker;
 pub mod corpus;
+pub mod eval;
 pub mod lang;
 pub mod serve;

@@ -102,6 +102,29 @@ enum Cmd {
         #[arg(long, env = "JIKJI_MODEL_DIR", default_value = DEFAULT_MODEL)]
         model: PathBuf,
     },
+    /// Retrieval quality on a labeled set: nDCG@10, Recall@10/100, MRR@10 and latency per mode.
+    Eval {
+        /// Folder with corpus.jsonl, queries.jsonl, qrels.tsv.
+        dir: PathBuf,
+        /// Comma-separated modes (dense and hybrid embed the whole corpus first).
+        #[arg(long, default_value = "bm25")]
+        modes: String,
+        /// Model folder (for dense and hybrid).
+        #[arg(long, env = "JIKJI_MODEL_DIR", default_value = DEFAULT_MODEL)]
+        model: PathBuf,
+        /// Embedding cache folder.
+        #[arg(long, default_value = ".jikji-cache")]
+        cache: PathBuf,
+        /// Evaluate only the first N judged queries.
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Write a TREC run file (qid Q0 docid rank score jikji-MODE).
+        #[arg(long)]
+        run: Option<PathBuf>,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
     /// Serve the web page, the wasm engine and a bundle on 127.0.0.1.
     Serve {
         /// Bundle folder.
@@ -123,6 +146,17 @@ enum Cmd {
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().cmd {
+        Cmd::Eval {
+            dir,
+            modes,
+            model,
+            cache,
+            limit,
+            run,
+            json,
+        } => {
+            eval_cmd(&dir, &modes, &model, &cache, limit, run.as_deref(), json)?;
+        }
         Cmd::Check { dir, json, check } => {
             let opts = CheckOptions {
                 allow_ai_draft: check.allow_ai_draft,
@@ -308,6 +342,152 @@ fn print_results(results: &[jikji_engine::SearchResult], json: bool) -> std::io:
             writeln!(out, "     {snippet}{more}")?;
         }
         writeln!(out)?;
+    }
+    Ok(())
+}
+
+fn eval_cmd(
+    dir: &Path,
+    modes: &str,
+    model: &Path,
+    cache: &Path,
+    limit: Option<usize>,
+    run: Option<&Path>,
+    json: bool,
+) -> anyhow::Result<()> {
+    use jikji_builder::corpus::{FrontMatter, SourceFile};
+    use jikji_builder::eval::{mean, metrics, EvalSet};
+    use std::collections::HashSet;
+    use std::io::Write;
+    use std::time::Instant;
+
+    let set = EvalSet::load(dir)?;
+    let modes: Vec<Mode> = modes
+        .split(',')
+        .map(|m| m.trim().parse())
+        .collect::<Result<_, _>>()?;
+    let needs_model = modes.iter().any(|m| *m != Mode::Bm25);
+    let files: Vec<SourceFile> = set
+        .corpus
+        .iter()
+        .map(|(id, text)| SourceFile {
+            path: PathBuf::new(),
+            rel: id.clone(),
+            tier: None,
+            text: text.clone(),
+            body_byte: 0,
+            body_char: 0,
+            source_url: None,
+            front: FrontMatter::default(),
+        })
+        .collect();
+    let out = std::env::temp_dir().join(format!("jikji-eval-{}", std::process::id()));
+    let opts = BuildOptions {
+        model_dir: needs_model.then(|| model.to_path_buf()),
+        cache_dir: Some(cache.to_path_buf()),
+        threads: std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
+        progress: !json,
+        ..BuildOptions::new(dir, &out)
+    };
+    let t = Instant::now();
+    let report = jikji_builder::build::build_files(&files, &opts)?;
+    let build_s = t.elapsed().as_secs_f64();
+    let mut engine = Engine::open_dir(&out)?;
+    let bytes: u64 = engine
+        .bundle()
+        .manifest
+        .files
+        .values()
+        .map(|f| f.bytes)
+        .sum();
+    let _ = std::fs::remove_dir_all(&out);
+    if needs_model {
+        engine.set_embedder(jikji_builder::build::load_build_embedder(model)?);
+    }
+    let judged: Vec<&(String, String)> = set
+        .queries
+        .iter()
+        .filter(|(id, _)| {
+            set.qrels
+                .get(id)
+                .is_some_and(|j| j.values().any(|&g| g > 0))
+        })
+        .take(limit.unwrap_or(usize::MAX))
+        .collect();
+    let mut run_out = match run {
+        Some(p) => Some(std::io::BufWriter::new(
+            std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
+        )),
+        None => None,
+    };
+    let mut rows = Vec::new();
+    for mode in modes {
+        let mut per_query = Vec::new();
+        let mut ms = Vec::new();
+        for (qid, q) in &judged {
+            let t = Instant::now();
+            let r = engine.search(q, mode, 300)?;
+            ms.push(t.elapsed().as_secs_f64() * 1e3);
+            let mut seen = HashSet::new();
+            let ranked: Vec<(String, f32)> = r
+                .hits
+                .iter()
+                .filter(|h| seen.insert(h.source.clone()))
+                .take(100)
+                .map(|h| (h.source.clone(), h.score))
+                .collect();
+            if let Some(w) = run_out.as_mut() {
+                for (i, (d, s)) in ranked.iter().enumerate() {
+                    writeln!(w, "{qid} Q0 {d} {} {s} jikji-{mode}", i + 1)?;
+                }
+            }
+            let ids: Vec<String> = ranked.into_iter().map(|(d, _)| d).collect();
+            per_query.push(metrics(&ids, &set.qrels[qid]));
+        }
+        ms.sort_by(f64::total_cmp);
+        let p = |q: f64| {
+            ms.get(((ms.len() as f64 - 1.0) * q).round() as usize)
+                .copied()
+                .unwrap_or(f64::NAN)
+        };
+        rows.push((mode, mean(&per_query), p(0.5), p(0.95)));
+    }
+    if json {
+        let v: Vec<_> = rows
+            .iter()
+            .map(|(m, x, med, p95)| serde_json::json!({"mode": m, "metrics": x, "median_ms": med, "p95_ms": p95}))
+            .collect();
+        let doc = serde_json::json!({"set": dir, "documents": set.corpus.len(), "queries": judged.len(),
+            "chunks": report.chunks, "bundle_bytes": bytes, "build_s": build_s, "modes": v});
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        println!(
+            "{}: {} documents, {} chunks, {} judged queries, bundle {} bytes, build {:.1} s",
+            dir.display(),
+            set.corpus.len(),
+            report.chunks,
+            judged.len(),
+            bytes,
+            build_s
+        );
+        println!(
+            "{:<8}{:>9}{:>9}{:>10}{:>9}{:>11}{:>9}",
+            "mode", "nDCG@10", "R@10", "R@100", "MRR@10", "median ms", "p95 ms"
+        );
+        for (m, x, med, p95) in &rows {
+            println!(
+                "{:<8}{:>9.4}{:>9.4}{:>10.4}{:>9.4}{:>11.2}{:>9.2}",
+                m.to_string(),
+                x.ndcg_10,
+                x.recall_10,
+                x.recall_100,
+                x.mrr_10,
+                med,
+                p95
+            );
+        }
     }
     Ok(())
 }

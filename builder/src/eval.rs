@@ -1,0 +1,199 @@
+//! `jikji eval`: retrieval quality on a labeled set (`corpus.jsonl`, `queries.jsonl`,
+//! `qrels.tsv`, as in `../shared/eval/*`).
+//!
+//! Each corpus record becomes one document (title + text, chunked as usual); a document's
+//! rank is that of its best chunk. Metrics follow trec_eval / pytrec_eval definitions:
+//! - nDCG@k: gain = the qrels grade, discount 1/log2(rank + 1), ideal DCG from the query's
+//!   judged grades sorted descending (Järvelin & Kekäläinen 2002);
+//! - Recall@k: relevant (grade > 0) documents in the top k / all relevant documents;
+//! - MRR@10: 1 / rank of the first relevant document within the top 10, else 0.
+//!
+//! Queries with no relevant document in the qrels are skipped (as trec_eval does); metrics
+//! are means over the remaining queries.
+
+use std::collections::HashMap;
+use std::io::BufRead;
+use std::path::Path;
+
+use anyhow::Context;
+use serde::Serialize;
+
+/// A labeled retrieval set.
+pub struct EvalSet {
+    /// `(id, title + "\n\n" + text)` per document.
+    pub corpus: Vec<(String, String)>,
+    /// `(id, text)` per query.
+    pub queries: Vec<(String, String)>,
+    /// Query id → document id → grade.
+    pub qrels: HashMap<String, HashMap<String, i32>>,
+}
+
+fn jsonl(path: &Path) -> anyhow::Result<Vec<serde_json::Value>> {
+    let f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let mut out = Vec::new();
+    for (i, line) in std::io::BufReader::new(f).lines().enumerate() {
+        let line = line.with_context(|| format!("{}: line {}", path.display(), i + 1))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        out.push(
+            serde_json::from_str(&line)
+                .with_context(|| format!("{}: line {}: invalid JSON", path.display(), i + 1))?,
+        );
+    }
+    Ok(out)
+}
+
+fn field(v: &serde_json::Value, k: &str) -> String {
+    match v.get(k) {
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(serde_json::Value::Number(n)) => n.to_string(),
+        _ => String::new(),
+    }
+}
+
+impl EvalSet {
+    /// Reads `dir/{corpus.jsonl, queries.jsonl, qrels.tsv}`; errors name the file and line.
+    pub fn load(dir: &Path) -> anyhow::Result<Self> {
+        let corpus = jsonl(&dir.join("corpus.jsonl"))?
+            .iter()
+            .map(|v| {
+                let (title, text) = (field(v, "title"), field(v, "text"));
+                let body = if title.is_empty() {
+                    text
+                } else {
+                    format!("{title}\n\n{text}")
+                };
+                (field(v, "id"), body)
+            })
+            .collect();
+        let queries = jsonl(&dir.join("queries.jsonl"))?
+            .iter()
+            .map(|v| (field(v, "id"), field(v, "text")))
+            .collect();
+        let qpath = dir.join("qrels.tsv");
+        let mut qrels: HashMap<String, HashMap<String, i32>> = HashMap::new();
+        let text = std::fs::read_to_string(&qpath)
+            .with_context(|| format!("reading {}", qpath.display()))?;
+        for (i, line) in text.lines().enumerate() {
+            let cols: Vec<&str> = line.split('\t').collect();
+            if line.trim().is_empty() {
+                continue;
+            }
+            let (q, d, g) = match cols.as_slice() {
+                [q, d, g] => (q, d, g),
+                [q, _, d, g] => (q, d, g), // TREC qrels with an iteration column
+                _ => anyhow::bail!(
+                    "{}: line {}: expected query-id, corpus-id, score",
+                    qpath.display(),
+                    i + 1
+                ),
+            };
+            let Ok(g) = g.trim().parse::<i32>() else {
+                if i == 0 {
+                    continue; // header
+                }
+                anyhow::bail!(
+                    "{}: line {}: score {:?} is not an integer",
+                    qpath.display(),
+                    i + 1,
+                    g
+                );
+            };
+            qrels
+                .entry(q.to_string())
+                .or_default()
+                .insert(d.to_string(), g);
+        }
+        Ok(EvalSet {
+            corpus,
+            queries,
+            qrels,
+        })
+    }
+}
+
+/// Metrics of one ranking for one query; `ranked` are document ids, best first.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Metrics {
+    /// nDCG@10.
+    pub ndcg_10: f64,
+    /// Recall@10.
+    pub recall_10: f64,
+    /// Recall@100.
+    pub recall_100: f64,
+    /// MRR@10.
+    pub mrr_10: f64,
+}
+
+/// Computes [`Metrics`] for `ranked` against one query's judgements.
+pub fn metrics(ranked: &[String], judged: &HashMap<String, i32>) -> Metrics {
+    let relevant = judged.values().filter(|&&g| g > 0).count();
+    let grade = |d: &str| judged.get(d).copied().unwrap_or(0).max(0) as f64;
+    let dcg: f64 = ranked
+        .iter()
+        .take(10)
+        .enumerate()
+        .map(|(i, d)| grade(d) / ((i + 2) as f64).log2())
+        .sum();
+    let mut ideal: Vec<f64> = judged.values().map(|&g| g.max(0) as f64).collect();
+    ideal.sort_by(|a, b| b.total_cmp(a));
+    let idcg: f64 = ideal
+        .iter()
+        .take(10)
+        .enumerate()
+        .map(|(i, g)| g / ((i + 2) as f64).log2())
+        .sum();
+    let recall = |k: usize| {
+        if relevant == 0 {
+            return 0.0;
+        }
+        ranked.iter().take(k).filter(|d| grade(d) > 0.0).count() as f64 / relevant as f64
+    };
+    let mrr = ranked
+        .iter()
+        .take(10)
+        .position(|d| grade(d) > 0.0)
+        .map(|p| 1.0 / (p + 1) as f64)
+        .unwrap_or(0.0);
+    Metrics {
+        ndcg_10: if idcg > 0.0 { dcg / idcg } else { 0.0 },
+        recall_10: recall(10),
+        recall_100: recall(100),
+        mrr_10: mrr,
+    }
+}
+
+/// Mean of per-query metrics.
+pub fn mean(ms: &[Metrics]) -> Metrics {
+    let n = ms.len().max(1) as f64;
+    Metrics {
+        ndcg_10: ms.iter().map(|m| m.ndcg_10).sum::<f64>() / n,
+        recall_10: ms.iter().map(|m| m.recall_10).sum::<f64>() / n,
+        recall_100: ms.iter().map(|m| m.recall_100).sum::<f64>() / n,
+        mrr_10: ms.iter().map(|m| m.mrr_10).sum::<f64>() / n,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Hand-checked against the trec_eval definitions.
+    #[test]
+    fn metrics_match_hand_computed_values() {
+        let judged: HashMap<String, i32> = [("a", 2), ("b", 1), ("c", 0), ("d", 1)]
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect();
+        let ranked: Vec<String> = ["x", "b", "c", "a"].iter().map(|s| s.to_string()).collect();
+        let m = metrics(&ranked, &judged);
+        // DCG = 1/log2(3) + 2/log2(5); IDCG = 2/log2(2) + 1/log2(3) + 1/log2(4).
+        let dcg = 1.0 / 3f64.log2() + 2.0 / 5f64.log2();
+        let idcg = 2.0 + 1.0 / 3f64.log2() + 0.5;
+        assert!((m.ndcg_10 - dcg / idcg).abs() < 1e-12, "{m:?}");
+        assert!((m.recall_10 - 2.0 / 3.0).abs() < 1e-12);
+        assert!((m.mrr_10 - 0.5).abs() < 1e-12);
+        assert_eq!(metrics(&[], &judged), Metrics::default());
+    }
+}
