@@ -248,7 +248,7 @@ pub fn build_files(files: &[SourceFile], opts: &BuildOptions) -> anyhow::Result<
                 truncated: out.truncated[j],
                 vector: out.vectors[j].clone(),
             };
-            cache.insert(keys[i], entry)?;
+            cache.insert(keys[i], entry);
         }
         cache.flush()?;
         let mut vectors = Vec::with_capacity(texts.len());
@@ -410,7 +410,7 @@ impl VectorCache {
         })
     }
 
-    fn insert(&mut self, key: [u8; 32], e: CacheEntry) -> anyhow::Result<()> {
+    fn insert(&mut self, key: [u8; 32], e: CacheEntry) {
         if self.path.is_some() {
             self.pending.extend_from_slice(&key);
             self.pending.extend_from_slice(&e.tokens.to_le_bytes());
@@ -420,7 +420,6 @@ impl VectorCache {
             }
         }
         self.map.insert(key, e);
-        Ok(())
     }
 
     fn flush(&mut self) -> anyhow::Result<()> {

@@ -164,6 +164,15 @@ pub fn metrics(ranked: &[String], judged: &HashMap<String, i32>) -> Metrics {
     }
 }
 
+/// The `q`-quantile (0..=1) of ascending `sorted` values, nearest rank; NaN if empty.
+/// Used for latency medians (q = 0.5) and p95 (q = 0.95).
+pub fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * q).round() as usize]
+}
+
 /// Mean of per-query metrics.
 pub fn mean(ms: &[Metrics]) -> Metrics {
     let n = ms.len().max(1) as f64;

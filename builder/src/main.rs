@@ -356,7 +356,7 @@ fn eval_cmd(
     json: bool,
 ) -> anyhow::Result<()> {
     use jikji_builder::corpus::{FrontMatter, SourceFile};
-    use jikji_builder::eval::{mean, metrics, EvalSet};
+    use jikji_builder::eval::{mean, metrics, percentile, EvalSet};
     use std::collections::HashSet;
     use std::io::Write;
     use std::time::Instant;
@@ -447,12 +447,12 @@ fn eval_cmd(
             per_query.push(metrics(&ids, &set.qrels[qid]));
         }
         ms.sort_by(f64::total_cmp);
-        let p = |q: f64| {
-            ms.get(((ms.len() as f64 - 1.0) * q).round() as usize)
-                .copied()
-                .unwrap_or(f64::NAN)
-        };
-        rows.push((mode, mean(&per_query), p(0.5), p(0.95)));
+        rows.push((
+            mode,
+            mean(&per_query),
+            percentile(&ms, 0.5),
+            percentile(&ms, 0.95),
+        ));
     }
     if json {
         let v: Vec<_> = rows

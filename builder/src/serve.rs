@@ -49,7 +49,6 @@ pub fn serve(opts: &ServeOptions) -> anyhow::Result<()> {
 
 /// Bind (port 0 allowed), print the `listening on` line and serve from a background thread.
 /// Returns the bound address and the thread's handle (the thread runs until the process ends).
-#[allow(dead_code)] // used by tests; the CLI uses `serve`
 pub fn serve_in_background(opts: &ServeOptions) -> anyhow::Result<(SocketAddr, JoinHandle<()>)> {
     let (server, mounts) = bind(opts)?;
     let addr = server_addr(&server)?;

@@ -22,6 +22,7 @@ use clap::Parser;
 use jikji_builder::build::{build, load_build_embedder, BuildOptions};
 use jikji_builder::chunker::{chunk_text, ChunkParams};
 use jikji_builder::corpus::{scan, CheckOptions};
+use jikji_builder::eval::percentile;
 use jikji_embed::Prefix;
 use jikji_engine::{Engine, Mode};
 use serde_json::json;
@@ -52,14 +53,6 @@ struct Args {
     /// Write the figures as JSON here too.
     #[arg(long)]
     json: Option<PathBuf>,
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i]
 }
 
 fn main() -> anyhow::Result<()> {
