@@ -3,7 +3,7 @@
 
 mod common;
 
-use jikji_builder::build::{build, load_build_embedder, model_info, BuildOptions};
+use jikji_builder::build::{build, load_build_embedder, model_info, BuildOptions, BuildReport};
 use jikji_engine::{Engine, Mode, SearchResult};
 
 /// One bundle for all tests of this file (built once; embedding is the slow part).
@@ -13,26 +13,9 @@ fn engine() -> &'static Engine {
 }
 
 fn build_engine() -> Engine {
-    let tmp = tempfile::tempdir().unwrap();
-    let corpus = common::subset_corpus(tmp.path(), common::REAL_SUBSET);
-    let out = tmp.path().join("bundle");
-    let model = common::model_dir();
-    let report = build(&BuildOptions {
-        model_dir: Some(model.clone()),
-        cache_dir: Some(common::cache_dir()),
-        threads: std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1),
-        ..BuildOptions::new(corpus, &out)
-    })
-    .unwrap();
+    let (engine, report) = build_engine_of(common::REAL_SUBSET);
     assert_eq!(report.files, common::REAL_SUBSET.len());
     assert!(report.chunks > 100, "{report:?}");
-    let mut engine = Engine::open_dir(&out).unwrap();
-    engine
-        .check_model(&model_info(&model).unwrap().sha256)
-        .unwrap();
-    engine.set_embedder(load_build_embedder(&model).unwrap());
     engine
 }
 
@@ -98,22 +81,28 @@ fn real_books_answer_real_queries() {
     );
 }
 
-/// Builds a bundle of `files` (cached vectors make this cheap after the first run).
-fn build_engine_of(files: &[&str]) -> Engine {
+/// Builds a bundle of `files` with the real model (cached vectors make this cheap after
+/// the first run) and opens it with the model checked against the bundle and loaded.
+fn build_engine_of(files: &[&str]) -> (Engine, BuildReport) {
     let tmp = tempfile::tempdir().unwrap();
     let corpus = common::subset_corpus(tmp.path(), files);
     let out = tmp.path().join("bundle");
     let model = common::model_dir();
-    build(&BuildOptions {
+    let report = build(&BuildOptions {
         model_dir: Some(model.clone()),
         cache_dir: Some(common::cache_dir()),
-        threads: 2,
+        threads: std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
         ..BuildOptions::new(corpus, &out)
     })
     .unwrap();
     let mut engine = Engine::open_dir(&out).unwrap();
-    engine.set_embedder(load_build_embedder(&model).unwrap());
     engine
+        .check_model(&model_info(&model).unwrap().sha256)
+        .unwrap();
+    engine.set_embedder(load_build_embedder(&model).unwrap());
+    (engine, report)
 }
 
 /// "Learning and practising it in due time: is that not a joy?" in Korean: no Han
@@ -125,7 +114,7 @@ fn build_engine_of(files: &[&str]) -> Engine {
 /// subset of `real_books_answer_real_queries`), so this test uses a bundle without them.
 #[test]
 fn dense_finds_a_korean_paraphrase_sharing_no_characters() {
-    let e = build_engine_of(&common::REAL_SUBSET[..3]);
+    let (e, _) = build_engine_of(&common::REAL_SUBSET[..3]);
     let q = "배우고 때때로 익히면 또한 기쁘지 아니한가";
     let lexical = e.search(q, Mode::Bm25, 10).unwrap();
     assert!(
