@@ -276,9 +276,10 @@ fn check_file(
         findings.push(err("empty", None, None, "empty file".into()));
         return None;
     }
-    let (front, body_byte) = front_matter(text, bom);
+    let (front, fm_end) = front_matter(text, bom);
+    let source_url = front.source.clone().or_else(|| source_url(&text[fm_end..]));
+    let body_byte = skip_source_lines(text, fm_end);
     let body = &text[body_byte..];
-    let source_url = front.source.clone().or_else(|| source_url(body));
     let mut ok = true;
     if source_url.is_none() {
         findings.push(err(
@@ -433,6 +434,34 @@ pub fn front_matter(text: &str, start: usize) -> (FrontMatter, usize) {
     (FrontMatter::default(), start)
 }
 
+/// Byte offset after the leading source lines that start at `start` (`Source: URL`,
+/// `출처: URL`, `원문(위키문헌): URL` — a short label, a colon, then only a URL) and the blank
+/// lines around them. They are file metadata (kept as the chunks' `source_url`), not text
+/// to search: left in, each file's first chunk would be a lone URL.
+pub fn skip_source_lines(text: &str, start: usize) -> usize {
+    let mut off = start;
+    let mut end = start;
+    for line in text[start..].split_inclusive('\n') {
+        let t = line.trim();
+        let is_source = t.split_once(':').is_some_and(|(label, rest)| {
+            let url = rest.trim();
+            label.chars().count() <= 24
+                && !label.trim().is_empty()
+                && (url.starts_with("http://") || url.starts_with("https://"))
+                && !url.contains(char::is_whitespace)
+        });
+        if t.is_empty() {
+            off += line.len();
+        } else if is_source {
+            off += line.len();
+            end = off;
+        } else {
+            break;
+        }
+    }
+    end
+}
+
 /// Tier number of a folder named like `1. 漢文 古典` or `99. 온라인 자료`.
 pub fn tier_of(folder: &str) -> Option<u32> {
     let (num, rest) = folder.split_once('.')?;
@@ -513,6 +542,19 @@ mod tests {
             Some("https://c.net/z")
         );
         assert_eq!(source_url("no link"), None);
+    }
+
+    #[test]
+    fn leading_source_lines_are_metadata_not_text() {
+        let t = "출처: https://a.kr/x\n원문(위키문헌): https://ko.wikisource.org/y\n\n# 제목\n\n본문 https://z.org\n";
+        assert_eq!(
+            &t[skip_source_lines(t, 0)..],
+            "\n# 제목\n\n본문 https://z.org\n"
+        );
+        assert_eq!(
+            skip_source_lines("Text first.\nSource: https://a.org\n", 0),
+            0
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@
 mod common;
 
 use jikji_builder::chunker::{chunk_text, Chunk, ChunkParams};
-use jikji_builder::corpus::front_matter;
+use jikji_builder::corpus::{front_matter, skip_source_lines};
 use serde::Serialize;
 
 #[derive(Serialize)]
@@ -49,8 +49,8 @@ fn rows(chunks: &[Chunk]) -> Vec<Row> {
 
 fn read(rel: &str) -> String {
     let text = std::fs::read_to_string(common::shared_books().join(rel)).unwrap();
-    let (_, body) = front_matter(&text, 0);
-    text[body..].to_string()
+    let (_, fm_end) = front_matter(&text, 0);
+    text[skip_source_lines(&text, fm_end)..].to_string()
 }
 
 /// The text between the first line equal to `from` and the next line starting with `until`.
