@@ -95,7 +95,12 @@ function el(tag, className, text) {
   return e;
 }
 
-function renderHit(hit) {
+/** The reading of a calibrated score (see README, "Scores"). */
+function scoreBand(s) {
+  return s >= 0.6 ? "reliable" : s >= 0.3 ? "use with care" : "weak";
+}
+
+function renderHit(hit, calibrated = false) {
   const li = el("li", "hit");
   li.dataset.chunkId = String(hit.id);
   li.dataset.rank = String(hit.rank);
@@ -105,6 +110,10 @@ function renderHit(hit) {
   meta.append(el("span", "rank", `#${hit.rank}`));
   const score = el("span", "score", formatScore(hit.score));
   score.title = `score ${hit.score}`;
+  if (calibrated) {
+    score.dataset.band = scoreBand(hit.score);
+    score.title = `calibrated score ${formatScore(hit.score)} (${scoreBand(hit.score)}); raw ${hit.raw_score}`;
+  }
   meta.append(score);
   if (hit.tier != null && hit.tier !== "") meta.append(el("span", "tag tier", hit.tier));
   if (hit.lang) meta.append(el("span", "tag lang", hit.lang));
@@ -151,7 +160,7 @@ function renderHit(hit) {
  */
 function renderResults(result, { ms = null, requestedMode = result.mode, query = result.query } = {}) {
   const hits = Array.isArray(result.hits) ? result.hits : [];
-  const items = hits.map(renderHit);
+  const items = hits.map((h) => renderHit(h, result.calibrated === true));
   resultsEl.replaceChildren(...items);
   resultsEl.dataset.query = String(query ?? "");
   resultsEl.dataset.mode = String(result.mode ?? "");

@@ -4,7 +4,7 @@
 //   const j = await Jikji.load("/bundle/", { modelUrl: "/model/", onProgress });
 //   j.loadModel();                                   // start the model download (optional)
 //   const r = await j.search("to be or not to be", { mode: "hybrid", topK: 10 });
-//   // r = {query, mode, hits: [{rank, id, score, source, source_url, heading_path, tier, lang, text}]}
+//   // r = {query, mode, fusion, calibrated, hits: [{rank, id, score (calibrated, 0..1), raw_score, source, source_url, heading_path, tier, lang, text}]}
 //
 // The worker loads the small search engine (BM25 and the dense scan) at once; the embedding
 // engine (a separate ~20 MB wasm, ../pkg/embed/) is fetched only when the model is asked for.

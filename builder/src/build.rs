@@ -222,10 +222,11 @@ pub fn build_files(files: &[SourceFile], opts: &BuildOptions) -> anyhow::Result<
 
     let t = Instant::now();
     let mut emb = None;
+    let mut embedder = None;
     let (mut tokens, mut truncated, mut cached, mut embedded) = (0, 0, 0, 0);
     if let Some(dir) = &opts.model_dir {
         let info = model_info(dir)?;
-        let embedder = load_build_embedder(dir)?;
+        let embedder = embedder.insert(load_build_embedder(dir)?);
         let texts: Vec<&str> = records.iter().map(|r| r.text.as_str()).collect();
         let mut cache = VectorCache::open(opts.cache_dir.as_deref(), &info.sha256)?;
         let keys: Vec<[u8; 32]> = texts.iter().map(|t| cache_key(&info.sha256, t)).collect();
@@ -263,6 +264,18 @@ pub fn build_files(files: &[SourceFile], opts: &BuildOptions) -> anyhow::Result<
     seconds.push(("embed".to_string(), t.elapsed().as_secs_f64()));
 
     let t = Instant::now();
+    let vectors_bin = emb.as_ref().map(|(_, bytes)| bytes.clone());
+    let calibration = calibrate(
+        &terms_fst,
+        &postings,
+        &chunks_bin,
+        vectors_bin,
+        embedder.as_ref(),
+        opts.threads,
+    )?;
+    seconds.push(("calibrate".to_string(), t.elapsed().as_secs_f64()));
+
+    let t = Instant::now();
     let mut w = BundleWriter::create(&opts.out)?;
     w.add_file(TERMS_FILE, &terms_fst)?;
     w.add_file(POSTINGS_FILE, &postings)?;
@@ -293,6 +306,7 @@ pub fn build_files(files: &[SourceFile], opts: &BuildOptions) -> anyhow::Result<
         },
         model,
         files: Default::default(),
+        calibration: Some(calibration),
     };
     let manifest = w.finish(manifest)?;
     seconds.push(("write".to_string(), t.elapsed().as_secs_f64()));
@@ -320,6 +334,58 @@ pub fn build_files(files: &[SourceFile], opts: &BuildOptions) -> anyhow::Result<
         seconds,
         file_bytes,
     })
+}
+
+/// Fits the bundle's score calibration (see `jikji_engine::calibrate`) on an in-memory
+/// copy of the bundle's files: pseudo-queries from its chunks, embedded with the `query: `
+/// prefix when an embedder is given.
+fn calibrate(
+    terms_fst: &[u8],
+    postings: &[u8],
+    chunks_bin: &[u8],
+    vectors_bin: Option<Vec<u8>>,
+    embedder: Option<&Embedder>,
+    threads: usize,
+) -> anyhow::Result<jikji_format::Calibration> {
+    use jikji_engine::calibrate as cal;
+    let bundle = jikji_format::Bundle {
+        manifest: Manifest {
+            format_version: jikji_format::FORMAT_VERSION,
+            analyzer_version: analyzer::ANALYZER_VERSION,
+            generator: String::new(),
+            built_at: 0,
+            chunk_size: 0,
+            overlap: 0,
+            bm25: Bm25Params::default(),
+            model: None,
+            counts: Counts::default(),
+            files: Default::default(),
+            calibration: None,
+        },
+        lexical: jikji_format::postings::LexicalIndex::open(terms_fst.to_vec(), postings.to_vec())?,
+        vectors: vectors_bin
+            .map(|b| jikji_format::vectors::Vectors::open(&b))
+            .transpose()?,
+        chunks: jikji_format::chunks::ChunkStore::open(chunks_bin.to_vec())?,
+    };
+    let queries = cal::pseudo_queries(&bundle.chunks, cal::PSEUDO_QUERIES)?;
+    let qvecs = match (embedder, &bundle.vectors) {
+        (Some(e), Some(_)) => {
+            let texts: Vec<&str> = queries.iter().map(|q| q.text.as_str()).collect();
+            Some(
+                e.embed_many(&texts, Prefix::Query, threads, &|_| {})
+                    .context("embedding calibration queries")?
+                    .vectors,
+            )
+        }
+        _ => None,
+    };
+    Ok(cal::calibrate(
+        &bundle,
+        &queries,
+        qvecs.as_deref(),
+        cal::DEFAULT_DENSE_WEIGHT,
+    )?)
 }
 
 /// The file's modification date as `YYYY-MM-DD` (UTC), if the file system has it.

@@ -52,6 +52,63 @@ fn field(v: &serde_json::Value, k: &str) -> String {
     }
 }
 
+/// Reads a `queries.jsonl` file ({id, text} per line) as `(id, text)` pairs; errors name
+/// the file and line.
+pub fn load_queries(path: &Path) -> anyhow::Result<Vec<(String, String)>> {
+    Ok(jsonl(path)?
+        .iter()
+        .map(|v| (field(v, "id"), field(v, "text")))
+        .collect())
+}
+
+/// Calibration check: how many top-1 results fall in a score band and how many of those
+/// are relevant (grade > 0).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Band {
+    /// Lower bound of the band (inclusive).
+    pub from: f32,
+    /// Upper bound (exclusive; the top band includes 1.0).
+    pub to: f32,
+    /// Queries whose top-1 score is in the band.
+    pub queries: usize,
+    /// Of those, how many have a relevant top-1 document.
+    pub relevant: usize,
+}
+
+/// The score bands users rely on: [0.6, 1], [0.3, 0.6), [0, 0.3), filled from
+/// `(top-1 score, top-1 relevant?)` per query.
+pub fn bands(top1: &[(f32, bool)]) -> Vec<Band> {
+    let mut out = vec![
+        Band {
+            from: 0.6,
+            to: 1.0,
+            ..Band::default()
+        },
+        Band {
+            from: 0.3,
+            to: 0.6,
+            ..Band::default()
+        },
+        Band {
+            from: 0.0,
+            to: 0.3,
+            ..Band::default()
+        },
+    ];
+    for &(s, rel) in top1 {
+        let i = if s >= 0.6 {
+            0
+        } else if s >= 0.3 {
+            1
+        } else {
+            2
+        };
+        out[i].queries += 1;
+        out[i].relevant += usize::from(rel);
+    }
+    out
+}
+
 impl EvalSet {
     /// Reads `dir/{corpus.jsonl, queries.jsonl, qrels.tsv}`; errors name the file and line.
     pub fn load(dir: &Path) -> anyhow::Result<Self> {
@@ -67,10 +124,7 @@ impl EvalSet {
                 (field(v, "id"), body)
             })
             .collect();
-        let queries = jsonl(&dir.join("queries.jsonl"))?
-            .iter()
-            .map(|v| (field(v, "id"), field(v, "text")))
-            .collect();
+        let queries = load_queries(&dir.join("queries.jsonl"))?;
         let qpath = dir.join("qrels.tsv");
         let mut qrels: HashMap<String, HashMap<String, i32>> = HashMap::new();
         let text = std::fs::read_to_string(&qpath)

@@ -8,7 +8,7 @@ use jikji_builder::build::{build, print_report, BuildOptions};
 use jikji_builder::chunker::ChunkParams;
 use jikji_builder::corpus::{quarantine, scan, CheckOptions};
 use jikji_builder::serve::{serve, ServeOptions};
-use jikji_engine::{Engine, Mode};
+use jikji_engine::{Engine, Fusion, Mode};
 
 #[derive(Parser)]
 #[command(
@@ -92,9 +92,17 @@ enum Cmd {
         /// Results per query.
         #[arg(long, default_value_t = 10)]
         top_k: usize,
-        /// bm25, dense or hybrid (reciprocal rank fusion of both, k = 60).
+        /// bm25, dense or hybrid (fusion of both, see --fusion).
         #[arg(long, default_value = "hybrid")]
         mode: String,
+        /// Hybrid fusion: rrf, weighted (the bundle's dense weight) or weighted:W (0 ≤ W ≤ 1).
+        /// Default: weighted when the bundle is calibrated, else rrf.
+        #[arg(long)]
+        fusion: Option<String>,
+        /// Drop hits whose calibrated score (0..1) is below this: ≥ 0.6 reliable, 0.3–0.6
+        /// use with care, < 0.3 noise.
+        #[arg(long, default_value_t = 0.0)]
+        min_score: f32,
         /// JSON output: an array with one {query, mode, hits} object per query.
         #[arg(long)]
         json: bool,
@@ -118,6 +126,13 @@ enum Cmd {
         /// Evaluate only the first N judged queries.
         #[arg(long)]
         limit: Option<usize>,
+        /// Queries file to use instead of DIR/queries.jsonl (e.g. another language's queries
+        /// with the same ids, for cross-lingual retrieval).
+        #[arg(long)]
+        queries: Option<PathBuf>,
+        /// Comma-separated hybrid fusions to evaluate: rrf, weighted, weighted:W.
+        #[arg(long, default_value = "weighted")]
+        fusion: String,
         /// Write a TREC run file (qid Q0 docid rank score jikji-MODE).
         #[arg(long)]
         run: Option<PathBuf>,
@@ -152,10 +167,26 @@ fn main() -> anyhow::Result<()> {
             model,
             cache,
             limit,
+            queries,
+            fusion,
             run,
             json,
         } => {
-            eval_cmd(&dir, &modes, &model, &cache, limit, run.as_deref(), json)?;
+            let fusions: Vec<Fusion> = fusion
+                .split(',')
+                .map(|f| f.parse())
+                .collect::<Result<_, _>>()?;
+            let opts = EvalOpts {
+                modes: &modes,
+                fusions: &fusions,
+                model: &model,
+                cache: &cache,
+                limit,
+                queries: queries.as_deref(),
+                run: run.as_deref(),
+                json,
+            };
+            eval_cmd(&dir, &opts)?;
         }
         Cmd::Check { dir, json, check } => {
             let opts = CheckOptions {
@@ -258,12 +289,18 @@ fn main() -> anyhow::Result<()> {
             queries,
             top_k,
             mode,
+            fusion,
+            min_score,
             json,
             model,
         } => {
             let mode: Mode = mode.parse()?;
             let mut engine = Engine::open_dir(&bundle)
                 .with_context(|| format!("opening bundle {}", bundle.display()))?;
+            if let Some(f) = fusion {
+                engine.set_fusion(f.parse()?);
+            }
+            engine.set_min_score(min_score);
             if mode != Mode::Bm25 {
                 let info = jikji_builder::build::model_info(&model)?;
                 engine.check_model(&info.sha256)?;
@@ -346,23 +383,31 @@ fn print_results(results: &[jikji_engine::SearchResult], json: bool) -> std::io:
     Ok(())
 }
 
-fn eval_cmd(
-    dir: &Path,
-    modes: &str,
-    model: &Path,
-    cache: &Path,
+/// Options of `jikji eval`.
+struct EvalOpts<'a> {
+    modes: &'a str,
+    fusions: &'a [Fusion],
+    model: &'a Path,
+    cache: &'a Path,
     limit: Option<usize>,
-    run: Option<&Path>,
+    queries: Option<&'a Path>,
+    run: Option<&'a Path>,
     json: bool,
-) -> anyhow::Result<()> {
+}
+
+fn eval_cmd(dir: &Path, o: &EvalOpts) -> anyhow::Result<()> {
     use jikji_builder::corpus::{FrontMatter, SourceFile};
-    use jikji_builder::eval::{mean, metrics, percentile, EvalSet};
+    use jikji_builder::eval::{bands, load_queries, mean, metrics, percentile, EvalSet};
     use std::collections::HashSet;
     use std::io::Write;
     use std::time::Instant;
 
-    let set = EvalSet::load(dir)?;
-    let modes: Vec<Mode> = modes
+    let mut set = EvalSet::load(dir)?;
+    if let Some(q) = o.queries {
+        set.queries = load_queries(q)?;
+    }
+    let modes: Vec<Mode> = o
+        .modes
         .split(',')
         .map(|m| m.trim().parse())
         .collect::<Result<_, _>>()?;
@@ -383,12 +428,12 @@ fn eval_cmd(
         .collect();
     let out = std::env::temp_dir().join(format!("jikji-eval-{}", std::process::id()));
     let opts = BuildOptions {
-        model_dir: needs_model.then(|| model.to_path_buf()),
-        cache_dir: Some(cache.to_path_buf()),
+        model_dir: needs_model.then(|| o.model.to_path_buf()),
+        cache_dir: Some(o.cache.to_path_buf()),
         threads: std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1),
-        progress: !json,
+        progress: !o.json,
         ..BuildOptions::new(dir, &out)
     };
     let t = Instant::now();
@@ -404,7 +449,7 @@ fn eval_cmd(
         .sum();
     let _ = std::fs::remove_dir_all(&out);
     if needs_model {
-        engine.set_embedder(jikji_builder::build::load_build_embedder(model)?);
+        engine.set_embedder(jikji_builder::build::load_build_embedder(o.model)?);
     }
     let judged: Vec<&(String, String)> = set
         .queries
@@ -414,21 +459,53 @@ fn eval_cmd(
                 .get(id)
                 .is_some_and(|j| j.values().any(|&g| g > 0))
         })
-        .take(limit.unwrap_or(usize::MAX))
+        .take(o.limit.unwrap_or(usize::MAX))
         .collect();
-    let mut run_out = match run {
+    // Embed each query once; every dense and hybrid run reuses the vector.
+    let mut qvecs = Vec::new();
+    let mut embed_ms = Vec::new();
+    if needs_model {
+        for (_, q) in &judged {
+            let t = Instant::now();
+            qvecs.push(Some(engine.embed_query(q, Mode::Dense)?));
+            embed_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+    } else {
+        qvecs.resize(judged.len(), None);
+    }
+    embed_ms.sort_by(f64::total_cmp);
+    let mut run_out = match o.run {
         Some(p) => Some(std::io::BufWriter::new(
             std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
         )),
         None => None,
     };
+    let mut runs: Vec<(Mode, Option<Fusion>)> = Vec::new();
+    for &m in &modes {
+        if m == Mode::Hybrid {
+            runs.extend(o.fusions.iter().map(|f| (m, Some(*f))));
+        } else {
+            runs.push((m, None));
+        }
+    }
     let mut rows = Vec::new();
-    for mode in modes {
+    for (mode, fusion) in runs {
+        if let Some(f) = fusion {
+            engine.set_fusion(f);
+        }
+        let label = match engine.fusion() {
+            Fusion::Rrf if mode == Mode::Hybrid => "hybrid-rrf".to_string(),
+            Fusion::Weighted { dense_weight } if mode == Mode::Hybrid => {
+                format!("hybrid-w{dense_weight}")
+            }
+            _ => mode.to_string(),
+        };
         let mut per_query = Vec::new();
+        let mut top1 = Vec::new();
         let mut ms = Vec::new();
-        for (qid, q) in &judged {
+        for ((qid, q), qv) in judged.iter().zip(&qvecs) {
             let t = Instant::now();
-            let r = engine.search(q, mode, 300)?;
+            let r = engine.search_with_vector(q, qv.as_deref(), mode, 300)?;
             ms.push(t.elapsed().as_secs_f64() * 1e3);
             let mut seen = HashSet::new();
             let ranked: Vec<(String, f32)> = r
@@ -440,27 +517,34 @@ fn eval_cmd(
                 .collect();
             if let Some(w) = run_out.as_mut() {
                 for (i, (d, s)) in ranked.iter().enumerate() {
-                    writeln!(w, "{qid} Q0 {d} {} {s} jikji-{mode}", i + 1)?;
+                    writeln!(w, "{qid} Q0 {d} {} {s} jikji-{label}", i + 1)?;
                 }
             }
+            let judged = &set.qrels[qid];
+            if let Some((d, s)) = ranked.first() {
+                top1.push((*s, judged.get(d).is_some_and(|&g| g > 0)));
+            }
             let ids: Vec<String> = ranked.into_iter().map(|(d, _)| d).collect();
-            per_query.push(metrics(&ids, &set.qrels[qid]));
+            per_query.push(metrics(&ids, judged));
         }
         ms.sort_by(f64::total_cmp);
         rows.push((
-            mode,
+            label,
             mean(&per_query),
             percentile(&ms, 0.5),
             percentile(&ms, 0.95),
+            bands(&top1),
         ));
     }
-    if json {
+    let calibrated = engine.bundle().manifest.calibration.is_some();
+    if o.json {
         let v: Vec<_> = rows
             .iter()
-            .map(|(m, x, med, p95)| serde_json::json!({"mode": m, "metrics": x, "median_ms": med, "p95_ms": p95}))
+            .map(|(m, x, med, p95, b)| serde_json::json!({"mode": m, "metrics": x, "median_ms": med, "p95_ms": p95, "top1_bands": b}))
             .collect();
-        let doc = serde_json::json!({"set": dir, "documents": set.corpus.len(), "queries": judged.len(),
-            "chunks": report.chunks, "bundle_bytes": bytes, "build_s": build_s, "modes": v});
+        let doc = serde_json::json!({"set": dir, "queries_file": o.queries, "documents": set.corpus.len(), "queries": judged.len(),
+            "chunks": report.chunks, "bundle_bytes": bytes, "build_s": build_s, "calibrated": calibrated,
+            "query_embed_median_ms": percentile(&embed_ms, 0.5), "modes": v});
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         println!(
@@ -472,20 +556,31 @@ fn eval_cmd(
             bytes,
             build_s
         );
+        if !embed_ms.is_empty() {
+            println!(
+                "query embedding: median {:.1} ms (not included in the latencies below)",
+                percentile(&embed_ms, 0.5)
+            );
+        }
         println!(
-            "{:<8}{:>9}{:>9}{:>10}{:>9}{:>11}{:>9}",
+            "{:<14}{:>9}{:>9}{:>10}{:>9}{:>11}{:>9}   top-1 relevant by score band",
             "mode", "nDCG@10", "R@10", "R@100", "MRR@10", "median ms", "p95 ms"
         );
-        for (m, x, med, p95) in &rows {
+        for (m, x, med, p95, b) in &rows {
+            let bands: Vec<String> = b
+                .iter()
+                .map(|b| format!("[{:.1},{:.1}): {}/{}", b.from, b.to, b.relevant, b.queries))
+                .collect();
             println!(
-                "{:<8}{:>9.4}{:>9.4}{:>10.4}{:>9.4}{:>11.2}{:>9.2}",
-                m.to_string(),
+                "{:<14}{:>9.4}{:>9.4}{:>10.4}{:>9.4}{:>11.2}{:>9.2}   {}",
+                m,
                 x.ndcg_10,
                 x.recall_10,
                 x.recall_100,
                 x.mrr_10,
                 med,
-                p95
+                p95,
+                bands.join("  ")
             );
         }
     }

@@ -6,6 +6,8 @@
 //! it the engine answers BM25 queries, and dense/hybrid ones given a query vector.
 #![warn(missing_docs)]
 
+pub mod calibrate;
+pub mod fusion;
 pub mod search;
 #[cfg(target_arch = "wasm32")]
 mod wasm;
@@ -51,6 +53,9 @@ pub enum EngineError {
     /// Unknown mode name.
     #[error("unknown search mode {0:?} (expected bm25, dense or hybrid)")]
     BadMode(String),
+    /// Unknown fusion name.
+    #[error("unknown fusion {0:?} (expected rrf, weighted or weighted:W with 0 ≤ W ≤ 1)")]
+    BadFusion(String),
     /// The embedder failed.
     #[cfg(feature = "embed")]
     #[error(transparent)]
@@ -65,8 +70,41 @@ pub enum Mode {
     Bm25,
     /// Cosine similarity of the query embedding with every chunk vector (exact scan).
     Dense,
-    /// Reciprocal rank fusion (k = 60) of the BM25 and dense rankings.
+    /// Fusion of the BM25 and dense rankings, by the engine's [`Fusion`].
     Hybrid,
+}
+
+/// How hybrid mode fuses the BM25 and dense rankings.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "lowercase", tag = "fusion")]
+pub enum Fusion {
+    /// Reciprocal rank fusion with k = [`RRF_K`] over the top [`FUSION_DEPTH`] of each.
+    Rrf,
+    /// `w·dense + (1 − w)·bm25` of the calibrated scores (see [`fusion::weighted`]);
+    /// needs a bundle with a calibration, else RRF is used.
+    Weighted {
+        /// Weight of the dense score, in [0, 1].
+        dense_weight: f32,
+    },
+}
+
+impl FromStr for Fusion {
+    type Err = EngineError;
+    /// `rrf`, `weighted` (the bundle's default weight, else
+    /// [`calibrate::DEFAULT_DENSE_WEIGHT`]) or `weighted:W` with W in [0, 1].
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim().to_ascii_lowercase();
+        match s.as_str() {
+            "rrf" => Ok(Fusion::Rrf),
+            "weighted" => Ok(Fusion::Weighted {
+                dense_weight: f32::NAN,
+            }),
+            _ => match s.strip_prefix("weighted:").map(str::parse::<f32>) {
+                Some(Ok(w)) if (0.0..=1.0).contains(&w) => Ok(Fusion::Weighted { dense_weight: w }),
+                _ => Err(EngineError::BadFusion(s)),
+            },
+        }
+    }
 }
 
 impl FromStr for Mode {
@@ -98,9 +136,14 @@ impl std::fmt::Display for Mode {
 pub struct Hit {
     /// 1-based rank.
     pub rank: usize,
-    /// Score of the mode: BM25 score (unbounded, ≥ 0), cosine similarity (−1..1), or RRF
-    /// score (≤ 2 / 61).
+    /// Calibrated score in [0, 1]: the estimated probability that this result is a right
+    /// answer, read the same in every mode and bundle (≥ 0.6 reliable, 0.3–0.6 use with
+    /// care, < 0.3 drop; see [`calibrate`]). Equal to `raw_score` when the bundle has no
+    /// calibration (bundles built before it existed).
     pub score: f32,
+    /// The ranker's own score: BM25 (unbounded, ≥ 0), cosine similarity (−1..1), the RRF
+    /// score (≤ 2 / 61) or the weighted-fusion score (0..1).
+    pub raw_score: f32,
     /// The chunk.
     #[serde(flatten)]
     pub chunk: ChunkRecord,
@@ -120,6 +163,11 @@ pub struct SearchResult {
     pub query: String,
     /// The mode used.
     pub mode: Mode,
+    /// The fusion used (hybrid mode only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fusion: Option<Fusion>,
+    /// True if `score` is calibrated (the bundle has a calibration).
+    pub calibrated: bool,
     /// Ranked hits, best first, at most `top_k`.
     pub hits: Vec<Hit>,
 }
@@ -129,16 +177,54 @@ pub struct Engine {
     bundle: Bundle,
     #[cfg(feature = "embed")]
     embedder: Option<jikji_embed::Embedder>,
+    fusion: Fusion,
+    min_score: f32,
 }
 
 impl Engine {
     /// Wraps a verified bundle.
     pub fn new(bundle: Bundle) -> Self {
+        let fusion = match &bundle.manifest.calibration {
+            Some(c) if c.dense.is_some() => Fusion::Weighted {
+                dense_weight: c.dense_weight,
+            },
+            _ => Fusion::Rrf,
+        };
         Engine {
             bundle,
             #[cfg(feature = "embed")]
             embedder: None,
+            fusion,
+            min_score: 0.0,
         }
+    }
+
+    /// The fusion hybrid mode uses: by default weighted fusion with the bundle's weight
+    /// when the bundle has a dense calibration, else RRF.
+    pub fn fusion(&self) -> Fusion {
+        self.fusion
+    }
+
+    /// Sets the hybrid fusion. `Weighted` with a NaN weight (as parsed from `weighted`)
+    /// takes the bundle's weight, else [`calibrate::DEFAULT_DENSE_WEIGHT`]. Weighted fusion
+    /// on a bundle without a dense calibration falls back to RRF at search time.
+    pub fn set_fusion(&mut self, fusion: Fusion) {
+        self.fusion = match fusion {
+            Fusion::Weighted { dense_weight } if dense_weight.is_nan() => Fusion::Weighted {
+                dense_weight: self
+                    .bundle
+                    .manifest
+                    .calibration
+                    .as_ref()
+                    .map_or(calibrate::DEFAULT_DENSE_WEIGHT, |c| c.dense_weight),
+            },
+            f => f,
+        };
+    }
+
+    /// Drops hits whose (calibrated) score is below `min_score` (default 0: keep all).
+    pub fn set_min_score(&mut self, min_score: f32) {
+        self.min_score = min_score;
     }
 
     /// Verifies and opens a bundle from its files' bytes (see [`Bundle::from_files`]).
@@ -251,26 +337,82 @@ impl Engine {
             }
             Ok(search::dense(v, q, k))
         };
-        let ranked = match mode {
-            Mode::Bm25 => search::bm25(&b.lexical, &b.chunks, b.manifest.bm25, query, top_k)?,
-            Mode::Dense => dense(top_k)?,
+        let cal = b.manifest.calibration.as_ref();
+        let upper_bound = || fusion::bm25_upper_bound(&b.lexical, b.manifest.bm25, query);
+        let mut fusion_used = None;
+        // (doc, raw score, calibrated score)
+        let ranked: Vec<(u32, f32, Option<f32>)> = match mode {
+            Mode::Bm25 => {
+                let lex = search::bm25(&b.lexical, &b.chunks, b.manifest.bm25, query, top_k)?;
+                let ub = if cal.is_some() { upper_bound()? } else { 0.0 };
+                lex.into_iter()
+                    .map(|(d, s)| {
+                        (
+                            d,
+                            s,
+                            cal.map(|c| c.bm25.apply(fusion::bm25_normalised(s, ub))),
+                        )
+                    })
+                    .collect()
+            }
+            Mode::Dense => {
+                let den = dense(top_k)?;
+                let platt = cal.and_then(|c| c.dense);
+                let bg = match (platt, b.vectors.as_ref(), qvec) {
+                    (Some(_), Some(v), Some(q)) => fusion::dense_background(v, q),
+                    _ => (0.0, 1.0),
+                };
+                den.into_iter()
+                    .map(|(d, s)| (d, s, platt.map(|p| p.apply(fusion::dense_z(s, bg)))))
+                    .collect()
+            }
             Mode::Hybrid => {
                 let depth = top_k.max(FUSION_DEPTH);
                 let lex = search::bm25(&b.lexical, &b.chunks, b.manifest.bm25, query, depth)?;
-                search::rrf(&[lex, dense(depth)?], top_k)
+                let den = dense(depth)?;
+                match (self.fusion, cal) {
+                    (Fusion::Weighted { dense_weight }, Some(c)) if c.dense.is_some() => {
+                        fusion_used = Some(self.fusion);
+                        let c = jikji_format::Calibration {
+                            dense_weight,
+                            ..c.clone()
+                        };
+                        let v = b.vectors.as_ref().ok_or(EngineError::NoVectors(mode))?;
+                        let q = qvec.ok_or(EngineError::NoModel(mode))?;
+                        fusion::weighted(&lex, upper_bound()?, &den, v, q, &c, top_k)
+                            .into_iter()
+                            .map(|(d, s)| (d, s, c.weighted.map(|p| p.apply(s))))
+                            .collect()
+                    }
+                    _ => {
+                        fusion_used = Some(Fusion::Rrf);
+                        search::rrf(&[lex, den], top_k)
+                            .into_iter()
+                            .map(|(d, s)| (d, s, cal.and_then(|c| c.rrf).map(|p| p.apply(s))))
+                            .collect()
+                    }
+                }
             }
         };
+        let calibrated = ranked.first().is_none_or(|r| r.2.is_some()) && cal.is_some();
         let mut hits = Vec::with_capacity(ranked.len());
-        for (i, (doc, score)) in ranked.into_iter().enumerate() {
+        for (doc, raw, cal_score) in ranked {
+            let score = cal_score.unwrap_or(raw);
+            if score < self.min_score {
+                continue;
+            }
             hits.push(Hit {
-                rank: i + 1,
+                rank: hits.len() + 1,
                 score,
+                raw_score: raw,
                 chunk: b.chunks.get(doc)?,
             });
         }
         Ok(SearchResult {
             query: query.to_string(),
             mode,
+            fusion: fusion_used,
+            calibrated,
             hits,
         })
     }

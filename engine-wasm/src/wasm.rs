@@ -55,6 +55,7 @@ impl WasmEngine {
             "files": m.files,
             "model": m.model,
             "built_at": m.built_at,
+            "calibration": m.calibration,
         });
         self.engine = Some(engine);
         Ok(summary.to_string())
@@ -94,6 +95,28 @@ impl WasmEngine {
         engine.load_model(&onnx, &tokenizer_json).map_err(js_err)
     }
 
+    /// Sets how hybrid mode fuses BM25 and dense: `rrf`, `weighted` (the bundle's weight) or
+    /// `weighted:W` (W = weight of dense in [0, 1]). Throws on any other value or if no
+    /// bundle is open. Default: `weighted` when the bundle has a dense calibration, else `rrf`.
+    pub fn set_fusion(&mut self, fusion: &str) -> Result<(), JsError> {
+        let f: crate::Fusion = fusion.parse().map_err(|e: EngineError| js_err(e))?;
+        self.engine
+            .as_mut()
+            .ok_or_else(|| JsError::new("no bundle open"))?
+            .set_fusion(f);
+        Ok(())
+    }
+
+    /// Drops hits whose calibrated score (in [0, 1]) is below `min_score` (default 0).
+    /// Throws if no bundle is open.
+    pub fn set_min_score(&mut self, min_score: f32) -> Result<(), JsError> {
+        self.engine
+            .as_mut()
+            .ok_or_else(|| JsError::new("no bundle open"))?
+            .set_min_score(min_score);
+        Ok(())
+    }
+
     /// True if this engine's own query embedder is loaded (`load_model`, feature `embed`);
     /// always false in the browser build, whose embedder is the separate `jikji-embed-wasm`.
     pub fn has_model(&self) -> bool {
@@ -103,8 +126,8 @@ impl WasmEngine {
     /// Runs a query, embedding it with the engine's own model for dense and hybrid (see
     /// `load_model`; without feature `embed` only `bm25` works here, use
     /// `search_with_vector`). `mode` is `bm25`, `dense` or `hybrid`. Returns the JSON of a
-    /// `SearchResult`: `{query, mode, hits: [{rank, id, score, source, source_url,
-    /// heading_path, tier, lang, text}]}`.
+    /// `SearchResult`: `{query, mode, fusion, calibrated, hits: [{rank, score (calibrated,
+    /// 0..1), raw_score, id, source, source_url, heading_path, tier, lang, text, …}]}`.
     pub fn search(&self, query: &str, mode: &str, top_k: usize) -> Result<String, JsError> {
         let engine = self
             .engine

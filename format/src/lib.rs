@@ -18,4 +18,6 @@ pub mod vectors;
 pub use bundle::{sha256_hex, Bundle, BundleWriter};
 pub use chunks::ChunkRecord;
 pub use error::{FormatError, Result};
-pub use manifest::{Bm25Params, Counts, FileEntry, Manifest, ModelInfo, FORMAT_VERSION};
+pub use manifest::{
+    Bm25Params, Calibration, Counts, FileEntry, Manifest, ModelInfo, Platt, FORMAT_VERSION,
+};

@@ -84,6 +84,63 @@ pub struct Manifest {
     pub counts: Counts,
     /// Every other file of the bundle with its size and checksum.
     pub files: BTreeMap<String, FileEntry>,
+    /// Score calibration fitted at build time; absent in bundles built before it existed,
+    /// whose engines then report raw scores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<Calibration>,
+}
+
+/// A Platt sigmoid `p(x) = 1 / (1 + exp(−(a·x + b)))` mapping a raw score `x` to the
+/// estimated probability that a result with that score is a right answer (Platt 1999,
+/// "Probabilistic Outputs for Support Vector Machines").
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Platt {
+    /// Slope (per unit of the raw score).
+    pub a: f32,
+    /// Intercept.
+    pub b: f32,
+}
+
+impl Platt {
+    /// The calibrated score in [0, 1].
+    pub fn apply(&self, x: f32) -> f32 {
+        let z = self.a * x + self.b;
+        if z >= 0.0 {
+            1.0 / (1.0 + (-z).exp())
+        } else {
+            let e = z.exp();
+            e / (1.0 + e)
+        }
+    }
+}
+
+/// Per-bundle score calibration: one [`Platt`] sigmoid per ranker, fitted at build time on
+/// pseudo-queries drawn from the bundle's own chunks (see `jikji_engine::calibrate`), so
+/// that a calibrated score means the same in every mode and every bundle.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Calibration {
+    /// How it was fitted, e.g. `platt-pseudo-queries-v1`.
+    pub method: String,
+    /// Number of pseudo-queries used.
+    pub queries: usize,
+    /// Labeled (score, right answer?) pairs per ranker used for each fit.
+    pub pairs: usize,
+    /// BM25: the raw input is the score divided by the query's exact-match maximum
+    /// `Σ idf·(k1 + 1)` (clamped to [0, 1]).
+    pub bm25: Platt,
+    /// Dense: the raw input is the cosine similarity as a z-score against the query's
+    /// cosines with a fixed sample of the bundle's chunks (`jikji_engine::fusion::dense_z`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dense: Option<Platt>,
+    /// Weighted hybrid: the raw input is `w·dense + (1 − w)·bm25` of the two calibrated
+    /// scores, with `w` = [`Calibration::dense_weight`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weighted: Option<Platt>,
+    /// RRF hybrid: the raw input is the RRF score.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rrf: Option<Platt>,
+    /// Weight of the dense score in weighted fusion, in [0, 1].
+    pub dense_weight: f32,
 }
 
 impl Manifest {

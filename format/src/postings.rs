@@ -194,6 +194,16 @@ impl LexicalIndex {
         }
         Ok(Some(out))
     }
+
+    /// Document frequency of `term` (the number of chunks containing it), or `None` if the
+    /// term is not in the dictionary; reads only the postings list's length prefix.
+    pub fn doc_freq(&self, term: &str) -> Result<Option<usize>> {
+        let Some(off) = self.terms.get(term.as_bytes()) else {
+            return Ok(None);
+        };
+        let df = Reader::new(POSTINGS_FILE, &self.postings, off as usize).varint()? as usize;
+        Ok(Some(df))
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,489 @@
+//! Per-bundle score calibration, fitted at build time.
+//!
+//! Raw scores mean different things per ranker and per bundle: BM25 is unbounded and grows
+//! with query length, and E5's cosines are bunched (unrelated pairs score ~0.75). The
+//! builder therefore draws **pseudo-queries** from the bundle's own chunks — a short span of
+//! each sampled chunk (6–12 words of Latin-script text, 3–6 Korean words, 10–16 Han or kana
+//! characters, partly kept and mixed with words of another chunk, see [`pseudo_query`]) —
+//! and scores known-related and unrelated pairs with every ranker (see [`calibrate`]). One
+//! Platt sigmoid per ranker is fitted to those labeled `(score, right?)` pairs (Platt 1999,
+//! with the target smoothing and Newton iteration of Lin, Lin & Weng 2007, "A note on Platt's
+//! probabilistic outputs for support vector machines"). A calibrated score is thus the
+//! estimated probability that a result with that raw score is a right answer, the same
+//! reading in every mode and bundle; how well that holds on labeled sets is measured by
+//! `jikji eval` (score bands).
+
+use jikji_format::chunks::ChunkStore;
+use jikji_format::{Bundle, Calibration, Platt, Result};
+
+use crate::fusion::{bm25_normalised, bm25_upper_bound, dense_background, dense_z, weighted};
+use crate::search::{bm25, dense, rrf};
+
+/// Pseudo-queries drawn per bundle (fewer if the bundle has fewer usable chunks).
+pub const PSEUDO_QUERIES: usize = 300;
+/// Calibration method tag written to the manifest.
+pub const METHOD: &str = "platt-pseudo-queries-v1";
+/// Default weight of the dense score in weighted fusion (chosen on the eval sets; see README).
+pub const DEFAULT_DENSE_WEIGHT: f32 = 0.5;
+
+/// A query made from a span of chunk `doc`'s text (see [`pseudo_query`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PseudoQuery {
+    /// The query text.
+    pub text: String,
+    /// The verbatim span it was made from: a result is a right answer iff its text
+    /// contains this span.
+    pub anchor: String,
+    /// The chunk it was taken from.
+    pub doc: u32,
+}
+
+/// splitmix64 (Steele, Lea & Flood 2014): a fixed, seedable mixer so sampling is
+/// reproducible across builds and platforms.
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+fn is_cjk(c: char) -> bool {
+    matches!(c as u32,
+        0x3040..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF | 0x20000..=0x2FA1F)
+}
+
+fn is_hangul(c: char) -> bool {
+    matches!(c as u32, 0xAC00..=0xD7A3 | 0x1100..=0x11FF | 0x3130..=0x318F)
+}
+
+/// The text's non-empty lines that are not headings (`#`).
+fn body_lines(text: &str) -> Vec<&str> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect()
+}
+
+/// Words of `line` as byte ranges (split on whitespace).
+fn word_ranges(line: &str) -> Vec<(usize, usize)> {
+    line.split_whitespace()
+        .map(|w| {
+            let s = w.as_ptr() as usize - line.as_ptr() as usize;
+            (s, s + w.len())
+        })
+        .collect()
+}
+
+fn clean(w: &str) -> &str {
+    w.trim_matches(|c: char| !c.is_alphanumeric())
+}
+
+/// A pseudo-query from chunk text `text`, seeded by `seed`, with `filler` (another chunk's
+/// text) supplying words the source does not have, or `None` if the text has no usable
+/// span. Real queries share only part of their words with the passage that answers them
+/// and add words of their own, so the query keeps part of a verbatim span and mixes in
+/// filler:
+/// - Latin-script and other spaced text: a span of 6–12 words; the query keeps about 60%
+///   of its words (at least 3, in order) and adds 1–2 words of the filler;
+/// - Korean (Hangul-dominant lines): a span of 3–6 words, keeping at least 2, plus one
+///   filler word;
+/// - Han / kana: a span of 10–16 characters; the query is two 3–5 character pieces of it
+///   with 2–3 filler characters between them.
+pub fn pseudo_query(text: &str, filler: &str, seed: u64) -> Option<(String, String)> {
+    let body = body_lines(text);
+    if body.is_empty() {
+        return None;
+    }
+    let line = body[(mix(seed) % body.len() as u64) as usize];
+    let chars: Vec<char> = line.chars().collect();
+    let cjk = chars.iter().filter(|c| is_cjk(**c)).count();
+    let hangul = chars.iter().filter(|c| is_hangul(**c)).count();
+    let letters = chars.iter().filter(|c| c.is_alphanumeric()).count();
+    let mut r = mix(seed ^ 0xA5A5);
+    let mut next = move || {
+        r = mix(r);
+        r
+    };
+    let filler_lines = body_lines(filler);
+    if cjk * 2 > letters {
+        let want = 10 + (next() % 7) as usize;
+        let starts: Vec<usize> = (0..chars.len()).filter(|&i| is_cjk(chars[i])).collect();
+        if starts.len() < want {
+            return None;
+        }
+        let s = starts[(next() % (starts.len() - want + 1) as u64) as usize];
+        let e = (s + want).min(chars.len());
+        let anchor: String = chars[s..e].iter().collect();
+        let a: Vec<char> = anchor.chars().filter(|c| is_cjk(*c)).collect();
+        if a.len() < 8 {
+            return None;
+        }
+        let l1 = 3 + (next() % 3) as usize;
+        let l2 = 3 + (next() % 3) as usize;
+        let first: String = a[..l1.min(a.len())].iter().collect();
+        let second: String = a[a.len().saturating_sub(l2)..].iter().collect();
+        let fill: Vec<char> = filler_lines
+            .iter()
+            .flat_map(|l| l.chars())
+            .filter(|c| is_cjk(*c))
+            .collect();
+        let n = 2 + (next() % 2) as usize;
+        let mid: String = if fill.len() > n {
+            let at = (next() % (fill.len() - n) as u64) as usize;
+            fill[at..at + n].iter().collect()
+        } else {
+            String::new()
+        };
+        Some((format!("{first}{mid}{second}"), anchor))
+    } else {
+        let words = word_ranges(line);
+        let korean = hangul * 2 > letters;
+        let (lo, spread, keep_min, fillers) = if korean {
+            (3, 4, 2, 1)
+        } else {
+            (6, 7, 3, 1 + (next() % 2) as usize)
+        };
+        let want = lo + (next() % spread) as usize;
+        if words.len() < lo {
+            return None;
+        }
+        let want = want.min(words.len());
+        let s = (next() % (words.len() - want + 1) as u64) as usize;
+        let span = &words[s..s + want];
+        let anchor = clean(&line[span[0].0..span[want - 1].1]).to_string();
+        let mut kept: Vec<&str> = span
+            .iter()
+            .map(|&(a, b)| clean(&line[a..b]))
+            .filter(|w| !w.is_empty() && next() % 10 < 6)
+            .collect();
+        if kept.len() < keep_min {
+            kept = span
+                .iter()
+                .map(|&(a, b)| clean(&line[a..b]))
+                .filter(|w| !w.is_empty())
+                .take(keep_min)
+                .collect();
+        }
+        let pool: Vec<&str> = filler_lines
+            .iter()
+            .flat_map(|l| l.split_whitespace())
+            .map(clean)
+            .filter(|w| w.chars().count() >= 3)
+            .collect();
+        for _ in 0..fillers {
+            if !pool.is_empty() {
+                let w = pool[(next() % pool.len() as u64) as usize];
+                let at = (next() % (kept.len() as u64 + 1)) as usize;
+                kept.insert(at, w);
+            }
+        }
+        (kept.len() >= keep_min).then(|| (kept.join(" "), anchor))
+    }
+}
+
+/// Up to `n` pseudo-queries from chunks spread evenly over the store (deterministic); the
+/// filler of each comes from a random chunk of the same detected language (another file's
+/// when one is found among 64 draws), so the query stays in one language.
+///
+/// Errors only if the chunk store bytes are corrupt.
+pub fn pseudo_queries(chunks: &ChunkStore, n: usize) -> Result<Vec<PseudoQuery>> {
+    let total = chunks.len();
+    let mut out = Vec::new();
+    if total == 0 || n == 0 {
+        return Ok(out);
+    }
+    let take = n.min(total);
+    for j in 0..take {
+        let doc = (j * total / take) as u32;
+        let rec = chunks.get(doc)?;
+        // Filler from a random chunk of the same language, another file if possible.
+        let mut filler = String::new();
+        for i in 0..64u64 {
+            let o = chunks.get((mix(doc as u64 ^ (i << 32)) % total as u64) as u32)?;
+            if o.lang == rec.lang && (o.source != rec.source || filler.is_empty()) {
+                let other_file = o.source != rec.source;
+                filler = o.text;
+                if other_file {
+                    break;
+                }
+            }
+        }
+        if let Some((text, anchor)) = pseudo_query(&rec.text, &filler, doc as u64) {
+            out.push(PseudoQuery { text, anchor, doc });
+        }
+    }
+    Ok(out)
+}
+
+/// Fits `p(x) = 1 / (1 + exp(−(a·x + b)))` to labeled scores by regularised maximum
+/// likelihood: Platt's smoothed targets `(N₊ + 1)/(N₊ + 2)` and `1/(N₋ + 2)`, Newton steps
+/// with backtracking line search (Lin, Lin & Weng 2007). With only one class present it
+/// returns a flat sigmoid at the smoothed target rate.
+pub fn fit_platt(samples: &[(f32, bool)]) -> Platt {
+    let pos = samples.iter().filter(|s| s.1).count() as f64;
+    let neg = samples.len() as f64 - pos;
+    let hi = (pos + 1.0) / (pos + 2.0);
+    let lo = 1.0 / (neg + 2.0);
+    let t: Vec<f64> = samples.iter().map(|s| if s.1 { hi } else { lo }).collect();
+    let x: Vec<f64> = samples.iter().map(|s| s.0 as f64).collect();
+    // Lin et al. parameterise p = 1 / (1 + exp(A·x + B)); we return a = −A, b = −B.
+    let (mut a, mut b) = (0.0f64, ((neg + 1.0) / (pos + 1.0)).ln());
+    let loss = |a: f64, b: f64| -> f64 {
+        x.iter()
+            .zip(&t)
+            .map(|(&xi, &ti)| {
+                let f = a * xi + b;
+                if f >= 0.0 {
+                    ti * f + (1.0 + (-f).exp()).ln()
+                } else {
+                    (ti - 1.0) * f + (1.0 + f.exp()).ln()
+                }
+            })
+            .sum()
+    };
+    let sigma = 1e-12;
+    let mut fval = loss(a, b);
+    for _ in 0..100 {
+        let (mut h11, mut h22, mut h21, mut g1, mut g2) = (sigma, sigma, 0.0, 0.0, 0.0);
+        for (&xi, &ti) in x.iter().zip(&t) {
+            let f = a * xi + b;
+            let (p, q) = if f >= 0.0 {
+                let e = (-f).exp();
+                (e / (1.0 + e), 1.0 / (1.0 + e))
+            } else {
+                let e = f.exp();
+                (1.0 / (1.0 + e), e / (1.0 + e))
+            };
+            let d2 = p * q;
+            h11 += xi * xi * d2;
+            h22 += d2;
+            h21 += xi * d2;
+            let d1 = ti - p;
+            g1 += xi * d1;
+            g2 += d1;
+        }
+        if g1.abs() < 1e-5 && g2.abs() < 1e-5 {
+            break;
+        }
+        let det = h11 * h22 - h21 * h21;
+        let da = -(h22 * g1 - h21 * g2) / det;
+        let db = -(-h21 * g1 + h11 * g2) / det;
+        let gd = g1 * da + g2 * db;
+        let mut step = 1.0;
+        let mut moved = false;
+        while step >= 1e-10 {
+            let (na, nb) = (a + step * da, b + step * db);
+            let nf = loss(na, nb);
+            if nf < fval + 1e-4 * step * gd {
+                (a, b, fval) = (na, nb, nf);
+                moved = true;
+                break;
+            }
+            step /= 2.0;
+        }
+        if !moved {
+            break;
+        }
+    }
+    Platt {
+        a: -a as f32,
+        b: -b as f32,
+    }
+}
+
+/// Depth of the ranked lists searched for the best wrong answer of each pseudo-query.
+pub const NEGATIVE_DEPTH: usize = 50;
+
+/// The three labeled pairs one pseudo-query contributes to a ranker's fit: the score of the
+/// right chunk (`source`), the best score of a wrong chunk in `list` (if any), and the
+/// score of a random wrong chunk.
+fn pairs(
+    list: &[(u32, f32)],
+    wrong: &dyn Fn(u32) -> bool,
+    source: f32,
+    random: Option<f32>,
+) -> Vec<(f32, bool)> {
+    let mut out = vec![(source, true)];
+    if let Some(&(_, s)) = list.iter().find(|(d, _)| wrong(*d)) {
+        out.push((s, false));
+    }
+    if let Some(s) = random {
+        out.push((s, false));
+    }
+    out
+}
+
+/// Fits the bundle's [`Calibration`]: BM25 always; dense, weighted and RRF hybrid when
+/// `query_vectors` (one L2-normalised query embedding per pseudo-query, same order) is given
+/// and the bundle has vectors. `dense_weight` is stored for weighted fusion.
+///
+/// Labels come from the score distributions of known-related and of unrelated pairs: per
+/// pseudo-query and ranker, one right pair (the query and the chunk it was made from) and
+/// two wrong ones (the best-ranked chunk that neither contains the anchor span nor lies
+/// within two chunks of the source in the same file, and a random such chunk). The best
+/// wrong chunk is what a query with no answer in the bundle gets as its top result, so the
+/// fit separates "the answer" from "the best of the rest".
+///
+/// Errors only if bundle bytes are corrupt.
+pub fn calibrate(
+    bundle: &Bundle,
+    queries: &[PseudoQuery],
+    query_vectors: Option<&[Vec<f32>]>,
+    dense_weight: f32,
+) -> Result<Calibration> {
+    let b = bundle;
+    let n = b.chunks.len();
+    let mut recs = Vec::with_capacity(n);
+    for i in 0..n {
+        let r = b.chunks.get(i as u32)?;
+        recs.push((r.source, r.text));
+    }
+    let wrong_for = |q: &PseudoQuery| {
+        let src = &recs[q.doc as usize].0;
+        let (recs, anchor, at) = (&recs, q.anchor.clone(), q.doc);
+        let src = src.clone();
+        move |d: u32| {
+            let (s, t) = &recs[d as usize];
+            !t.contains(&anchor) && (*s != src || d.abs_diff(at) > 2)
+        }
+    };
+    let random_doc = |q: &PseudoQuery, wrong: &dyn Fn(u32) -> bool| {
+        (0..8u64)
+            .map(|i| (mix(q.doc as u64 ^ (i << 40)) % n as u64) as u32)
+            .find(|&d| wrong(d))
+    };
+    let score_in =
+        |list: &[(u32, f32)], d: u32| list.iter().find(|s| s.0 == d).map_or(0.0, |s| s.1);
+    let mut bm25_pairs = Vec::new();
+    let mut lists = Vec::new();
+    for q in queries {
+        let wrong = wrong_for(q);
+        let lex = bm25(
+            &b.lexical,
+            &b.chunks,
+            b.manifest.bm25,
+            &q.text,
+            NEGATIVE_DEPTH.max(200),
+        )?;
+        let ub = bm25_upper_bound(&b.lexical, b.manifest.bm25, &q.text)?;
+        let norm: Vec<(u32, f32)> = lex
+            .iter()
+            .map(|&(d, s)| (d, bm25_normalised(s, ub)))
+            .collect();
+        let rnd = random_doc(q, &wrong).map(|d| score_in(&norm, d));
+        bm25_pairs.extend(pairs(&norm, &wrong, score_in(&norm, q.doc), rnd));
+        lists.push((lex, ub));
+    }
+    let mut cal = Calibration {
+        method: METHOD.to_string(),
+        queries: queries.len(),
+        pairs: bm25_pairs.len(),
+        bm25: fit_platt(&bm25_pairs),
+        dense: None,
+        weighted: None,
+        rrf: None,
+        dense_weight,
+    };
+    let (Some(vecs), Some(v)) = (query_vectors, b.vectors.as_ref()) else {
+        return Ok(cal);
+    };
+    let mut dense_pairs = Vec::new();
+    let mut dense_lists = Vec::new();
+    for (q, qv) in queries.iter().zip(vecs) {
+        let wrong = wrong_for(q);
+        let den = dense(v, qv, NEGATIVE_DEPTH.max(100));
+        let bg = dense_background(v, qv);
+        let z: Vec<(u32, f32)> = den.iter().map(|&(d, c)| (d, dense_z(c, bg))).collect();
+        let rnd = random_doc(q, &wrong).map(|d| dense_z(v.dot(d as usize, qv), bg));
+        dense_pairs.extend(pairs(
+            &z,
+            &wrong,
+            dense_z(v.dot(q.doc as usize, qv), bg),
+            rnd,
+        ));
+        dense_lists.push(den);
+    }
+    cal.dense = Some(fit_platt(&dense_pairs));
+    let (mut w_pairs, mut r_pairs) = (Vec::new(), Vec::new());
+    for (i, q) in queries.iter().enumerate() {
+        let wrong = wrong_for(q);
+        let (lex, ub) = &lists[i];
+        let den = &dense_lists[i];
+        let rnd = random_doc(q, &wrong);
+        let bg = dense_background(v, &vecs[i]);
+        let w = weighted(lex, *ub, den, v, &vecs[i], &cal, NEGATIVE_DEPTH);
+        let fused_of = |d: u32| {
+            let p_b = cal.bm25.apply(bm25_normalised(score_in(lex, d), *ub));
+            let p_d = cal
+                .dense
+                .map_or(0.0, |p| p.apply(dense_z(v.dot(d as usize, &vecs[i]), bg)));
+            dense_weight * p_d + (1.0 - dense_weight) * p_b
+        };
+        w_pairs.extend(pairs(&w, &wrong, fused_of(q.doc), rnd.map(fused_of)));
+        let r = rrf(&[lex.clone(), den.clone()], NEGATIVE_DEPTH.max(100));
+        r_pairs.extend(pairs(
+            &r,
+            &wrong,
+            score_in(&r, q.doc),
+            rnd.map(|d| score_in(&r, d)),
+        ));
+    }
+    cal.weighted = Some(fit_platt(&w_pairs));
+    cal.rrf = Some(fit_platt(&r_pairs));
+    Ok(cal)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn platt_recovers_a_known_sigmoid() {
+        // Deterministic samples from p(x) = σ(8x − 4) on a grid of x.
+        let truth = Platt { a: 8.0, b: -4.0 };
+        let mut samples = Vec::new();
+        for i in 0..2000u64 {
+            let x = (i % 101) as f32 / 100.0;
+            let u = (mix(i) % 1_000_000) as f32 / 1e6;
+            samples.push((x, u < truth.apply(x)));
+        }
+        let fit = fit_platt(&samples);
+        assert!((fit.a - 8.0).abs() < 1.2, "{fit:?}");
+        assert!((fit.b + 4.0).abs() < 0.7, "{fit:?}");
+        assert!(fit.apply(0.9) > 0.9 && fit.apply(0.1) < 0.1);
+    }
+
+    #[test]
+    fn platt_with_one_class_is_flat_and_bounded() {
+        let fit = fit_platt(&[(0.2, false), (0.9, false), (0.5, false)]);
+        for x in [0.0, 0.5, 1.0] {
+            let p = fit.apply(x);
+            assert!((0.0..0.5).contains(&p), "{p}");
+        }
+    }
+
+    #[test]
+    fn pseudo_queries_follow_the_script() {
+        let zh_text =
+            "子曰：學而時習之，不亦說乎？有朋自遠方來，不亦樂乎？人不知而不慍，不亦君子乎？";
+        let (q, anchor) = pseudo_query(zh_text, "曾子曰：吾日三省吾身", 3).unwrap();
+        assert!(zh_text.contains(&anchor), "{anchor}");
+        let n = q.chars().count();
+        assert!((8..=13).contains(&n), "{q}");
+        let en_text =
+            "# Hamlet\nTo be, or not to be, that is the question: whether 'tis nobler in the mind";
+        let (q, anchor) =
+            pseudo_query(en_text, "Something is rotten in the state of Denmark", 7).unwrap();
+        assert!(en_text.contains(&anchor), "{anchor}");
+        assert!(
+            !q.contains("Hamlet") && !anchor.contains("Hamlet"),
+            "headings are skipped"
+        );
+        assert!((4..=10).contains(&q.split(' ').count()), "{q}");
+        let ko_text = "봉평장에서 한 번도 빼논 적은 없었다. 충주 제천 등의 이웃 군을 돌았다.";
+        let (q, anchor) = pseudo_query(ko_text, "메밀꽃 필 무렵 달밤", 1).unwrap();
+        assert!(ko_text.contains(&anchor), "{anchor}");
+        assert!((3..=7).contains(&q.split(' ').count()), "{q}");
+        assert_eq!(pseudo_query("# only a heading", "x", 1), None);
+    }
+}

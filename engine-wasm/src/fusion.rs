@@ -1,0 +1,179 @@
+//! Score normalisation and weighted (convex-combination) fusion of the BM25 and dense
+//! rankings, as an alternative to [`crate::search::rrf`].
+//!
+//! Weighted fusion follows Bruch, Gai & Ingber 2023 ("An Analysis of Fusion Functions for
+//! Hybrid Retrieval"): each ranker's score is first mapped to a common scale, then combined
+//! as `w·dense + (1 − w)·bm25`. Our common scale is the bundle's calibrated score (see
+//! [`crate::calibrate`]): BM25 scores are divided by the query's exact-match maximum
+//! ([`bm25_upper_bound`]) and both rankers' scores pass through their fitted Platt sigmoid,
+//! so both are estimated probabilities of a right answer.
+
+use std::collections::HashMap;
+
+use jikji_format::analyzer::analyze;
+use jikji_format::postings::LexicalIndex;
+use jikji_format::vectors::Vectors;
+use jikji_format::{Bm25Params, Calibration, Result};
+
+use crate::search::{top_k, Scored};
+
+/// Lucene's BM25 idf `ln(1 + (N − df + 0.5) / (df + 0.5))` for `n` documents.
+pub fn idf(n: usize, df: usize) -> f32 {
+    let (n, df) = (n as f32, df as f32);
+    (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+}
+
+/// The largest term-component BM25 score `query` can reach on `index`:
+/// `Σ idf(t)·(k1 + 1)` over the query's distinct analyzed terms, a term missing from the
+/// dictionary counting with df = 0 (it cannot match, so a query asking for absent words
+/// never reaches 1). Dividing a BM25 score by it gives a query-length-independent value,
+/// clamped to [0, 1] by [`bm25_normalised`]. Returns 0 for a query with no terms.
+///
+/// Errors only if the postings bytes are corrupt.
+pub fn bm25_upper_bound(index: &LexicalIndex, params: Bm25Params, query: &str) -> Result<f32> {
+    let mut terms = analyze(query);
+    terms.sort();
+    terms.dedup();
+    let n = index.num_docs();
+    let mut sum = 0.0;
+    for t in &terms {
+        let df = index.doc_freq(t)?.unwrap_or(0);
+        sum += idf(n, df) * (params.k1 + 1.0);
+    }
+    Ok(sum)
+}
+
+/// How many chunks (evenly spaced over the bundle) form a query's dense background.
+pub const BACKGROUND_SAMPLE: usize = 256;
+
+/// Mean and standard deviation of the query's cosine similarity with a fixed, evenly
+/// spaced sample of [`BACKGROUND_SAMPLE`] chunks (all chunks if fewer). E5 gives some
+/// queries high cosines with everything (gibberish reaches ~0.85 on the books bundle), so a
+/// cosine is only meaningful against the query's own background (z-score normalisation,
+/// Montague & Aslam 2001, "Relevance score normalization for metasearch").
+pub fn dense_background(vectors: &Vectors, query_vector: &[f32]) -> (f32, f32) {
+    let n = vectors.len();
+    if n == 0 {
+        return (0.0, 1.0);
+    }
+    let take = n.min(BACKGROUND_SAMPLE);
+    let xs: Vec<f32> = (0..take)
+        .map(|j| vectors.dot(j * n / take, query_vector))
+        .collect();
+    let mean = xs.iter().sum::<f32>() / take as f32;
+    let var = xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f32>() / take as f32;
+    (mean, var.sqrt().max(1e-4))
+}
+
+/// The cosine `cos` as a z-score against the query's background `(mean, std)` from
+/// [`dense_background`]: the input of the dense calibration.
+pub fn dense_z(cos: f32, background: (f32, f32)) -> f32 {
+    (cos - background.0) / background.1
+}
+
+/// `score / upper_bound`, clamped to [0, 1] (the phrase component and query expansions can
+/// push a raw score past the exact-match maximum); 0 when `upper_bound` is 0.
+pub fn bm25_normalised(score: f32, upper_bound: f32) -> f32 {
+    if upper_bound > 0.0 {
+        (score / upper_bound).clamp(0.0, 1.0)
+    } else {
+        0.0
+    }
+}
+
+/// Weighted fusion of a BM25 list (raw scores, with the query's `upper_bound`) and a dense
+/// list (cosines) under calibration `cal`: candidates are the union of both lists; each gets
+/// `p_bm25` (its calibrated BM25 score, or that of a zero score when it is not in the BM25
+/// list) and `p_dense` (its calibrated cosine z-score (see [`dense_z`]), the cosine computed exactly from `vectors` when it is not
+/// in the dense list); the fused score is `w·p_dense + (1 − w)·p_bm25` with
+/// `w = cal.dense_weight`. Returns the top `k` by fused score (ties by doc id).
+pub fn weighted(
+    lex: &[Scored],
+    upper_bound: f32,
+    dense: &[Scored],
+    vectors: &Vectors,
+    query_vector: &[f32],
+    cal: &Calibration,
+    k: usize,
+) -> Vec<Scored> {
+    let Some(dense_cal) = cal.dense else {
+        return top_k(lex.to_vec(), k);
+    };
+    let w = cal.dense_weight.clamp(0.0, 1.0);
+    let bg = dense_background(vectors, query_vector);
+    let lex_map: HashMap<u32, f32> = lex.iter().copied().collect();
+    let dense_map: HashMap<u32, f32> = dense.iter().copied().collect();
+    let mut docs: Vec<u32> = lex.iter().chain(dense).map(|s| s.0).collect();
+    docs.sort_unstable();
+    docs.dedup();
+    let fused = docs
+        .into_iter()
+        .map(|d| {
+            let b = lex_map.get(&d).copied().unwrap_or(0.0);
+            let p_b = cal.bm25.apply(bm25_normalised(b, upper_bound));
+            let cos = dense_map
+                .get(&d)
+                .copied()
+                .unwrap_or_else(|| vectors.dot(d as usize, query_vector));
+            let p_d = dense_cal.apply(dense_z(cos, bg));
+            (d, w * p_d + (1.0 - w) * p_b)
+        })
+        .collect();
+    top_k(fused, k)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jikji_format::vectors::write_vectors;
+    use jikji_format::Platt;
+
+    fn cal(w: f32) -> Calibration {
+        Calibration {
+            method: "test".into(),
+            queries: 0,
+            pairs: 0,
+            bm25: Platt { a: 10.0, b: -5.0 },
+            dense: Some(Platt { a: 20.0, b: -16.0 }),
+            weighted: None,
+            rrf: None,
+            dense_weight: w,
+        }
+    }
+
+    #[test]
+    fn normalised_bm25_is_clamped() {
+        assert_eq!(bm25_normalised(5.0, 10.0), 0.5);
+        assert_eq!(bm25_normalised(12.0, 10.0), 1.0);
+        assert_eq!(bm25_normalised(3.0, 0.0), 0.0);
+    }
+
+    #[test]
+    fn weight_zero_and_one_reproduce_each_ranker() {
+        let v = Vectors::open(
+            &write_vectors(
+                2,
+                &[
+                    vec![1.0, 0.0],
+                    vec![0.0, 1.0],
+                    vec![0.6, 0.8],
+                    vec![0.8, 0.6],
+                ],
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        let q = [1.0, 0.0];
+        let lex = vec![(1, 9.0), (2, 5.0)];
+        let dense = vec![(0, 1.0), (3, 0.8)];
+        let only_lex = weighted(&lex, 10.0, &dense, &v, &q, &cal(0.0), 4);
+        assert_eq!(only_lex[0].0, 1);
+        assert_eq!(only_lex[1].0, 2);
+        let only_dense = weighted(&lex, 10.0, &dense, &v, &q, &cal(1.0), 4);
+        // Doc 2 (cos 0.6) is scored from the vectors although only BM25 listed it.
+        assert_eq!(
+            only_dense.iter().map(|s| s.0).collect::<Vec<_>>(),
+            [0, 3, 2, 1]
+        );
+    }
+}

@@ -1,0 +1,152 @@
+//! Calibrated scores, `min_score` and fusion choice on a small in-memory bundle.
+
+use jikji_engine::{calibrate, Engine, Fusion, Mode};
+use jikji_format::analyzer::analyze;
+use jikji_format::chunks::write_chunks;
+use jikji_format::postings::LexicalIndexWriter;
+use jikji_format::vectors::{write_vectors, Vectors};
+use jikji_format::{
+    Bm25Params, Bundle, Calibration, ChunkRecord, Counts, Manifest, FORMAT_VERSION,
+};
+
+const DOCS: &[&str] = &[
+    "The lighthouse keeper climbed the stairs at dusk to light the lamp.",
+    "Fishing boats returned to the harbour before the storm broke over the bay.",
+    "The orchard behind the mill gave apples every autumn to the whole village.",
+    "A caravan crossed the desert by night, guided by the stars alone.",
+    "The library kept its oldest maps in a locked room under the reading hall.",
+    "Snow closed the mountain pass for four months, and the monastery waited.",
+];
+
+/// Unit vectors: doc i points mostly along axis i.
+fn vectors() -> Vec<Vec<f32>> {
+    (0..DOCS.len())
+        .map(|i| {
+            let mut v = [0.1f32; 8];
+            v[i] = 1.0;
+            let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            v.iter().map(|x| x / n).collect()
+        })
+        .collect()
+}
+
+fn bundle(calibration: Option<Calibration>) -> Bundle {
+    let mut w = LexicalIndexWriter::new();
+    let recs: Vec<ChunkRecord> = DOCS
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            w.add_doc(&analyze(d));
+            ChunkRecord {
+                id: format!("c{i}"),
+                source: format!("doc{i}.md"),
+                source_url: None,
+                tier: None,
+                heading_path: vec![],
+                lang: "en".into(),
+                section: 0,
+                start: 0,
+                end: d.chars().count(),
+                text: d.to_string(),
+                title: None,
+                author: None,
+                version: None,
+                updated: None,
+                expires: None,
+                provenance: None,
+            }
+        })
+        .collect();
+    let (fst, postings) = w.finish().unwrap();
+    Bundle {
+        manifest: Manifest {
+            format_version: FORMAT_VERSION,
+            analyzer_version: jikji_format::analyzer::ANALYZER_VERSION,
+            generator: "test".into(),
+            built_at: 0,
+            chunk_size: 512,
+            overlap: 64,
+            bm25: Bm25Params::default(),
+            model: None,
+            counts: Counts {
+                chunks: DOCS.len(),
+                ..Counts::default()
+            },
+            files: Default::default(),
+            calibration,
+        },
+        lexical: jikji_format::postings::LexicalIndex::open(fst, postings).unwrap(),
+        vectors: Some(Vectors::open(&write_vectors(8, &vectors()).unwrap()).unwrap()),
+        chunks: jikji_format::chunks::ChunkStore::open(write_chunks(&recs).unwrap()).unwrap(),
+    }
+}
+
+/// A calibration fitted on the bundle itself, with each document's own vector as the
+/// query vector of its pseudo-query (a perfect dense ranker).
+fn fitted() -> Calibration {
+    let b = bundle(None);
+    let queries = calibrate::pseudo_queries(&b.chunks, 100).unwrap();
+    assert!(queries.len() >= 4, "{queries:?}");
+    let qv: Vec<Vec<f32>> = queries
+        .iter()
+        .map(|q| vectors()[q.doc as usize].clone())
+        .collect();
+    calibrate::calibrate(&b, &queries, Some(&qv), 0.5).unwrap()
+}
+
+#[test]
+fn uncalibrated_bundles_report_raw_scores() {
+    let e = Engine::new(bundle(None));
+    assert_eq!(e.fusion(), Fusion::Rrf);
+    let r = e.search("lighthouse lamp", Mode::Bm25, 3).unwrap();
+    assert!(!r.calibrated);
+    assert_eq!(r.hits[0].score, r.hits[0].raw_score);
+    assert!(r.hits[0].score > 1.0, "raw BM25");
+}
+
+#[test]
+fn calibrated_scores_are_probabilities_and_min_score_filters() {
+    let mut e = Engine::new(bundle(Some(fitted())));
+    assert!(matches!(e.fusion(), Fusion::Weighted { dense_weight } if dense_weight == 0.5));
+    let qv = vectors()[3].clone();
+    for mode in [Mode::Bm25, Mode::Dense, Mode::Hybrid] {
+        let r = e
+            .search_with_vector("caravan crossed the desert", Some(&qv), mode, 6)
+            .unwrap();
+        assert!(r.calibrated, "{mode}");
+        assert_eq!(r.hits[0].source, "doc3.md", "{mode}");
+        for h in &r.hits {
+            assert!((0.0..=1.0).contains(&h.score), "{mode}: {}", h.score);
+        }
+        assert!(r.hits.windows(2).all(|w| w[0].score >= w[1].score));
+    }
+    let all = e
+        .search_with_vector("caravan desert stars", Some(&qv), Mode::Hybrid, 6)
+        .unwrap();
+    let cut = all.hits[0].score - 1e-6;
+    e.set_min_score(cut);
+    let kept = e
+        .search_with_vector("caravan desert stars", Some(&qv), Mode::Hybrid, 6)
+        .unwrap();
+    assert!(!kept.hits.is_empty() && kept.hits.len() < all.hits.len());
+    assert!(kept.hits.iter().all(|h| h.score >= cut));
+    assert_eq!(kept.hits[0].rank, 1);
+}
+
+#[test]
+fn fusion_can_be_chosen_and_parsed() {
+    let mut e = Engine::new(bundle(Some(fitted())));
+    e.set_fusion("rrf".parse().unwrap());
+    let qv = vectors()[0].clone();
+    let r = e
+        .search_with_vector("lighthouse", Some(&qv), Mode::Hybrid, 3)
+        .unwrap();
+    assert_eq!(r.fusion, Some(Fusion::Rrf));
+    assert!(r.hits[0].raw_score <= 2.0 / 61.0 + 1e-6);
+    e.set_fusion("weighted:0.8".parse().unwrap());
+    assert_eq!(e.fusion(), Fusion::Weighted { dense_weight: 0.8 });
+    e.set_fusion("weighted".parse().unwrap());
+    assert_eq!(e.fusion(), Fusion::Weighted { dense_weight: 0.5 });
+    assert!("weighted:1.5".parse::<Fusion>().is_err());
+    assert!("max".parse::<Fusion>().is_err());
+}
