@@ -108,14 +108,22 @@ export class Jikji {
   /**
    * Search. dense/hybrid wait for the model (starting its download if needed).
    * @param {string} query
-   * @param {{mode?: "bm25"|"dense"|"hybrid", topK?: number}} [opts]
+   * Expired chunks (front matter `expires` before now) are left out; archived chunks (older
+   * versions of a document) only with `includeArchived: true`.
+   * @param {{mode?: "bm25"|"dense"|"hybrid", topK?: number, includeArchived?: boolean}} [opts]
    * @returns {Promise<{query: string, mode: string, hits: object[]}>}
    */
-  async search(query, { mode = "hybrid", topK = 10 } = {}) {
+  async search(query, { mode = "hybrid", topK = 10, includeArchived = false } = {}) {
     if (!MODES.has(mode)) throw new Error(`unknown search mode ${JSON.stringify(mode)}`);
     const k = Math.max(1, Math.floor(Number(topK) || 10));
     if (mode !== "bm25") await this.loadModel();
-    const json = await this._call({ type: "search", query: String(query), mode, topK: k });
+    const json = await this._call({
+      type: "search",
+      query: String(query),
+      mode,
+      topK: k,
+      includeArchived: Boolean(includeArchived),
+    });
     return JSON.parse(json);
   }
 

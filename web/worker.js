@@ -257,8 +257,14 @@ async function fetchAndLoadModelWith(id, modelUrl, signal) {
   return "true";
 }
 
-async function search(query, mode, topK) {
+async function search(query, mode, topK, includeArchived) {
   const engine = await getEngine();
+  // The clock for expiry filtering (front matter `expires`); engines built before it
+  // existed have no set_now.
+  if (typeof engine.set_now === "function") engine.set_now(Date.now());
+  if (typeof engine.set_include_archived === "function") {
+    engine.set_include_archived(Boolean(includeArchived));
+  }
   const m = String(mode);
   const dense = ["dense", "hybrid"].includes(m.toLowerCase());
   // Without the embedder the engine answers dense/hybrid with "needs the embedding model".
@@ -279,7 +285,7 @@ self.onmessage = async (ev) => {
         result = await loadModel(id, msg.modelUrl);
         break;
       case "search":
-        result = await search(msg.query, msg.mode, msg.topK);
+        result = await search(msg.query, msg.mode, msg.topK, msg.includeArchived);
         break;
       default:
         throw new Error(`unknown request type ${JSON.stringify(type)}`);

@@ -14,9 +14,10 @@ mod wasm;
 
 use std::collections::HashMap;
 use std::str::FromStr;
+use std::sync::OnceLock;
 
 use jikji_format::{Bundle, ChunkRecord, FormatError};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use search::{Scored, FUSION_DEPTH, RRF_K};
 
@@ -172,6 +173,93 @@ pub struct SearchResult {
     pub hits: Vec<Hit>,
 }
 
+/// Which chunks a search may return, whatever their relevance: the lifecycle filters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SearchOptions {
+    /// The clock, in milliseconds since the Unix epoch (UTC; JavaScript's `Date.now()`):
+    /// chunks whose front matter `expires` (ISO 8601, see [`jikji_format::time`]; a date
+    /// means midnight UTC starting that day) is at or before it are left out. `None`: no
+    /// expiry filtering. An `expires` that does not parse never filters (`jikji check`
+    /// reports it).
+    pub now_ms: Option<i64>,
+    /// Also return archived chunks (older versions of a document).
+    pub include_archived: bool,
+}
+
+/// Per-chunk lifecycle facts, read once from the chunk store.
+#[derive(Debug, Default)]
+struct Lifecycle {
+    /// Doc ids of archived chunks, ascending.
+    archived: Vec<u32>,
+    /// `(doc id, expiry in Unix ms)` of chunks with a parseable `expires`.
+    expires: Vec<(u32, i64)>,
+    /// Per doc: bit 0 archived, bit 1 has an expiry (then in `expiry_of`).
+    flags: Vec<u8>,
+    expiry_of: HashMap<u32, i64>,
+}
+
+impl Lifecycle {
+    fn read(b: &Bundle) -> Result<Self, FormatError> {
+        #[derive(Deserialize)]
+        struct Meta {
+            #[serde(default)]
+            archived: bool,
+            #[serde(default)]
+            expires: Option<String>,
+        }
+        let n = b.chunks.len();
+        let mut l = Lifecycle {
+            flags: vec![0; n],
+            ..Default::default()
+        };
+        for doc in 0..n as u32 {
+            let m: Meta = b.chunks.get_as(doc)?;
+            if m.archived {
+                l.archived.push(doc);
+                l.flags[doc as usize] |= 1;
+            }
+            if let Some(ms) = m
+                .expires
+                .as_deref()
+                .and_then(jikji_format::time::parse_iso8601_ms)
+            {
+                l.expires.push((doc, ms));
+                l.expiry_of.insert(doc, ms);
+                l.flags[doc as usize] |= 2;
+            }
+        }
+        Ok(l)
+    }
+
+    /// True if `doc` may be returned under `o`.
+    fn allows(&self, doc: u32, o: &SearchOptions) -> bool {
+        let f = self.flags.get(doc as usize).copied().unwrap_or(0);
+        if f & 1 != 0 && !o.include_archived {
+            return false;
+        }
+        if f & 2 != 0 {
+            if let Some(now) = o.now_ms {
+                return self.expiry_of[&doc] > now;
+            }
+        }
+        true
+    }
+
+    /// How many chunks `o` leaves out (an upper bound is enough: it deepens the ranking).
+    fn excluded(&self, o: &SearchOptions) -> usize {
+        let a = if o.include_archived {
+            0
+        } else {
+            self.archived.len()
+        };
+        let e = match o.now_ms {
+            Some(now) => self.expires.iter().filter(|(_, t)| *t <= now).count(),
+            None => 0,
+        };
+        a + e
+    }
+}
+
 /// A loaded bundle plus (with feature `embed`) an optional query embedder.
 pub struct Engine {
     bundle: Bundle,
@@ -179,6 +267,8 @@ pub struct Engine {
     embedder: Option<jikji_embed::Embedder>,
     fusion: Fusion,
     min_score: f32,
+    options: SearchOptions,
+    lifecycle: OnceLock<Result<Lifecycle, String>>,
 }
 
 impl Engine {
@@ -196,6 +286,8 @@ impl Engine {
             embedder: None,
             fusion,
             min_score: 0.0,
+            options: SearchOptions::default(),
+            lifecycle: OnceLock::new(),
         }
     }
 
@@ -225,6 +317,31 @@ impl Engine {
     /// Drops hits whose (calibrated) score is below `min_score` (default 0: keep all).
     pub fn set_min_score(&mut self, min_score: f32) {
         self.min_score = min_score;
+    }
+
+    /// Sets the lifecycle filters used by [`Engine::search`] and
+    /// [`Engine::search_with_vector`] (default: archived chunks excluded, no clock so no
+    /// expiry filtering).
+    pub fn set_search_options(&mut self, options: SearchOptions) {
+        self.options = options;
+    }
+
+    /// The lifecycle filters in use.
+    pub fn search_options(&self) -> SearchOptions {
+        self.options
+    }
+
+    fn lifecycle(&self) -> Result<&Lifecycle, EngineError> {
+        self.lifecycle
+            .get_or_init(|| Lifecycle::read(&self.bundle).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|e| {
+                EngineError::Format(FormatError::corrupt(
+                    jikji_format::chunks::CHUNKS_FILE,
+                    0,
+                    e.clone(),
+                ))
+            })
     }
 
     /// Verifies and opens a bundle from its files' bytes (see [`Bundle::from_files`]).
@@ -317,7 +434,7 @@ impl Engine {
     }
 
     /// Runs one query with a caller-supplied query vector (L2-normalised; required for
-    /// dense and hybrid, ignored for bm25).
+    /// dense and hybrid, ignored for bm25), under the engine's [`SearchOptions`].
     pub fn search_with_vector(
         &self,
         query: &str,
@@ -325,6 +442,27 @@ impl Engine {
         mode: Mode,
         top_k: usize,
     ) -> Result<SearchResult, EngineError> {
+        self.search_with_options(query, qvec, mode, top_k, &self.options)
+    }
+
+    /// Runs one query under explicit lifecycle filters `opts` (see
+    /// [`Engine::search_with_vector`]). Chunks the filters leave out are removed from each
+    /// ranking before it is cut to `top_k`, which is deepened by the number of chunks left
+    /// out, so a filtered search still returns `top_k` hits when the bundle has them. In
+    /// hybrid mode the fused ranking is filtered (ranks inside each list still count the
+    /// left-out chunks).
+    pub fn search_with_options(
+        &self,
+        query: &str,
+        qvec: Option<&[f32]>,
+        mode: Mode,
+        top_k: usize,
+        opts: &SearchOptions,
+    ) -> Result<SearchResult, EngineError> {
+        let life = self.lifecycle()?;
+        let extra = life.excluded(opts);
+        let top_k_asked = top_k;
+        let top_k = top_k + extra;
         let b = &self.bundle;
         let dense = |k: usize| -> Result<Vec<Scored>, EngineError> {
             let v = b.vectors.as_ref().ok_or(EngineError::NoVectors(mode))?;
@@ -395,6 +533,11 @@ impl Engine {
             }
         };
         let calibrated = ranked.first().is_none_or(|r| r.2.is_some()) && cal.is_some();
+        let mut ranked = ranked;
+        if extra > 0 {
+            ranked.retain(|(doc, _, _)| life.allows(*doc, opts));
+        }
+        ranked.truncate(top_k_asked);
         let mut hits = Vec::with_capacity(ranked.len());
         for (doc, raw, cal_score) in ranked {
             let score = cal_score.unwrap_or(raw);

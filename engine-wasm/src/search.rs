@@ -146,6 +146,8 @@ mod tests {
                 updated: None,
                 expires: None,
                 provenance: None,
+                doc_id: None,
+                archived: false,
             });
         }
         let (f, p) = w.finish().unwrap();

@@ -1,6 +1,9 @@
 //! JavaScript bindings (wasm-bindgen). The web worker (`web/worker.js`) drives these:
 //! `new Engine()`, `add_file(name, bytes)` for `manifest.json` and every file it lists,
-//! `open()`, then `search_with_vector(query, qvec, mode, top_k)`.
+//! `open()`, then `search_with_vector(query, qvec, mode, top_k)`. Before searching it
+//! passes its clock with `set_now(Date.now())` so expired chunks are left out, and may
+//! ask for archived chunks with `set_include_archived(true)`; both are optional (without
+//! them archived chunks are excluded and nothing expires).
 //!
 //! The browser build has no embedder (`--no-default-features`, a few hundred kB): for dense and
 //! hybrid queries the worker checks the model with `model_sha256()` / `check_model(sha256)`,
@@ -12,7 +15,7 @@ use std::collections::HashMap;
 
 use wasm_bindgen::prelude::*;
 
-use crate::{EngineError, Mode};
+use crate::{EngineError, Mode, SearchOptions};
 
 fn js_err(e: impl std::fmt::Display) -> JsError {
     JsError::new(&e.to_string())
@@ -23,6 +26,7 @@ fn js_err(e: impl std::fmt::Display) -> JsError {
 pub struct WasmEngine {
     files: HashMap<String, Vec<u8>>,
     engine: Option<crate::Engine>,
+    options: SearchOptions,
 }
 
 #[wasm_bindgen(js_class = Engine)]
@@ -34,6 +38,26 @@ impl WasmEngine {
         WasmEngine {
             files: HashMap::new(),
             engine: None,
+            options: SearchOptions::default(),
+        }
+    }
+
+    /// Sets the clock for expiry filtering, in milliseconds since the Unix epoch (pass
+    /// `Date.now()`); `undefined` turns expiry filtering off. Chunks whose front matter
+    /// `expires` is at or before it are left out of results.
+    pub fn set_now(&mut self, now_ms: Option<f64>) {
+        self.options.now_ms = now_ms.filter(|v| v.is_finite()).map(|v| v as i64);
+        if let Some(e) = self.engine.as_mut() {
+            e.set_search_options(self.options);
+        }
+    }
+
+    /// Whether results may include archived chunks (older versions of a document);
+    /// default false.
+    pub fn set_include_archived(&mut self, include: bool) {
+        self.options.include_archived = include;
+        if let Some(e) = self.engine.as_mut() {
+            e.set_search_options(self.options);
         }
     }
 
@@ -47,7 +71,8 @@ impl WasmEngine {
     /// Throws an Error naming the bad file.
     pub fn open(&mut self) -> Result<String, JsError> {
         let files = std::mem::take(&mut self.files);
-        let engine = crate::Engine::from_files(files).map_err(js_err)?;
+        let mut engine = crate::Engine::from_files(files).map_err(js_err)?;
+        engine.set_search_options(self.options);
         let m = &engine.bundle().manifest;
         let summary = serde_json::json!({
             "format_version": m.format_version,

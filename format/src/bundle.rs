@@ -74,9 +74,20 @@ impl BundleWriter {
         &self.files
     }
 
-    /// Writes `manifest.json` (with `files` filled in), syncs, and renames the folder into
-    /// place. An existing bundle at `out` is moved to `<out>.prev` first (replacing an
-    /// older `.prev`). Returns the manifest written.
+    /// Writes `manifest.json` (with `files` filled in), syncs, and moves the folder into
+    /// place; the bundle it replaces, if any, becomes `<out>.prev` (replacing an older
+    /// `.prev`). Returns the manifest written.
+    ///
+    /// Crash safety: on Linux an existing bundle is swapped with the new one in one
+    /// `renameat2(RENAME_EXCHANGE)` call, so `out` always holds a complete bundle, the old
+    /// one until the swap and the new one after; a crash after the swap leaves the old
+    /// bundle in `<out>.tmp-<pid>` instead of `<out>.prev`. Where the exchange is not
+    /// available (other systems, or a file system that refuses it), `out` is renamed to
+    /// `<out>.prev` and the new folder to `out`: a crash between those two renames leaves no
+    /// `out`, and the last good bundle is `<out>.prev`.
+    ///
+    /// Setting the environment variable `JIKJI_CRASH_AT` to `before-swap`, `after-swap`
+    /// or `between-renames` aborts the process at that point (crash tests use it).
     pub fn finish(self, mut manifest: Manifest) -> Result<Manifest> {
         manifest.files = self.files.clone();
         let json = serde_json::to_vec_pretty(&manifest).map_err(|source| FormatError::Json {
@@ -91,16 +102,84 @@ impl BundleWriter {
                 .and_then(|f| f.sync_all())
                 .map_err(|e| FormatError::io(&p, e))?;
         }
+        sync_dir(&self.tmp);
+        crash_point("before-swap");
+        let parent = self
+            .out
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."))
+            .to_path_buf();
         let prev = PathBuf::from(format!("{}.prev", self.out.display()));
         if self.out.exists() {
+            if exchange(&self.tmp, &self.out).is_ok() {
+                // `out` is the new bundle; `tmp` now holds the old one.
+                sync_dir(&parent);
+                crash_point("after-swap");
+                if prev.exists() {
+                    std::fs::remove_dir_all(&prev).map_err(|e| FormatError::io(&prev, e))?;
+                }
+                std::fs::rename(&self.tmp, &prev).map_err(|e| FormatError::io(&prev, e))?;
+                sync_dir(&parent);
+                return Ok(manifest);
+            }
             if prev.exists() {
                 std::fs::remove_dir_all(&prev).map_err(|e| FormatError::io(&prev, e))?;
             }
             std::fs::rename(&self.out, &prev).map_err(|e| FormatError::io(&self.out, e))?;
+            crash_point("between-renames");
         }
         std::fs::rename(&self.tmp, &self.out).map_err(|e| FormatError::io(&self.out, e))?;
+        sync_dir(&parent);
         Ok(manifest)
     }
+}
+
+/// Aborts the process if `JIKJI_CRASH_AT` names this point (crash-safety tests).
+fn crash_point(name: &str) {
+    if std::env::var("JIKJI_CRASH_AT").is_ok_and(|v| v == name) {
+        std::process::abort();
+    }
+}
+
+/// Best-effort fsync of a folder, so renames in it survive a power loss.
+fn sync_dir(dir: &Path) {
+    if let Ok(f) = std::fs::File::open(dir) {
+        let _ = f.sync_all();
+    }
+}
+
+/// Atomically swaps two paths (Linux `renameat2(RENAME_EXCHANGE)`, since kernel 3.15).
+#[cfg(target_os = "linux")]
+fn exchange(a: &Path, b: &Path) -> std::io::Result<()> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let ca = CString::new(a.as_os_str().as_bytes())?;
+    let cb = CString::new(b.as_os_str().as_bytes())?;
+    // SAFETY: both are valid NUL-terminated paths; the syscall only reads them.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            libc::AT_FDCWD,
+            ca.as_ptr(),
+            libc::AT_FDCWD,
+            cb.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn exchange(_a: &Path, _b: &Path) -> std::io::Result<()> {
+    Err(std::io::Error::new(
+        std::io::ErrorKind::Unsupported,
+        "atomic exchange is only implemented on Linux",
+    ))
 }
 
 impl Drop for BundleWriter {

@@ -60,6 +60,15 @@ pub struct ChunkRecord {
     /// Front matter `provenance` (`human`, or `ai-draft` when the build allowed it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provenance: Option<String>,
+    /// Document id shared by the versions of one document: front matter `doc_id`, else
+    /// the file name without a `_v2` / `-v2` / `.v2` version suffix (see the builder's
+    /// `versions` module). Absent when the file is not one of several versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub doc_id: Option<String>,
+    /// True for chunks of an older version of a document (a newer version is in the
+    /// bundle): kept in the bundle's archive, excluded from search unless asked for.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub archived: bool,
 }
 
 /// Serialises chunk records into `chunks.bin` bytes.
@@ -132,6 +141,13 @@ impl ChunkStore {
 
     /// Decodes record `doc`. Errors: DataCorruption if out of range or not valid JSON.
     pub fn get(&self, doc: u32) -> Result<ChunkRecord> {
+        self.get_as(doc)
+    }
+
+    /// Decodes only the fields of record `doc` that `T` declares (others are skipped
+    /// unparsed), e.g. a struct of `archived` and `expires` for a filter. Errors as
+    /// [`ChunkStore::get`].
+    pub fn get_as<T: serde::de::DeserializeOwned>(&self, doc: u32) -> Result<T> {
         let i = doc as usize;
         if i >= self.len() {
             return Err(FormatError::corrupt(
@@ -170,6 +186,8 @@ mod tests {
             updated: None,
             expires: None,
             provenance: None,
+            doc_id: None,
+            archived: false,
         };
         let bytes = write_chunks(&[rec.clone(), rec.clone()]).unwrap();
         let s = ChunkStore::open(bytes).unwrap();

@@ -13,11 +13,13 @@ pub mod codec;
 pub mod error;
 pub mod manifest;
 pub mod postings;
+pub mod time;
 pub mod vectors;
 
 pub use bundle::{sha256_hex, Bundle, BundleWriter};
 pub use chunks::ChunkRecord;
 pub use error::{FormatError, Result};
 pub use manifest::{
-    Bm25Params, Calibration, Counts, FileEntry, Manifest, ModelInfo, Platt, FORMAT_VERSION,
+    Bm25Params, Calibration, Counts, FileEntry, Manifest, ModelInfo, Platt, SourceEntry,
+    FORMAT_VERSION,
 };

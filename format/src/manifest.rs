@@ -61,6 +61,33 @@ impl Default for Bm25Params {
     }
 }
 
+/// One source file of the corpus as the bundle last saw it: what `jikji update` compares
+/// the corpus folder against to find new, changed and deleted files.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceEntry {
+    /// Path relative to the corpus root, `/`-separated (the chunks' `source`).
+    pub path: String,
+    /// Lowercase hex SHA-256 (FIPS 180-4) of the file's bytes: the change test.
+    pub sha256: String,
+    /// Size in bytes.
+    pub bytes: u64,
+    /// Modification time, seconds since the Unix epoch, if known: only a hint (a file
+    /// whose size and mtime are unchanged is still hashed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modified: Option<u64>,
+    /// Chunks of this file in the bundle (contiguous, in corpus order).
+    pub chunks: usize,
+    /// Document id if the file is one of several versions of a document.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub doc_id: Option<String>,
+    /// Version label (front matter `version` or the file name's `v2`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// True if a newer version of the same document is in the bundle.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub archived: bool,
+}
+
 /// The bundle manifest.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
@@ -88,6 +115,11 @@ pub struct Manifest {
     /// whose engines then report raw scores.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calibration: Option<Calibration>,
+    /// The corpus files the bundle was built from, in corpus (path) order, with their
+    /// SHA-256; empty for bundles built before this field existed (`jikji update` then
+    /// asks for a full build).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<SourceEntry>,
 }
 
 /// A Platt sigmoid `p(x) = 1 / (1 + exp(−(a·x + b)))` mapping a raw score `x` to the

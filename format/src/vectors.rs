@@ -33,15 +33,12 @@ pub fn quantize(x: &[f32]) -> (f32, Vec<i8>) {
     )
 }
 
-/// Serialises vectors of dimension `dim` (all must have that length).
+/// Serialises vectors of dimension `dim` (all must have that length), quantizing each
+/// with [`quantize`].
 ///
 /// Errors: [`FormatError::InvalidInput`] if a vector's length differs from `dim`.
 pub fn write_vectors(dim: usize, vectors: &[Vec<f32>]) -> Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(16 + vectors.len() * (dim + 4));
-    put_header(&mut out, MAGIC, VERSION);
-    out.extend_from_slice(&(dim as u32).to_le_bytes());
-    out.extend_from_slice(&(vectors.len() as u32).to_le_bytes());
-    let mut qs = Vec::with_capacity(vectors.len() * dim);
+    let mut rows = Vec::with_capacity(vectors.len());
     for (i, v) in vectors.iter().enumerate() {
         if v.len() != dim {
             return Err(FormatError::InvalidInput(format!(
@@ -49,11 +46,39 @@ pub fn write_vectors(dim: usize, vectors: &[Vec<f32>]) -> Result<Vec<u8>> {
                 v.len()
             )));
         }
-        let (scale, q) = quantize(v);
-        out.extend_from_slice(&scale.to_le_bytes());
-        qs.extend(q);
+        rows.push(quantize(v));
     }
-    out.extend(qs.iter().map(|&q| q as u8));
+    write_quantized(dim, rows.iter().map(|(s, q)| (*s, q.as_slice())))
+}
+
+/// Serialises already quantized rows `(scale, int8 components)` as they are, so vectors
+/// copied from another bundle ([`Vectors::row`]) are stored bit for bit unchanged.
+///
+/// Errors: [`FormatError::InvalidInput`] if a row's length differs from `dim`.
+pub fn write_quantized<'a>(
+    dim: usize,
+    rows: impl IntoIterator<Item = (f32, &'a [i8])>,
+) -> Result<Vec<u8>> {
+    let mut scales = Vec::new();
+    let mut qs = Vec::new();
+    for (i, (scale, q)) in rows.into_iter().enumerate() {
+        if q.len() != dim {
+            return Err(FormatError::InvalidInput(format!(
+                "vector {i} has {} dimensions, expected {dim}",
+                q.len()
+            )));
+        }
+        scales.push(scale);
+        qs.extend(q.iter().map(|&v| v as u8));
+    }
+    let mut out = Vec::with_capacity(16 + scales.len() * 4 + qs.len());
+    put_header(&mut out, MAGIC, VERSION);
+    out.extend_from_slice(&(dim as u32).to_le_bytes());
+    out.extend_from_slice(&(scales.len() as u32).to_le_bytes());
+    for s in scales {
+        out.extend_from_slice(&s.to_le_bytes());
+    }
+    out.extend(qs);
     Ok(out)
 }
 
@@ -114,6 +139,12 @@ impl Vectors {
         acc * self.scales[i]
     }
 
+    /// Vector `i` as stored: its scale and its `dim` int8 components. Panics if `i` is
+    /// out of range.
+    pub fn row(&self, i: usize) -> (f32, &[i8]) {
+        (self.scales[i], &self.data[i * self.dim..(i + 1) * self.dim])
+    }
+
     /// Dequantized copy of vector `i`.
     pub fn get(&self, i: usize) -> Vec<f32> {
         let s = self.scales[i];
@@ -137,6 +168,16 @@ mod tests {
         assert_eq!(v.len(), 2);
         assert!((v.dot(0, &b) - -0.8).abs() < 0.01);
         assert!((v.dot(1, &b) - 1.0).abs() < 0.01);
+    }
+
+    #[test]
+    fn rows_copied_verbatim_give_identical_bytes() {
+        let a = vec![0.6f32, -0.8, 0.0];
+        let b = vec![0.1f32, 0.2, -0.97];
+        let bytes = write_vectors(3, &[a, b]).unwrap();
+        let v = Vectors::open(&bytes).unwrap();
+        let copy = write_quantized(3, (0..v.len()).map(|i| v.row(i))).unwrap();
+        assert_eq!(copy, bytes);
     }
 
     #[test]
