@@ -13,12 +13,14 @@ use jikji_format::postings::{LexicalIndexWriter, POSTINGS_FILE, TERMS_FILE};
 use jikji_format::vectors::{write_vectors, VECTORS_FILE};
 use jikji_format::{
     analyzer, sha256_hex, Bm25Params, BundleWriter, ChunkRecord, Counts, Manifest, ModelInfo,
+    SourceEntry,
 };
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::chunker::{chunk_text, ChunkParams};
 use crate::corpus::{quarantine, scan, CheckOptions, Finding, Severity, SourceFile};
+use crate::versions::VersionInfo;
 
 /// Options of one build.
 #[derive(Debug, Clone)]
@@ -177,72 +179,115 @@ pub fn build(opts: &BuildOptions) -> anyhow::Result<BuildReport> {
     Ok(report)
 }
 
-/// Builds a bundle at `opts.out` from files already read and checked (`opts.corpus`,
-/// `check`, `strict` and `quarantine` are not used). A file's `rel` is its source id in
-/// the chunk records; an empty `path` means no modification date to fall back on.
-pub fn build_files(files: &[SourceFile], opts: &BuildOptions) -> anyhow::Result<BuildReport> {
-    let mut seconds = Vec::new();
-    let corpus_bytes = files.iter().map(|f| f.text.len() as u64).sum();
+/// The chunk records of one file, in order: chunked with `params`, front matter and
+/// version facts (`v`) copied into each record.
+pub fn chunk_file(f: &SourceFile, params: ChunkParams, v: &VersionInfo) -> Vec<ChunkRecord> {
+    let updated = updated_of(f);
+    chunk_text(&f.text[f.body_byte..], params)
+        .into_iter()
+        .map(|c| ChunkRecord {
+            id: chunk_id(&f.rel, c.section, c.position),
+            source: f.rel.clone(),
+            source_url: f.source_url.clone(),
+            tier: f.tier,
+            heading_path: c.heading_path,
+            lang: f
+                .front
+                .lang
+                .clone()
+                .unwrap_or_else(|| crate::lang::detect(&c.text).to_string()),
+            section: c.section,
+            start: f.body_char + c.start,
+            end: f.body_char + c.end,
+            text: c.text,
+            title: f.front.title.clone(),
+            author: f.front.author.clone(),
+            version: f.front.version.clone(),
+            updated: updated.clone(),
+            expires: f.front.expires.clone(),
+            provenance: f.front.provenance.clone(),
+            doc_id: v.doc_id.clone(),
+            archived: v.archived,
+        })
+        .collect()
+}
 
-    let t = Instant::now();
-    let mut records = Vec::new();
+/// The `updated` value chunk records of `f` carry: front matter `updated`, else the
+/// file's modification date.
+pub fn updated_of(f: &SourceFile) -> Option<String> {
+    f.front.updated.clone().or_else(|| modified_date(&f.path))
+}
+
+/// The bundle's entry for one source file (`chunks` = its number of chunk records).
+pub fn source_entry(f: &SourceFile, v: &VersionInfo, chunks: usize) -> SourceEntry {
+    let modified = std::fs::metadata(&f.path)
+        .ok()
+        .and_then(|m| m.modified().ok())
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_secs());
+    SourceEntry {
+        path: f.rel.clone(),
+        sha256: sha256_hex(f.text.as_bytes()),
+        bytes: f.text.len() as u64,
+        modified,
+        chunks,
+        doc_id: v.doc_id.clone(),
+        version: v.version.clone(),
+        archived: v.archived,
+    }
+}
+
+/// Builds the term dictionary and postings of `records` (in order: doc id = index).
+/// Returns `(terms.fst, postings.bin, number of terms)`.
+pub fn index_records(records: &[ChunkRecord]) -> anyhow::Result<(Vec<u8>, Vec<u8>, usize)> {
     let mut index = LexicalIndexWriter::new();
-    for f in files {
-        let updated = f.front.updated.clone().or_else(|| modified_date(&f.path));
-        for c in chunk_text(&f.text[f.body_byte..], opts.params) {
-            index.add_doc(&analyzer::analyze(&c.text));
-            records.push(ChunkRecord {
-                id: chunk_id(&f.rel, c.section, c.position),
-                source: f.rel.clone(),
-                source_url: f.source_url.clone(),
-                tier: f.tier,
-                heading_path: c.heading_path,
-                lang: f
-                    .front
-                    .lang
-                    .clone()
-                    .unwrap_or_else(|| crate::lang::detect(&c.text).to_string()),
-                section: c.section,
-                start: f.body_char + c.start,
-                end: f.body_char + c.end,
-                text: c.text,
-                title: f.front.title.clone(),
-                author: f.front.author.clone(),
-                version: f.front.version.clone(),
-                updated: updated.clone(),
-                expires: f.front.expires.clone(),
-                provenance: f.front.provenance.clone(),
-            });
-        }
+    for r in records {
+        index.add_doc(&analyzer::analyze(&r.text));
     }
     let terms = index.num_terms();
     let (terms_fst, postings) = index.finish()?;
-    let chunks_bin = write_chunks(&records)?;
-    seconds.push(("chunk+index".to_string(), t.elapsed().as_secs_f64()));
+    Ok((terms_fst, postings, terms))
+}
 
-    let t = Instant::now();
-    let mut emb = None;
-    let mut embedder = None;
-    let (mut tokens, mut truncated, mut cached, mut embedded) = (0, 0, 0, 0);
-    if let Some(dir) = &opts.model_dir {
-        let info = model_info(dir)?;
-        let embedder = embedder.insert(load_build_embedder(dir)?);
-        let texts: Vec<&str> = records.iter().map(|r| r.text.as_str()).collect();
-        let mut cache = VectorCache::open(opts.cache_dir.as_deref(), &info.sha256)?;
-        let keys: Vec<[u8; 32]> = texts.iter().map(|t| cache_key(&info.sha256, t)).collect();
-        let missing: Vec<usize> = (0..texts.len())
-            .filter(|&i| !cache.map.contains_key(&keys[i]))
-            .collect();
-        cached = texts.len() - missing.len();
-        let bar = progress_bar(opts.progress, missing.len() as u64, "embedding");
+/// Passage vectors of some texts and what making them took.
+pub struct Embedded {
+    /// One L2-normalised vector per text, in order.
+    pub vectors: Vec<Vec<f32>>,
+    /// Model tokens over all texts (specials and prefix included).
+    pub tokens: usize,
+    /// Texts longer than the model's maximum (truncated).
+    pub truncated: usize,
+    /// Texts whose vector came from the cache.
+    pub cached: usize,
+    /// Texts embedded now.
+    pub embedded: usize,
+}
+
+/// Embeds `texts` with the `passage: ` prefix, through the vector cache in `cache_dir`
+/// (if any) so a text is embedded at most once per model.
+pub fn embed_passages(
+    texts: &[&str],
+    model_dir: &Path,
+    cache_dir: Option<&Path>,
+    threads: usize,
+    progress: bool,
+) -> anyhow::Result<Embedded> {
+    let info = model_info(model_dir)?;
+    let mut cache = VectorCache::open(cache_dir, &info.sha256)?;
+    let keys: Vec<[u8; 32]> = texts.iter().map(|t| cache_key(&info.sha256, t)).collect();
+    let missing: Vec<usize> = (0..texts.len())
+        .filter(|&i| !cache.map.contains_key(&keys[i]))
+        .collect();
+    if !missing.is_empty() {
+        let embedder = load_build_embedder(model_dir)?;
+        let bar = progress_bar(progress, missing.len() as u64, "embedding");
         let todo: Vec<&str> = missing.iter().map(|&i| texts[i]).collect();
         let out = embedder
-            .embed_many(&todo, Prefix::Passage, opts.threads, &|n| {
+            .embed_many(&todo, Prefix::Passage, threads, &|n| {
                 bar.set_position(n as u64)
             })
             .context("embedding chunks")?;
         bar.finish_and_clear();
-        embedded = todo.len();
         for (j, &i) in missing.iter().enumerate() {
             let entry = CacheEntry {
                 tokens: out.tokens[j] as u32,
@@ -252,35 +297,52 @@ pub fn build_files(files: &[SourceFile], opts: &BuildOptions) -> anyhow::Result<
             cache.insert(keys[i], entry);
         }
         cache.flush()?;
-        let mut vectors = Vec::with_capacity(texts.len());
-        for k in &keys {
-            let e = &cache.map[k];
-            tokens += e.tokens as usize;
-            truncated += usize::from(e.truncated);
-            vectors.push(e.vector.clone());
-        }
-        emb = Some((info, write_vectors(jikji_embed::DIM, &vectors)?));
     }
-    seconds.push(("embed".to_string(), t.elapsed().as_secs_f64()));
+    let mut e = Embedded {
+        vectors: Vec::with_capacity(texts.len()),
+        tokens: 0,
+        truncated: 0,
+        cached: texts.len() - missing.len(),
+        embedded: missing.len(),
+    };
+    for k in &keys {
+        let c = &cache.map[k];
+        e.tokens += c.tokens as usize;
+        e.truncated += usize::from(c.truncated);
+        e.vectors.push(c.vector.clone());
+    }
+    Ok(e)
+}
 
-    let t = Instant::now();
-    let vectors_bin = emb.as_ref().map(|(_, bytes)| bytes.clone());
-    let calibration = calibrate(
-        &terms_fst,
-        &postings,
-        &chunks_bin,
-        vectors_bin,
-        embedder.as_ref(),
-        opts.threads,
-    )?;
-    seconds.push(("calibrate".to_string(), t.elapsed().as_secs_f64()));
+/// Everything a bundle holds, ready to write.
+pub struct BundleParts<'a> {
+    /// Chunk records (doc id = index).
+    pub records: &'a [ChunkRecord],
+    /// `terms.fst` bytes.
+    pub terms_fst: Vec<u8>,
+    /// `postings.bin` bytes.
+    pub postings: Vec<u8>,
+    /// Number of distinct terms.
+    pub terms: usize,
+    /// Model and `vectors.bin` bytes, if the bundle has vectors.
+    pub vectors: Option<(ModelInfo, Vec<u8>)>,
+    /// Chunking parameters used.
+    pub params: ChunkParams,
+    /// The source files table.
+    pub sources: Vec<SourceEntry>,
+    /// Score calibration ([`calibrate`]).
+    pub calibration: Option<jikji_format::Calibration>,
+}
 
-    let t = Instant::now();
-    let mut w = BundleWriter::create(&opts.out)?;
-    w.add_file(TERMS_FILE, &terms_fst)?;
-    w.add_file(POSTINGS_FILE, &postings)?;
+/// Writes a bundle atomically at `out` ([`BundleWriter`]). Returns the manifest and the
+/// bytes per bundle file (manifest included).
+pub fn write_bundle(out: &Path, p: BundleParts) -> anyhow::Result<(Manifest, Vec<(String, u64)>)> {
+    let chunks_bin = write_chunks(p.records)?;
+    let mut w = BundleWriter::create(out)?;
+    w.add_file(TERMS_FILE, &p.terms_fst)?;
+    w.add_file(POSTINGS_FILE, &p.postings)?;
     w.add_file(CHUNKS_FILE, &chunks_bin)?;
-    let model = match emb {
+    let model = match p.vectors {
         Some((info, bytes)) => {
             w.add_file(VECTORS_FILE, &bytes)?;
             Some(info)
@@ -295,31 +357,102 @@ pub fn build_files(files: &[SourceFile], opts: &BuildOptions) -> anyhow::Result<
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or(0),
-        chunk_size: opts.params.size,
-        overlap: opts.params.overlap,
+        chunk_size: p.params.size,
+        overlap: p.params.overlap,
         bm25: Bm25Params::default(),
         counts: Counts {
-            files: files.len(),
-            chunks: records.len(),
-            terms,
-            vectors: if model.is_some() { records.len() } else { 0 },
+            files: p.sources.len(),
+            chunks: p.records.len(),
+            terms: p.terms,
+            vectors: if model.is_some() { p.records.len() } else { 0 },
         },
         model,
         files: Default::default(),
-        calibration: Some(calibration),
+        calibration: p.calibration,
+        sources: p.sources,
     };
     let manifest = w.finish(manifest)?;
-    seconds.push(("write".to_string(), t.elapsed().as_secs_f64()));
-
     let mut file_bytes: Vec<(String, u64)> = manifest
         .files
         .iter()
         .map(|(k, v)| (k.clone(), v.bytes))
         .collect();
-    let mlen = std::fs::metadata(opts.out.join(jikji_format::manifest::MANIFEST_FILE))
+    let mlen = std::fs::metadata(out.join(jikji_format::manifest::MANIFEST_FILE))
         .map(|m| m.len())
         .unwrap_or(0);
     file_bytes.push((jikji_format::manifest::MANIFEST_FILE.to_string(), mlen));
+    Ok((manifest, file_bytes))
+}
+
+/// Builds a bundle at `opts.out` from files already read and checked (`opts.corpus`,
+/// `check`, `strict` and `quarantine` are not used). A file's `rel` is its source id in
+/// the chunk records; an empty `path` means no modification date to fall back on.
+/// Versions of one document (see [`crate::versions`]) are all indexed; all but the
+/// newest are marked `archived`.
+pub fn build_files(files: &[SourceFile], opts: &BuildOptions) -> anyhow::Result<BuildReport> {
+    let mut seconds = Vec::new();
+    let corpus_bytes = files.iter().map(|f| f.text.len() as u64).sum();
+
+    let t = Instant::now();
+    let versions = crate::versions::resolve(files);
+    let mut records = Vec::new();
+    let mut sources = Vec::with_capacity(files.len());
+    for (f, v) in files.iter().zip(&versions) {
+        let recs = chunk_file(f, opts.params, v);
+        sources.push(source_entry(f, v, recs.len()));
+        records.extend(recs);
+    }
+    let (terms_fst, postings, terms) = index_records(&records)?;
+    seconds.push(("chunk+index".to_string(), t.elapsed().as_secs_f64()));
+
+    let t = Instant::now();
+    let mut emb = None;
+    let (mut tokens, mut truncated, mut cached, mut embedded) = (0, 0, 0, 0);
+    if let Some(dir) = &opts.model_dir {
+        let info = model_info(dir)?;
+        let texts: Vec<&str> = records.iter().map(|r| r.text.as_str()).collect();
+        let e = embed_passages(
+            &texts,
+            dir,
+            opts.cache_dir.as_deref(),
+            opts.threads,
+            opts.progress,
+        )?;
+        (tokens, truncated, cached, embedded) = (e.tokens, e.truncated, e.cached, e.embedded);
+        emb = Some((info, write_vectors(jikji_embed::DIM, &e.vectors)?));
+    }
+    seconds.push(("embed".to_string(), t.elapsed().as_secs_f64()));
+
+    let t = Instant::now();
+    let embedder = match &opts.model_dir {
+        Some(dir) => Some(load_build_embedder(dir)?),
+        None => None,
+    };
+    let calibration = calibrate(
+        &terms_fst,
+        &postings,
+        &write_chunks(&records)?,
+        emb.as_ref().map(|(_, bytes)| bytes.clone()),
+        embedder.as_ref(),
+        opts.threads,
+    )?;
+    seconds.push(("calibrate".to_string(), t.elapsed().as_secs_f64()));
+
+    let t = Instant::now();
+    let (_, file_bytes) = write_bundle(
+        &opts.out,
+        BundleParts {
+            records: &records,
+            terms_fst,
+            postings,
+            terms,
+            vectors: emb,
+            params: opts.params,
+            sources,
+            calibration: Some(calibration),
+        },
+    )?;
+    seconds.push(("write".to_string(), t.elapsed().as_secs_f64()));
     Ok(BuildReport {
         files: files.len(),
         findings: Vec::new(),
@@ -338,8 +471,9 @@ pub fn build_files(files: &[SourceFile], opts: &BuildOptions) -> anyhow::Result<
 
 /// Fits the bundle's score calibration (see `jikji_engine::calibrate`) on an in-memory
 /// copy of the bundle's files: pseudo-queries from its chunks, embedded with the `query: `
-/// prefix when an embedder is given.
-fn calibrate(
+/// prefix when an embedder is given. `jikji build` and `jikji update` both call it on
+/// the bundle they are about to write, so an update's calibration equals a full build's.
+pub fn calibrate(
     terms_fst: &[u8],
     postings: &[u8],
     chunks_bin: &[u8],
@@ -361,6 +495,7 @@ fn calibrate(
             counts: Counts::default(),
             files: Default::default(),
             calibration: None,
+            sources: Vec::new(),
         },
         lexical: jikji_format::postings::LexicalIndex::open(terms_fst.to_vec(), postings.to_vec())?,
         vectors: vectors_bin

@@ -84,6 +84,9 @@ pub struct FrontMatter {
     pub lang: Option<String>,
     /// `source` (a URL), also accepted as the file's source.
     pub source: Option<String>,
+    /// `doc_id`: files with the same `doc_id` are versions of one document (see
+    /// [`crate::versions`]).
+    pub doc_id: Option<String>,
 }
 
 /// One source file accepted into the bundle.
@@ -217,6 +220,52 @@ pub fn scan(root: &Path, opts: CheckOptions) -> anyhow::Result<Scan> {
         }
     }
     Ok(out)
+}
+
+/// Expiry findings (warnings) for accepted files, given the clock `now_ms` (Unix ms):
+/// `expired` (front matter `expires` at or before now: the engine leaves its chunks out of
+/// results), `expires-soon` (within `within_days` days), and `bad-expires` (a value that is
+/// not an ISO 8601 date or date-time, which never filters). Each names the file and line 1
+/// (the front matter).
+pub fn expiry_findings(files: &[SourceFile], now_ms: i64, within_days: u32) -> Vec<Finding> {
+    use jikji_format::time::{format_date, parse_iso8601_ms};
+    let horizon = now_ms + i64::from(within_days) * 86_400_000;
+    let mut out = Vec::new();
+    for f in files {
+        let Some(e) = &f.front.expires else { continue };
+        let line = f.text[..f.body_byte]
+            .lines()
+            .position(|l| l.trim_start().to_ascii_lowercase().starts_with("expires"))
+            .map(|i| i + 1);
+        match parse_iso8601_ms(e) {
+            None => out.push(finding(
+                Severity::Warning,
+                "bad-expires",
+                &f.rel,
+                line,
+                None,
+                format!("expires {e:?} is not an ISO 8601 date (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ); it will never expire"),
+            )),
+            Some(t) if t <= now_ms => out.push(finding(
+                Severity::Warning,
+                "expired",
+                &f.rel,
+                line,
+                None,
+                format!("expired {e} (today is {}); its chunks are left out of search results", format_date(now_ms)),
+            )),
+            Some(t) if t <= horizon => out.push(finding(
+                Severity::Warning,
+                "expires-soon",
+                &f.rel,
+                line,
+                None,
+                format!("expires {e}, in {} day(s)", (t - now_ms).div_euclid(86_400_000)),
+            )),
+            Some(_) => {}
+        }
+    }
+    out
 }
 
 fn finding(
@@ -421,6 +470,7 @@ pub fn front_matter(text: &str, start: usize) -> (FrontMatter, usize) {
             "provenance" => &mut fm.provenance,
             "lang" => &mut fm.lang,
             "source" => &mut fm.source,
+            "doc_id" => &mut fm.doc_id,
             _ => {
                 off = end;
                 continue;

@@ -4,7 +4,12 @@
 
 pub mod build;
 pub mod chunker;
+pub mod conflicts;
 pub mod corpus;
+pub mod dedup;
 pub mod eval;
+pub mod gaps;
 pub mod lang;
 pub mod serve;
+pub mod update;
+pub mod versions;

@@ -6,9 +6,10 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use jikji_builder::build::{build, print_report, BuildOptions};
 use jikji_builder::chunker::ChunkParams;
-use jikji_builder::corpus::{quarantine, scan, CheckOptions};
+use jikji_builder::corpus::{expiry_findings, quarantine, scan, CheckOptions};
 use jikji_builder::serve::{serve, ServeOptions};
-use jikji_engine::{Engine, Fusion, Mode};
+use jikji_builder::update::{print_update_report, update, UpdateOptions};
+use jikji_engine::{Engine, Fusion, Mode, SearchOptions};
 
 #[derive(Parser)]
 #[command(
@@ -72,7 +73,7 @@ enum Cmd {
         #[arg(long)]
         strict: bool,
     },
-    /// Check a corpus folder: sources, provenance, encoding, structure. Exit code 1 on errors.
+    /// Check a corpus folder: sources, provenance, encoding, structure, expiry. Exit code 1 on errors.
     Check {
         /// Corpus folder.
         dir: PathBuf,
@@ -81,6 +82,40 @@ enum Cmd {
         json: bool,
         #[command(flatten)]
         check: CheckArgs,
+        /// Also list files whose front matter `expires` falls within this many days.
+        #[arg(long, default_value_t = 30)]
+        expiring: u32,
+        /// The clock for expiry (ISO 8601; default: now).
+        #[arg(long)]
+        now: Option<String>,
+    },
+    /// Update a bundle from its corpus folder: re-chunk and re-embed only new and changed
+    /// files, drop deleted ones, retire older versions; written atomically.
+    Update {
+        /// Bundle folder (made by `jikji build`; replaced atomically, the old one kept as BUNDLE.prev).
+        bundle: PathBuf,
+        /// Corpus folder.
+        dir: PathBuf,
+        /// Model folder, to embed new chunk texts.
+        #[arg(long, env = "JIKJI_MODEL_DIR", default_value = DEFAULT_MODEL)]
+        model: PathBuf,
+        /// Embedding cache folder for new chunks. Default: `.jikji-cache` beside the bundle.
+        #[arg(long)]
+        cache: Option<PathBuf>,
+        /// Embedding threads (default: all cores).
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Print the report as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+        /// No progress bar.
+        #[arg(long, short)]
+        quiet: bool,
+        #[command(flatten)]
+        check: CheckArgs,
+        /// Fail on any corpus error instead of updating from the good files.
+        #[arg(long)]
+        strict: bool,
     },
     /// Search a bundle with one or more queries.
     Search {
@@ -109,6 +144,83 @@ enum Cmd {
         /// Model folder (for dense and hybrid).
         #[arg(long, env = "JIKJI_MODEL_DIR", default_value = DEFAULT_MODEL)]
         model: PathBuf,
+        /// Also return archived chunks (older versions of a document).
+        #[arg(long)]
+        include_archived: bool,
+        /// The clock for expiry filtering (ISO 8601; default: now). Chunks whose `expires` is at or before it are left out.
+        #[arg(long)]
+        now: Option<String>,
+    },
+    /// Find duplicates: of new files against the bundle (--new DIR), or between chunks of
+    /// different files within the bundle. Thresholds are E5 cosines (see README).
+    Dedup {
+        /// Bundle folder.
+        bundle: PathBuf,
+        /// Folder of new files to classify against the bundle (duplicate / partial / new).
+        #[arg(long)]
+        new: Option<PathBuf>,
+        /// New chunk is a duplicate at or above this cosine (MiniLM 0.92 equivalent).
+        #[arg(long, default_value_t = jikji_builder::dedup::DUPLICATE)]
+        duplicate: f32,
+        /// New chunk is a partial duplicate at or above this cosine.
+        #[arg(long, default_value_t = jikji_builder::dedup::PARTIAL)]
+        partial: f32,
+        /// Within the bundle: report pairs at or above this cosine (MiniLM 0.95 equivalent).
+        #[arg(long, default_value_t = jikji_builder::dedup::SELF_DUPLICATE)]
+        threshold: f32,
+        /// Model folder (to embed new files).
+        #[arg(long, env = "JIKJI_MODEL_DIR", default_value = DEFAULT_MODEL)]
+        model: PathBuf,
+        /// Embedding cache folder. Default: `.jikji-cache` beside the bundle.
+        #[arg(long)]
+        cache: Option<PathBuf>,
+        /// Show at most this many pairs / chunks in text output.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run core queries; report gaps (best score below the expected minimum) and sharp drops
+    /// since the last run; append the run to a history file. Exit code 1 on gaps or drops.
+    Gaps {
+        /// Bundle folder.
+        bundle: PathBuf,
+        /// Queries file: JSON lines {"query": "…", "min_score": 0.5} (optional "id", "mode").
+        queries: PathBuf,
+        /// Default mode for queries that do not name one.
+        #[arg(long, default_value = "hybrid")]
+        mode: String,
+        /// History file (JSON lines). Default: QUERIES without extension + `.history.jsonl`.
+        #[arg(long)]
+        history: Option<PathBuf>,
+        /// A query whose best score fell by at least this much since the last run is a drop.
+        #[arg(long, default_value_t = 0.2)]
+        drop: f32,
+        /// Model folder (for dense and hybrid).
+        #[arg(long, env = "JIKJI_MODEL_DIR", default_value = DEFAULT_MODEL)]
+        model: PathBuf,
+        /// The clock for expiry filtering (ISO 8601; default: now).
+        #[arg(long)]
+        now: Option<String>,
+        /// JSON output (the run record).
+        #[arg(long)]
+        json: bool,
+    },
+    /// List contradiction candidates: highly similar chunks of different sources that state
+    /// different numbers, dates or versions of the same thing; newest source first.
+    Conflicts {
+        /// Bundle folder.
+        bundle: PathBuf,
+        /// Compare chunk pairs at or above this cosine.
+        #[arg(long, default_value_t = jikji_builder::conflicts::SIMILAR)]
+        similar: f32,
+        /// Show at most this many in text output.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
     },
     /// Retrieval quality on a labeled set: nDCG@10, Recall@10/100, MRR@10 and latency per mode.
     Eval {
@@ -188,11 +300,20 @@ fn main() -> anyhow::Result<()> {
             };
             eval_cmd(&dir, &opts)?;
         }
-        Cmd::Check { dir, json, check } => {
+        Cmd::Check {
+            dir,
+            json,
+            check,
+            expiring,
+            now,
+        } => {
             let opts = CheckOptions {
                 allow_ai_draft: check.allow_ai_draft,
             };
-            let scanned = scan(&dir, opts)?;
+            let mut scanned = scan(&dir, opts)?;
+            let now = now_ms(now.as_deref())?;
+            let expiry = expiry_findings(&scanned.files, now, expiring);
+            scanned.findings.extend(expiry);
             let copies = match &check.quarantine {
                 Some(q) => quarantine(&dir, &scanned.rejected, q)?,
                 None => Vec::new(),
@@ -284,6 +405,162 @@ fn main() -> anyhow::Result<()> {
                 print_report(&report, &out);
             }
         }
+        Cmd::Update {
+            bundle,
+            dir,
+            model,
+            cache,
+            threads,
+            json,
+            quiet,
+            check,
+            strict,
+        } => {
+            let cache = cache.unwrap_or_else(|| {
+                bundle
+                    .parent()
+                    .unwrap_or(Path::new("."))
+                    .join(".jikji-cache")
+            });
+            let opts = UpdateOptions {
+                model_dir: model.join("model.onnx").exists().then_some(model),
+                cache_dir: Some(cache),
+                threads: threads.unwrap_or_else(|| {
+                    std::thread::available_parallelism()
+                        .map(|n| n.get())
+                        .unwrap_or(1)
+                }),
+                progress: !quiet && !json,
+                check: CheckOptions {
+                    allow_ai_draft: check.allow_ai_draft,
+                },
+                strict,
+                quarantine: check.quarantine,
+                ..UpdateOptions::new(&bundle, &dir)
+            };
+            let report = update(&opts)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print_update_report(&report, &bundle);
+            }
+        }
+        Cmd::Dedup {
+            bundle,
+            new,
+            duplicate,
+            partial,
+            threshold,
+            model,
+            cache,
+            limit,
+            json,
+        } => dedup_cmd(
+            &bundle,
+            new.as_deref(),
+            duplicate,
+            partial,
+            threshold,
+            &model,
+            cache,
+            limit,
+            json,
+        )?,
+        Cmd::Gaps {
+            bundle,
+            queries,
+            mode,
+            history,
+            drop,
+            model,
+            now,
+            json,
+        } => {
+            use jikji_builder::gaps::*;
+            let qs = read_queries(&queries)?;
+            let mode: Mode = mode.parse()?;
+            let mut engine = Engine::open_dir(&bundle)
+                .with_context(|| format!("opening bundle {}", bundle.display()))?;
+            engine.set_search_options(SearchOptions {
+                now_ms: Some(now_ms(now.as_deref())?),
+                include_archived: false,
+            });
+            let needs_model = qs.iter().any(|q| {
+                q.mode
+                    .as_deref()
+                    .map_or(mode != Mode::Bm25, |m| !m.eq_ignore_ascii_case("bm25"))
+            });
+            if needs_model {
+                let info = jikji_builder::build::model_info(&model)?;
+                engine.check_model(&info.sha256)?;
+                engine.set_embedder(jikji_builder::build::load_build_embedder(&model)?);
+            }
+            let history = history.unwrap_or_else(|| default_history(&queries));
+            let prev = last_run(&history)?;
+            let time = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+            let run = run_queries(&engine, &bundle, &qs, mode, drop, prev.as_ref(), time)?;
+            append_run(&history, &run)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&run)?);
+            } else {
+                print_run(&run);
+                eprintln!("appended to {}", history.display());
+            }
+            if run.gaps() + run.drops() > 0 {
+                std::process::exit(1);
+            }
+        }
+        Cmd::Conflicts {
+            bundle,
+            similar,
+            limit,
+            json,
+        } => {
+            use jikji_builder::dedup::{FlatVectors, LshParams};
+            let b = jikji_format::Bundle::open_dir(&bundle)
+                .with_context(|| format!("opening bundle {}", bundle.display()))?;
+            let v = b.vectors.as_ref().ok_or_else(|| {
+                anyhow::anyhow!(
+                    "{}: no vectors (built with --no-embed); conflicts needs them",
+                    bundle.display()
+                )
+            })?;
+            let records: Vec<_> = (0..b.chunks.len() as u32)
+                .map(|i| b.chunks.get(i))
+                .collect::<Result<_, _>>()?;
+            let flat = FlatVectors::from_vectors(v);
+            let found = jikji_builder::conflicts::find_conflicts(
+                &records,
+                &flat,
+                similar,
+                LshParams::default(),
+            );
+            if json {
+                println!("{}", serde_json::to_string_pretty(&found)?);
+            } else {
+                for c in found.iter().take(limit) {
+                    println!(
+                        "cosine {:.3}\n  newer: {} [{}] updated {}\n  older: {} [{}] updated {}",
+                        c.cosine,
+                        c.newer.source,
+                        c.newer.heading_path.join(" › "),
+                        c.newer.updated.as_deref().unwrap_or("?"),
+                        c.older.source,
+                        c.older.heading_path.join(" › "),
+                        c.older.updated.as_deref().unwrap_or("?"),
+                    );
+                    for d in &c.differences {
+                        println!(
+                            "  {}: {} (newer) vs {} (older)",
+                            d.subject,
+                            d.newer.join(", "),
+                            d.older.join(", ")
+                        );
+                    }
+                }
+                println!("{} contradiction candidate(s)", found.len());
+            }
+        }
         Cmd::Search {
             bundle,
             queries,
@@ -293,6 +570,8 @@ fn main() -> anyhow::Result<()> {
             min_score,
             json,
             model,
+            include_archived,
+            now,
         } => {
             let mode: Mode = mode.parse()?;
             let mut engine = Engine::open_dir(&bundle)
@@ -301,6 +580,10 @@ fn main() -> anyhow::Result<()> {
                 engine.set_fusion(f.parse()?);
             }
             engine.set_min_score(min_score);
+            engine.set_search_options(SearchOptions {
+                now_ms: Some(now_ms(now.as_deref())?),
+                include_archived,
+            });
             if mode != Mode::Bm25 {
                 let info = jikji_builder::build::model_info(&model)?;
                 engine.check_model(&info.sha256)?;
@@ -335,6 +618,127 @@ fn main() -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn dedup_cmd(
+    bundle: &Path,
+    new: Option<&Path>,
+    duplicate: f32,
+    partial: f32,
+    threshold: f32,
+    model: &Path,
+    cache: Option<PathBuf>,
+    limit: usize,
+    json: bool,
+) -> anyhow::Result<()> {
+    use jikji_builder::dedup::*;
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    if let Some(dir) = new {
+        if partial > duplicate {
+            anyhow::bail!("--partial ({partial}) must not exceed --duplicate ({duplicate})");
+        }
+        let cache = cache.unwrap_or_else(|| {
+            bundle
+                .parent()
+                .unwrap_or(Path::new("."))
+                .join(".jikji-cache")
+        });
+        let out = check_new_files(
+            bundle,
+            dir,
+            model,
+            Some(&cache),
+            threads,
+            duplicate,
+            partial,
+        )?;
+        if json {
+            println!("{}", serde_json::to_string_pretty(&out)?);
+            return Ok(());
+        }
+        let count = |c: Class| out.iter().filter(|n| n.class == c).count();
+        for n in out.iter().filter(|n| n.class != Class::New).take(limit) {
+            println!(
+                "{:<9} {:.3}{}  {} [{}]  ≈ {} ({})",
+                format!("{:?}", n.class).to_lowercase(),
+                n.cosine,
+                if n.exact { " exact" } else { "" },
+                n.source,
+                n.heading_path.join(" › "),
+                n.match_source,
+                n.match_id
+            );
+        }
+        println!(
+            "{} new chunk(s): {} duplicate (do not add), {} partial (review), {} new",
+            out.len(),
+            count(Class::Duplicate),
+            count(Class::Partial),
+            count(Class::New)
+        );
+        return Ok(());
+    }
+    let b = jikji_format::Bundle::open_dir(bundle)
+        .with_context(|| format!("opening bundle {}", bundle.display()))?;
+    let records: Vec<_> = (0..b.chunks.len() as u32)
+        .map(|i| b.chunks.get(i))
+        .collect::<Result<_, _>>()?;
+    let flat = b.vectors.as_ref().map(FlatVectors::from_vectors);
+    let t = std::time::Instant::now();
+    let pairs = near_duplicate_pairs(&records, flat.as_ref(), threshold, LshParams::default());
+    let secs = t.elapsed().as_secs_f64();
+    if json {
+        let v: Vec<_> = pairs
+            .iter()
+            .map(|p| {
+                let (a, b) = (&records[p.a as usize], &records[p.b as usize]);
+                serde_json::json!({"cosine": p.cosine, "exact": p.exact,
+                    "a": {"id": a.id, "source": a.source, "heading_path": a.heading_path},
+                    "b": {"id": b.id, "source": b.source, "heading_path": b.heading_path}})
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    for p in pairs.iter().take(limit) {
+        let (a, b) = (&records[p.a as usize], &records[p.b as usize]);
+        println!(
+            "{:.3}{}  {} [{}] ({})\n        {} [{}] ({})",
+            p.cosine,
+            if p.exact { " exact" } else { "" },
+            a.source,
+            a.heading_path.join(" › "),
+            a.id,
+            b.source,
+            b.heading_path.join(" › "),
+            b.id
+        );
+    }
+    if flat.is_none() {
+        eprintln!("note: the bundle has no vectors; only exact duplicates were looked for");
+    }
+    println!(
+        "{} pair(s) from different files at cosine ≥ {threshold} among {} chunks ({secs:.2} s)",
+        pairs.len(),
+        records.len()
+    );
+    Ok(())
+}
+
+/// The clock: `--now` parsed as ISO 8601, else the system time, in Unix milliseconds.
+fn now_ms(now: Option<&str>) -> anyhow::Result<i64> {
+    match now {
+        Some(s) => jikji_format::time::parse_iso8601_ms(s).ok_or_else(|| {
+            anyhow::anyhow!("--now {s:?}: not an ISO 8601 date or date-time (e.g. 2026-11-30 or 2026-11-30T12:00:00Z)")
+        }),
+        None => Ok(std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0)),
+    }
 }
 
 fn print_results(results: &[jikji_engine::SearchResult], json: bool) -> std::io::Result<()> {

@@ -1,0 +1,396 @@
+//! `jikji update` on the made-up service corpus (`tests/fixtures/service-docs`): the
+//! updated bundle equals a full build of the same files (bundle files byte for byte,
+//! hence chunk ids, records, postings, vectors and search results), versions retire,
+//! and a crash at any point of the write leaves a valid bundle.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use jikji_builder::build::{build, BuildOptions};
+use jikji_builder::update::{update, UpdateOptions, UpdateReport};
+use jikji_engine::{Engine, Mode, SearchOptions};
+use jikji_format::Bundle;
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/service-docs")
+}
+
+/// Copies the fixture corpus into `dir/corpus`.
+fn corpus(dir: &Path) -> PathBuf {
+    let to = dir.join("corpus");
+    for e in walkdir::WalkDir::new(fixture()) {
+        let e = e.unwrap();
+        let rel = e.path().strip_prefix(fixture()).unwrap();
+        let dst = to.join(rel);
+        if e.file_type().is_dir() {
+            std::fs::create_dir_all(&dst).unwrap();
+        } else {
+            std::fs::copy(e.path(), &dst).unwrap();
+        }
+    }
+    to
+}
+
+const BUNDLE_FILES: [&str; 4] = ["terms.fst", "postings.bin", "chunks.bin", "vectors.bin"];
+
+/// Asserts two bundles hold the same data: every data file byte for byte, the same
+/// sources table and counts, and the same search results.
+fn assert_same_bundle(updated: &Path, full: &Path, modes: &[Mode]) {
+    for f in BUNDLE_FILES {
+        let a = std::fs::read(updated.join(f)).ok();
+        let b = std::fs::read(full.join(f)).ok();
+        assert!(
+            a == b,
+            "{f} differs between the updated bundle and a full build"
+        );
+    }
+    let a = Bundle::open_dir(updated).unwrap();
+    let b = Bundle::open_dir(full).unwrap();
+    assert_eq!(a.manifest.sources, b.manifest.sources);
+    assert_eq!(a.manifest.counts, b.manifest.counts);
+    assert_eq!(a.manifest.model, b.manifest.model);
+    assert!(a.manifest.calibration.is_some());
+    assert_eq!(a.manifest.calibration, b.manifest.calibration);
+    let ids = |x: &Bundle| {
+        (0..x.chunks.len() as u32)
+            .map(|i| x.chunks.get(i).unwrap())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(ids(&a), ids(&b));
+    let ea = Engine::open_dir(updated).unwrap();
+    let eb = Engine::open_dir(full).unwrap();
+    let qvec_engine = modes.iter().any(|m| *m != Mode::Bm25).then(|| {
+        let mut e = Engine::open_dir(full).unwrap();
+        e.set_embedder(jikji_builder::build::load_build_embedder(&common::model_dir()).unwrap());
+        e
+    });
+    for q in [
+        "request timeout",
+        "object storage plan",
+        "outbound traffic price",
+        "password reset link",
+        "support hours",
+    ] {
+        for &m in modes {
+            let v = qvec_engine
+                .as_ref()
+                .filter(|_| m != Mode::Bm25)
+                .map(|e| e.embed_query(q, m).unwrap());
+            let ra = ea.search_with_vector(q, v.as_deref(), m, 10).unwrap();
+            let rb = eb.search_with_vector(q, v.as_deref(), m, 10).unwrap();
+            assert_eq!(ra, rb, "{q} ({m})");
+            assert!(!ra.hits.is_empty(), "{q} ({m}) found nothing");
+        }
+    }
+}
+
+/// Edits the corpus: changes one file, adds a third plan version, deletes a file.
+fn edit(corpus: &Path) {
+    let gw = corpus.join("1. platform/gateway.md");
+    let text = std::fs::read_to_string(&gw)
+        .unwrap()
+        .replace("600 requests per minute", "1,200 requests per minute");
+    std::fs::write(&gw, text).unwrap();
+    let v2 = std::fs::read_to_string(corpus.join("1. platform/plan_v2.md")).unwrap();
+    std::fs::write(
+        corpus.join("1. platform/plan_v3.md"),
+        v2.replace("version: 2", "version: 3")
+            .replace("200 GB", "500 GB"),
+    )
+    .unwrap();
+    std::fs::remove_file(corpus.join("1. platform/backups.md")).unwrap();
+}
+
+fn names(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+fn check_edit_report(r: &UpdateReport) {
+    assert!(r.written);
+    assert_eq!(names(&r.changed), ["1. platform/gateway.md"]);
+    assert_eq!(names(&r.added), ["1. platform/plan_v3.md"]);
+    assert_eq!(names(&r.deleted), ["1. platform/backups.md"]);
+    assert_eq!(names(&r.archived), ["1. platform/plan_v2.md"]);
+    assert_eq!(r.unchanged, 6);
+    assert!(r.chunks_kept > 0 && r.chunks_new > 0 && r.chunks_dropped > 0);
+}
+
+#[test]
+fn update_equals_full_rebuild_bm25() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = corpus(tmp.path());
+    let bundle = tmp.path().join("bundle");
+    build(&BuildOptions::new(&corpus, &bundle)).unwrap();
+    edit(&corpus);
+    let r = update(&UpdateOptions::new(&bundle, &corpus)).unwrap();
+    check_edit_report(&r);
+    let full = tmp.path().join("full");
+    build(&BuildOptions::new(&corpus, &full)).unwrap();
+    assert_same_bundle(&bundle, &full, &[Mode::Bm25]);
+    // The replaced bundle is kept as BUNDLE.prev and is still the old one.
+    let prev = Bundle::open_dir(&tmp.path().join("bundle.prev")).unwrap();
+    assert!(prev
+        .manifest
+        .sources
+        .iter()
+        .any(|s| s.path == "1. platform/backups.md"));
+}
+
+#[test]
+fn update_equals_full_rebuild_with_vectors_without_the_cache() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = corpus(tmp.path());
+    let bundle = tmp.path().join("bundle");
+    let with_model = |out: &Path, cache: Option<PathBuf>| BuildOptions {
+        model_dir: Some(common::model_dir()),
+        cache_dir: cache,
+        threads: 2,
+        ..BuildOptions::new(&corpus, out)
+    };
+    build(&with_model(&bundle, Some(common::cache_dir()))).unwrap();
+    edit(&corpus);
+    // No cache: unchanged chunks' vectors must come from the old bundle itself.
+    let r = update(&UpdateOptions {
+        model_dir: Some(common::model_dir()),
+        cache_dir: None,
+        threads: 2,
+        ..UpdateOptions::new(&bundle, &corpus)
+    })
+    .unwrap();
+    check_edit_report(&r);
+    assert_eq!(
+        r.vectors_new, r.embedded,
+        "no cache: every new text embedded"
+    );
+    assert!(
+        r.vectors_new < r.chunks_new,
+        "plan_v3 repeats most of plan_v2's chunk texts: their vectors are reused"
+    );
+    assert_eq!(r.vectors_reused + r.vectors_new, r.chunks);
+    // A full build with the shared cache (vectors embedded earlier, in other batches).
+    let full = tmp.path().join("full");
+    build(&with_model(&full, Some(common::cache_dir()))).unwrap();
+    assert_same_bundle(&bundle, &full, &[Mode::Bm25, Mode::Dense, Mode::Hybrid]);
+}
+
+#[test]
+fn unchanged_corpus_writes_nothing_and_touch_alone_is_not_a_change() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = corpus(tmp.path());
+    let bundle = tmp.path().join("bundle");
+    build(&BuildOptions::new(&corpus, &bundle)).unwrap();
+    let before = std::fs::read(bundle.join("manifest.json")).unwrap();
+    let r = update(&UpdateOptions::new(&bundle, &corpus)).unwrap();
+    assert!(!r.written && r.changed.is_empty() && r.added.is_empty() && r.deleted.is_empty());
+    assert_eq!(std::fs::read(bundle.join("manifest.json")).unwrap(), before);
+    assert!(!tmp.path().join("bundle.prev").exists());
+
+    // New mtime, same bytes: not a changed file (the sources table's mtime is refreshed).
+    let f = std::fs::File::options()
+        .write(true)
+        .open(corpus.join("1. platform/backups.md"))
+        .unwrap();
+    f.set_modified(
+        std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000),
+    )
+    .unwrap();
+    drop(f);
+    let r = update(&UpdateOptions::new(&bundle, &corpus)).unwrap();
+    assert!(r.changed.is_empty() && r.added.is_empty());
+    assert_eq!(r.chunks_new, 0);
+    let full = tmp.path().join("full");
+    build(&BuildOptions::new(&corpus, &full)).unwrap();
+    assert_same_bundle(&bundle, &full, &[Mode::Bm25]);
+}
+
+#[test]
+fn older_versions_are_archived_and_searchable_only_on_request() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = corpus(tmp.path());
+    let bundle = tmp.path().join("bundle");
+    build(&BuildOptions::new(&corpus, &bundle)).unwrap();
+    let mut e = Engine::open_dir(&bundle).unwrap();
+    // Sources of the hits that are plans or price lists (other files match common words).
+    let sources = |e: &Engine, q: &str, only: &str| {
+        let mut s: Vec<String> = e
+            .search(q, Mode::Bm25, 20)
+            .unwrap()
+            .hits
+            .iter()
+            .map(|h| h.source.clone())
+            .filter(|s| s.contains(only))
+            .collect();
+        s.sort();
+        s.dedup();
+        s
+    };
+    let q = "standard plan object storage";
+    assert_eq!(sources(&e, q, "plan_v"), ["1. platform/plan_v2.md"]);
+    assert_eq!(
+        sources(&e, "outbound traffic gigabyte", "pricing"),
+        ["2. support/pricing-2026.md"],
+        "front matter doc_id + version: 2026.1 is newer than 2025.1"
+    );
+    e.set_search_options(SearchOptions {
+        include_archived: true,
+        ..Default::default()
+    });
+    assert_eq!(
+        sources(&e, q, "plan_v"),
+        ["1. platform/plan_v1.md", "1. platform/plan_v2.md"]
+    );
+    let archived = e.search(q, Mode::Bm25, 20).unwrap();
+    let plans: Vec<_> = archived
+        .hits
+        .iter()
+        .filter(|h| h.source.contains("plan_v"))
+        .collect();
+    assert!(plans
+        .iter()
+        .all(|h| h.archived == (h.source == "1. platform/plan_v1.md")));
+    assert!(plans
+        .iter()
+        .all(|h| h.doc_id.as_deref() == Some("1. platform/plan")));
+
+    // v3 arrives: the next update retires v2.
+    edit(&corpus);
+    update(&UpdateOptions::new(&bundle, &corpus)).unwrap();
+    let e = Engine::open_dir(&bundle).unwrap();
+    assert_eq!(sources(&e, q, "plan_v"), ["1. platform/plan_v3.md"]);
+    let m = Bundle::open_dir(&bundle).unwrap().manifest;
+    let archived: Vec<&str> = m
+        .sources
+        .iter()
+        .filter(|s| s.archived)
+        .map(|s| s.path.as_str())
+        .collect();
+    assert_eq!(
+        archived,
+        [
+            "1. platform/plan_v1.md",
+            "1. platform/plan_v2.md",
+            "2. support/pricing-2025.md"
+        ]
+    );
+}
+
+#[test]
+fn expired_chunks_are_filtered_at_search_time_with_the_clock_given() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = corpus(tmp.path());
+    let bundle = tmp.path().join("bundle");
+    build(&BuildOptions::new(&corpus, &bundle)).unwrap();
+    let mut e = Engine::open_dir(&bundle).unwrap();
+    let q = "billing console maintenance";
+    let hit_sources = |e: &Engine| -> Vec<String> {
+        e.search(q, Mode::Bm25, 10)
+            .unwrap()
+            .hits
+            .iter()
+            .map(|h| h.source.clone())
+            .collect()
+    };
+    let at = |s: &str| jikji_format::time::parse_iso8601_ms(s);
+    // No clock: nothing expires.
+    assert!(hit_sources(&e).contains(&"2. support/holiday-notice.md".to_string()));
+    e.set_search_options(SearchOptions {
+        now_ms: at("2026-10-04T23:59:59Z"),
+        include_archived: false,
+    });
+    assert!(hit_sources(&e).contains(&"2. support/holiday-notice.md".to_string()));
+    e.set_search_options(SearchOptions {
+        now_ms: at("2026-10-05"),
+        include_archived: false,
+    });
+    let after = hit_sources(&e);
+    assert!(!after.contains(&"2. support/holiday-notice.md".to_string()));
+    // Still top_k deep where the bundle has enough other matches.
+    assert!(!after.is_empty());
+}
+
+#[test]
+fn check_lists_expired_and_soon_expiring_files() {
+    let out = Command::new(env!("CARGO_BIN_EXE_jikji"))
+        .args(["check", "--json", "--now", "2026-09-20", "--expiring", "30"])
+        .arg(fixture())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let codes: Vec<(String, String)> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["code"].as_str().unwrap().starts_with("expire"))
+        .map(|f| {
+            (
+                f["code"].as_str().unwrap().into(),
+                f["path"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        codes,
+        [(
+            "expires-soon".to_string(),
+            "2. support/holiday-notice.md".to_string()
+        )]
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_jikji"))
+        .args(["check", "--now", "2026-11-30"])
+        .arg(fixture())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("warning[expired] 2. support/holiday-notice.md:4: expired 2026-10-05"),
+        "{text}"
+    );
+}
+
+/// Runs `jikji update` with `JIKJI_CRASH_AT=point`: the process aborts there.
+fn crash_update(bundle: &Path, corpus: &Path, point: &str) {
+    let out = Command::new(env!("CARGO_BIN_EXE_jikji"))
+        .args(["update", "--quiet", "--model", "/nonexistent"])
+        .arg(bundle)
+        .arg(corpus)
+        .env("JIKJI_CRASH_AT", point)
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success(),
+        "{point}: the update should have aborted: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_crash_at_any_point_of_the_write_leaves_a_valid_bundle() {
+    for point in ["before-swap", "after-swap"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let corpus = corpus(tmp.path());
+        let bundle = tmp.path().join("bundle");
+        build(&BuildOptions::new(&corpus, &bundle)).unwrap();
+        let old_sources = Bundle::open_dir(&bundle).unwrap().manifest.sources;
+        edit(&corpus);
+        crash_update(&bundle, &corpus, point);
+        let b = Bundle::open_dir(&bundle)
+            .unwrap_or_else(|e| panic!("{point}: no valid bundle after the crash: {e}"));
+        let full = tmp.path().join("full");
+        build(&BuildOptions::new(&corpus, &full)).unwrap();
+        let new_sources = Bundle::open_dir(&full).unwrap().manifest.sources;
+        match point {
+            "before-swap" => assert_eq!(b.manifest.sources, old_sources, "{point}"),
+            _ => assert_eq!(b.manifest.sources, new_sources, "{point}"),
+        }
+        // The next update completes and equals a full build.
+        update(&UpdateOptions::new(&bundle, &corpus)).unwrap();
+        assert_same_bundle(&bundle, &full, &[Mode::Bm25]);
+    }
+}
