@@ -54,6 +54,8 @@ fn bundle(calibration: Option<Calibration>) -> Bundle {
                 updated: None,
                 expires: None,
                 provenance: None,
+                doc_id: None,
+                archived: false,
             }
         })
         .collect();
@@ -74,6 +76,7 @@ fn bundle(calibration: Option<Calibration>) -> Bundle {
             },
             files: Default::default(),
             calibration,
+            sources: Vec::new(),
         },
         lexical: jikji_format::postings::LexicalIndex::open(fst, postings).unwrap(),
         vectors: Some(Vectors::open(&write_vectors(8, &vectors()).unwrap()).unwrap()),
