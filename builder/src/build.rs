@@ -7,18 +7,19 @@ use std::time::Instant;
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
-use jikji_embed::{Embedder, Prefix};
+use jikji_embed::{EmbedTokenizer, Embedder, Prefix};
 use jikji_format::chunks::{write_chunks, CHUNKS_FILE};
 use jikji_format::postings::{LexicalIndexWriter, POSTINGS_FILE, TERMS_FILE};
 use jikji_format::vectors::{write_vectors, VECTORS_FILE};
 use jikji_format::{
-    analyzer, sha256_hex, Bm25Params, BundleWriter, ChunkRecord, Counts, Manifest, ModelInfo,
-    SourceEntry,
+    analyzer, sha256_hex, Bm25Params, BundleWriter, ChunkRecord, ChunkingInfo, Counts, Manifest,
+    ModelInfo, SourceEntry,
 };
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::chunker::{chunk_text, ChunkParams};
+use crate::chunker::report::Dist;
+use crate::chunker::{ChunkParams, Limits, Sizer, Strategy, TokenLimit};
 use crate::corpus::{quarantine, scan, CheckOptions, Finding, Severity, SourceFile};
 use crate::versions::VersionInfo;
 
@@ -31,6 +32,8 @@ pub struct BuildOptions {
     pub out: PathBuf,
     /// Chunk size and overlap.
     pub params: ChunkParams,
+    /// Chunking strategy (default `hierarchical`).
+    pub strategy: Strategy,
     /// Model folder (`model.onnx`, `tokenizer.json`); `None` builds a BM25-only bundle.
     pub model_dir: Option<PathBuf>,
     /// Embedding cache folder; `None` disables the cache.
@@ -55,6 +58,7 @@ impl BuildOptions {
             corpus: corpus.into(),
             out: out.into(),
             params: ChunkParams::default(),
+            strategy: Strategy::default(),
             model_dir: None,
             cache_dir: None,
             threads: 1,
@@ -77,8 +81,17 @@ pub struct BuildReport {
     pub quarantined: Vec<PathBuf>,
     /// Corpus size in bytes (UTF-8) of the files indexed.
     pub corpus_bytes: u64,
-    /// Chunks written.
+    /// Chunking strategy used.
+    pub strategy: String,
+    /// Chunks indexed (children for `parent-child`).
     pub chunks: usize,
+    /// Parent sections stored (not indexed; `parent-child` only).
+    pub parents: usize,
+    /// Indexed chunk lengths in chars.
+    pub chunk_chars: Dist,
+    /// Indexed chunk lengths in model tokens (`passage: ` prefix and specials included),
+    /// if embedded.
+    pub chunk_tokens: Option<Dist>,
     /// Distinct terms.
     pub terms: usize,
     /// Model tokens over all chunks (with the `passage: ` prefix and specials), if embedded.
@@ -179,37 +192,189 @@ pub fn build(opts: &BuildOptions) -> anyhow::Result<BuildReport> {
     Ok(report)
 }
 
-/// The chunk records of one file, in order: chunked with `params`, front matter and
-/// version facts (`v`) copied into each record.
-pub fn chunk_file(f: &SourceFile, params: ChunkParams, v: &VersionInfo) -> Vec<ChunkRecord> {
-    let updated = updated_of(f);
-    chunk_text(&f.text[f.body_byte..], params)
-        .into_iter()
-        .map(|c| ChunkRecord {
-            id: chunk_id(&f.rel, c.section, c.position),
-            source: f.rel.clone(),
-            source_url: f.source_url.clone(),
-            tier: f.tier,
-            heading_path: c.heading_path,
-            lang: f
-                .front
-                .lang
-                .clone()
-                .unwrap_or_else(|| crate::lang::detect(&c.text).to_string()),
-            section: c.section,
-            start: f.body_char + c.start,
-            end: f.body_char + c.end,
-            text: c.text,
-            title: f.front.title.clone(),
-            author: f.front.author.clone(),
-            version: f.front.version.clone(),
-            updated: updated.clone(),
-            expires: f.front.expires.clone(),
-            provenance: f.front.provenance.clone(),
-            doc_id: v.doc_id.clone(),
-            archived: v.archived,
+/// The embedding model's tokenizer as a chunk [`Sizer`]: the number of tokens the model
+/// sees for a passage, `passage: ` prefix and `<s>`/`</s>` included, before truncation.
+pub struct TokenSizer(pub EmbedTokenizer);
+
+impl TokenSizer {
+    /// Loads `tokenizer.json` from a model folder.
+    pub fn load(model_dir: &Path) -> anyhow::Result<Self> {
+        let path = model_dir.join("tokenizer.json");
+        let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+        Ok(TokenSizer(
+            EmbedTokenizer::from_bytes(&bytes)
+                .with_context(|| format!("{}: not a tokenizer.json", path.display()))?,
+        ))
+    }
+}
+
+impl Sizer for TokenSizer {
+    fn len(&self, text: &str) -> usize {
+        // A text the tokenizer cannot encode is treated as too long (it gets split).
+        self.0
+            .count_tokens(text, Prefix::Passage)
+            .unwrap_or(usize::MAX)
+    }
+}
+
+/// How a build cuts files: the strategy, its character limits and, when the bundle is
+/// embedded, the model's tokenizer (no chunk over [`jikji_embed::MAX_TOKENS`] tokens).
+pub struct Chunking {
+    /// The strategy.
+    pub strategy: Strategy,
+    /// Size and overlap in chars.
+    pub params: ChunkParams,
+    /// The model's tokenizer, if chunks are embedded.
+    pub tokenizer: Option<TokenSizer>,
+}
+
+impl Chunking {
+    /// `strategy` and `params`, with the tokenizer of `model_dir` if given.
+    pub fn new(
+        strategy: Strategy,
+        params: ChunkParams,
+        model_dir: Option<&Path>,
+    ) -> anyhow::Result<Self> {
+        Ok(Chunking {
+            strategy,
+            params,
+            tokenizer: model_dir.map(TokenSizer::load).transpose()?,
         })
-        .collect()
+    }
+
+    /// The chunking a bundle was built with (its manifest's `chunking`; bundles from
+    /// before strategies existed: `hierarchical` with characters only). `model_dir`
+    /// supplies the tokenizer when the bundle's chunks were token-limited.
+    pub fn of_manifest(m: &Manifest, model_dir: Option<&Path>) -> anyhow::Result<Self> {
+        let params = ChunkParams {
+            size: m.chunk_size,
+            overlap: m.overlap,
+        };
+        let Some(c) = &m.chunking else {
+            return Chunking::new(Strategy::Hierarchical, params, None);
+        };
+        let parent_size = c.parent_size.unwrap_or(4 * params.size);
+        let strategy = Strategy::parse(&c.strategy, parent_size).map_err(anyhow::Error::msg)?;
+        let model_dir = match (c.max_tokens, model_dir) {
+            (None, _) => None,
+            (Some(_), Some(d)) => Some(d),
+            (Some(_), None) => anyhow::bail!(
+                "the bundle's chunks were sized with the model's tokenizer; give the model folder"
+            ),
+        };
+        Chunking::new(strategy, params, model_dir)
+    }
+
+    /// The limits: `params` and, with a tokenizer, [`jikji_embed::MAX_TOKENS`] tokens.
+    pub fn limits(&self) -> Limits<'_> {
+        Limits {
+            params: self.params,
+            tokens: self.tokenizer.as_ref().map(|t| TokenLimit {
+                sizer: t,
+                max: jikji_embed::MAX_TOKENS,
+            }),
+        }
+    }
+
+    /// The manifest's record of this chunking, with `parents` parent records.
+    pub fn info(&self, parents: usize) -> ChunkingInfo {
+        ChunkingInfo {
+            strategy: self.strategy.name().to_string(),
+            chunk_size: self.params.size,
+            overlap: self.strategy.overlap(self.params),
+            max_tokens: self.tokenizer.as_ref().map(|_| jikji_embed::MAX_TOKENS),
+            parent_size: self.strategy.parent_size(),
+            parents,
+        }
+    }
+}
+
+/// The chunk records of one file.
+pub struct FileChunks {
+    /// Indexed chunks, in order.
+    pub chunks: Vec<ChunkRecord>,
+    /// Parent sections (`parent-child`), in order; the chunks' `parent_id` names them,
+    /// `parent_doc` is set by [`link_parents`] once every file is chunked.
+    pub parents: Vec<ChunkRecord>,
+    /// For each chunk, the index of its parent in `parents`.
+    pub parent_of: Vec<Option<usize>>,
+}
+
+/// The chunk records of one file, in order: chunked with `chunking`, front matter and
+/// version facts (`v`) copied into each record.
+pub fn chunk_file(f: &SourceFile, chunking: &Chunking, v: &VersionInfo) -> FileChunks {
+    let updated = updated_of(f);
+    let out = chunking
+        .strategy
+        .chunker()
+        .chunk(&f.text[f.body_byte..], &chunking.limits());
+    let record = |c: crate::chunker::Chunk, id: String| ChunkRecord {
+        id,
+        source: f.rel.clone(),
+        source_url: f.source_url.clone(),
+        tier: f.tier,
+        heading_path: c.heading_path,
+        lang: f
+            .front
+            .lang
+            .clone()
+            .unwrap_or_else(|| crate::lang::detect(&c.text).to_string()),
+        section: c.section,
+        start: f.body_char + c.start,
+        end: f.body_char + c.end,
+        text: c.text,
+        title: f.front.title.clone(),
+        author: f.front.author.clone(),
+        version: f.front.version.clone(),
+        updated: updated.clone(),
+        expires: f.front.expires.clone(),
+        provenance: f.front.provenance.clone(),
+        doc_id: v.doc_id.clone(),
+        archived: v.archived,
+        parent_id: None,
+        parent_doc: None,
+    };
+    let parents: Vec<ChunkRecord> = out
+        .parents
+        .into_iter()
+        .map(|p| {
+            let id = parent_id(&f.rel, p.section, p.position);
+            record(p, id)
+        })
+        .collect();
+    let mut parent_of = Vec::with_capacity(out.chunks.len());
+    let chunks = out
+        .chunks
+        .into_iter()
+        .map(|c| {
+            parent_of.push(c.parent);
+            let parent = c.parent.map(|i| parents[i].id.clone());
+            let id = chunk_id(&f.rel, c.section, c.position);
+            ChunkRecord {
+                parent_id: parent,
+                ..record(c, id)
+            }
+        })
+        .collect();
+    FileChunks {
+        chunks,
+        parents,
+        parent_of,
+    }
+}
+
+/// Sets `parent_doc` of every chunk that has a parent: parents are stored after the
+/// `records.len()` indexed chunks, in order; `parent_of[i]` indexes them.
+pub fn link_parents(records: &mut [ChunkRecord], parent_of: &[Option<usize>]) {
+    let n = records.len();
+    for (r, p) in records.iter_mut().zip(parent_of) {
+        r.parent_doc = p.map(|i| (n + i) as u32);
+    }
+}
+
+/// Stable id of a parent section (`parent-child`): as [`chunk_id`] in its own namespace.
+pub fn parent_id(rel: &str, section: u32, position: u32) -> String {
+    chunk_id(&format!("{rel}\0parent"), section, position)
 }
 
 /// The `updated` value chunk records of `f` carry: front matter `updated`, else the
@@ -261,6 +426,8 @@ pub struct Embedded {
     pub cached: usize,
     /// Texts embedded now.
     pub embedded: usize,
+    /// Model tokens of each text, in order (specials and prefix included).
+    pub per_text: Vec<usize>,
 }
 
 /// Embeds `texts` with the `passage: ` prefix, through the vector cache in `cache_dir`
@@ -304,10 +471,12 @@ pub fn embed_passages(
         truncated: 0,
         cached: texts.len() - missing.len(),
         embedded: missing.len(),
+        per_text: Vec::with_capacity(texts.len()),
     };
     for k in &keys {
         let c = &cache.map[k];
         e.tokens += c.tokens as usize;
+        e.per_text.push(c.tokens as usize);
         e.truncated += usize::from(c.truncated);
         e.vectors.push(c.vector.clone());
     }
@@ -318,6 +487,10 @@ pub fn embed_passages(
 pub struct BundleParts<'a> {
     /// Chunk records (doc id = index).
     pub records: &'a [ChunkRecord],
+    /// Parent sections (`parent-child`), stored after `records`, not indexed.
+    pub parents: &'a [ChunkRecord],
+    /// How the chunks were cut.
+    pub chunking: Option<ChunkingInfo>,
     /// `terms.fst` bytes.
     pub terms_fst: Vec<u8>,
     /// `postings.bin` bytes.
@@ -337,7 +510,11 @@ pub struct BundleParts<'a> {
 /// Writes a bundle atomically at `out` ([`BundleWriter`]). Returns the manifest and the
 /// bytes per bundle file (manifest included).
 pub fn write_bundle(out: &Path, p: BundleParts) -> anyhow::Result<(Manifest, Vec<(String, u64)>)> {
-    let chunks_bin = write_chunks(p.records)?;
+    let chunks_bin = if p.parents.is_empty() {
+        write_chunks(p.records)?
+    } else {
+        write_chunks(&[p.records, p.parents].concat())?
+    };
     let mut w = BundleWriter::create(out)?;
     w.add_file(TERMS_FILE, &p.terms_fst)?;
     w.add_file(POSTINGS_FILE, &p.postings)?;
@@ -370,6 +547,7 @@ pub fn write_bundle(out: &Path, p: BundleParts) -> anyhow::Result<(Manifest, Vec
         files: Default::default(),
         calibration: p.calibration,
         sources: p.sources,
+        chunking: p.chunking,
     };
     let manifest = w.finish(manifest)?;
     let mut file_bytes: Vec<(String, u64)> = manifest
@@ -395,19 +573,29 @@ pub fn build_files(files: &[SourceFile], opts: &BuildOptions) -> anyhow::Result<
 
     let t = Instant::now();
     let versions = crate::versions::resolve(files);
+    let chunking = Chunking::new(opts.strategy, opts.params, opts.model_dir.as_deref())?;
     let mut records = Vec::new();
+    let mut parents = Vec::new();
+    let mut parent_of = Vec::new();
     let mut sources = Vec::with_capacity(files.len());
     for (f, v) in files.iter().zip(&versions) {
-        let recs = chunk_file(f, opts.params, v);
-        sources.push(source_entry(f, v, recs.len()));
-        records.extend(recs);
+        let fc = chunk_file(f, &chunking, v);
+        sources.push(source_entry(f, v, fc.chunks.len()));
+        let first = parents.len();
+        parent_of.extend(fc.parent_of.iter().map(|p| p.map(|i| first + i)));
+        records.extend(fc.chunks);
+        parents.extend(fc.parents);
     }
+    link_parents(&mut records, &parent_of);
+    let mut chunk_chars: Vec<usize> = records.iter().map(|r| r.text.chars().count()).collect();
+    let chunk_chars = Dist::of(&mut chunk_chars);
     let (terms_fst, postings, terms) = index_records(&records)?;
     seconds.push(("chunk+index".to_string(), t.elapsed().as_secs_f64()));
 
     let t = Instant::now();
     let mut emb = None;
     let (mut tokens, mut truncated, mut cached, mut embedded) = (0, 0, 0, 0);
+    let mut chunk_tokens = None;
     if let Some(dir) = &opts.model_dir {
         let info = model_info(dir)?;
         let texts: Vec<&str> = records.iter().map(|r| r.text.as_str()).collect();
@@ -419,6 +607,7 @@ pub fn build_files(files: &[SourceFile], opts: &BuildOptions) -> anyhow::Result<
             opts.progress,
         )?;
         (tokens, truncated, cached, embedded) = (e.tokens, e.truncated, e.cached, e.embedded);
+        chunk_tokens = Some(Dist::of(&mut e.per_text.clone()));
         emb = Some((info, write_vectors(jikji_embed::DIM, &e.vectors)?));
     }
     seconds.push(("embed".to_string(), t.elapsed().as_secs_f64()));
@@ -443,6 +632,8 @@ pub fn build_files(files: &[SourceFile], opts: &BuildOptions) -> anyhow::Result<
         &opts.out,
         BundleParts {
             records: &records,
+            parents: &parents,
+            chunking: Some(chunking.info(parents.len())),
             terms_fst,
             postings,
             terms,
@@ -458,7 +649,11 @@ pub fn build_files(files: &[SourceFile], opts: &BuildOptions) -> anyhow::Result<
         findings: Vec::new(),
         quarantined: Vec::new(),
         corpus_bytes,
+        strategy: chunking.strategy.name().to_string(),
         chunks: records.len(),
+        parents: parents.len(),
+        chunk_chars,
+        chunk_tokens,
         terms,
         tokens,
         truncated,
@@ -496,6 +691,7 @@ pub fn calibrate(
             files: Default::default(),
             calibration: None,
             sources: Vec::new(),
+            chunking: None,
         },
         lexical: jikji_format::postings::LexicalIndex::open(terms_fst.to_vec(), postings.to_vec())?,
         vectors: vectors_bin
@@ -655,6 +851,26 @@ pub fn print_report(r: &BuildReport, out: &Path) {
         "  files {}  chunks {}  terms {}  model tokens {}  truncated {}  embedded {} (cached {})",
         r.files, r.chunks, r.terms, r.tokens, r.truncated, r.embedded, r.cached
     );
+    let parents = if r.parents > 0 {
+        format!(" (+{} parent sections, returned as results)", r.parents)
+    } else {
+        String::new()
+    };
+    eprintln!(
+        "  chunking {}{parents}: chars median {} p95 {} max {}",
+        r.strategy, r.chunk_chars.median, r.chunk_chars.p95, r.chunk_chars.max
+    );
+    match &r.chunk_tokens {
+        Some(t) => eprintln!(
+            "  model tokens per chunk: median {} p95 {} max {} (limit {}); truncated {}",
+            t.median,
+            t.p95,
+            t.max,
+            jikji_embed::MAX_TOKENS,
+            r.truncated
+        ),
+        None => eprintln!("  model tokens per chunk: not counted (no model: chars only)"),
+    }
     for f in &r.findings {
         eprintln!("  {f}");
     }

@@ -441,21 +441,18 @@ pub fn check_new_files(
             );
         }
     }
-    let records: Vec<ChunkRecord> = (0..b.chunks.len() as u32)
+    // The indexed chunks (a parent-child bundle stores its parent sections after them).
+    let records: Vec<ChunkRecord> = (0..b.manifest.counts.chunks as u32)
         .map(|i| b.chunks.get(i))
         .collect::<Result<_, _>>()?;
-    let params = crate::chunker::ChunkParams {
-        size: b.manifest.chunk_size,
-        overlap: b.manifest.overlap,
-    };
+    // New files are chunked as the bundle was.
+    let chunking = crate::build::Chunking::of_manifest(&b.manifest, Some(model_dir))?;
     let scanned = crate::corpus::scan(dir, crate::corpus::CheckOptions::default())?;
     let mut new: Vec<ChunkRecord> = Vec::new();
     for f in &scanned.files {
-        new.extend(crate::build::chunk_file(
-            f,
-            params,
-            &crate::versions::VersionInfo::default(),
-        ));
+        new.extend(
+            crate::build::chunk_file(f, &chunking, &crate::versions::VersionInfo::default()).chunks,
+        );
     }
     let known: HashSet<[u8; 32]> = records.iter().map(|r| text_hash(&r.text)).collect();
     let todo: Vec<usize> = (0..new.len())

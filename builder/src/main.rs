@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use jikji_builder::build::{build, print_report, BuildOptions};
-use jikji_builder::chunker::ChunkParams;
+use jikji_builder::chunker::{ChunkParams, Strategy, STRATEGY_NAMES};
 use jikji_builder::corpus::{expiry_findings, quarantine, scan, CheckOptions};
 use jikji_builder::serve::{serve, ServeOptions};
 use jikji_builder::update::{print_update_report, update, UpdateOptions};
@@ -34,8 +34,61 @@ struct CheckArgs {
     quarantine: Option<PathBuf>,
 }
 
+#[derive(clap::Args)]
+struct ChunkingArgs {
+    /// Chunking strategy: fixed, recursive, heading, hierarchical or parent-child.
+    #[arg(long, default_value = "hierarchical")]
+    strategy: String,
+    /// parent-child: largest parent section in characters (default 4 × --chunk-size).
+    #[arg(long)]
+    parent_size: Option<usize>,
+}
+
+impl ChunkingArgs {
+    fn strategy(&self, name: &str, chunk_size: usize) -> anyhow::Result<Strategy> {
+        let parent_size = self.parent_size.unwrap_or(4 * chunk_size);
+        if parent_size < chunk_size {
+            anyhow::bail!(
+                "--parent-size ({parent_size}) must be at least --chunk-size ({chunk_size})"
+            );
+        }
+        Strategy::parse(name, parent_size).map_err(anyhow::Error::msg)
+    }
+}
+
 #[derive(Subcommand)]
 enum Cmd {
+    /// Chunk a corpus folder without building: print the chunks (JSON lines) or, with
+    /// --report, compare strategies (chunk count, lengths in chars and model tokens, code
+    /// blocks and tables intact, heading context, duplicated text from overlap).
+    Chunk {
+        /// Corpus folder.
+        dir: PathBuf,
+        /// Maximum chunk length in characters.
+        #[arg(long, default_value_t = 512)]
+        chunk_size: usize,
+        /// Characters repeated from the end of the previous chunk.
+        #[arg(long, default_value_t = 64)]
+        overlap: usize,
+        /// A strategy name, or `all` (with --report: one row per strategy).
+        #[arg(long, default_value = "hierarchical")]
+        strategy: String,
+        /// parent-child: largest parent section in characters (default 4 × --chunk-size).
+        #[arg(long)]
+        parent_size: Option<usize>,
+        /// Model folder whose tokenizer.json limits and counts tokens, as `jikji build` does.
+        #[arg(long, env = "JIKJI_MODEL_DIR", default_value = DEFAULT_MODEL)]
+        model: PathBuf,
+        /// Characters only, no token limit (as a `--no-embed` build).
+        #[arg(long)]
+        no_embed: bool,
+        /// Print the comparison table instead of the chunks.
+        #[arg(long)]
+        report: bool,
+        /// With --report: JSON instead of a markdown table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Build a bundle from a corpus folder (.md / .txt files, tier folders like `1. name`).
     Build {
         /// Corpus folder.
@@ -49,6 +102,8 @@ enum Cmd {
         /// Characters repeated from the end of the previous chunk of the same section.
         #[arg(long, default_value_t = 64)]
         overlap: usize,
+        #[command(flatten)]
+        chunking: ChunkingArgs,
         /// Model folder with model.onnx and tokenizer.json (made by scripts/setup-model).
         #[arg(long, env = "JIKJI_MODEL_DIR", default_value = DEFAULT_MODEL)]
         model: PathBuf,
@@ -273,6 +328,52 @@ enum Cmd {
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().cmd {
+        Cmd::Chunk {
+            dir,
+            chunk_size,
+            overlap,
+            strategy,
+            parent_size,
+            model,
+            no_embed,
+            report,
+            json,
+        } => {
+            if overlap >= chunk_size {
+                anyhow::bail!(
+                    "--overlap ({overlap}) must be smaller than --chunk-size ({chunk_size})"
+                );
+            }
+            let args = ChunkingArgs {
+                strategy: strategy.clone(),
+                parent_size,
+            };
+            let names: Vec<&str> = if strategy == "all" {
+                STRATEGY_NAMES.to_vec()
+            } else {
+                vec![strategy.as_str()]
+            };
+            let strategies: Vec<Strategy> = names
+                .iter()
+                .map(|n| args.strategy(n, chunk_size))
+                .collect::<anyhow::Result<_>>()?;
+            let sizer = if no_embed {
+                None
+            } else {
+                if !model.join("tokenizer.json").exists() {
+                    anyhow::bail!(
+                        "{}: no tokenizer.json; run scripts/setup-model, pass --model DIR, or count characters only with --no-embed",
+                        model.display()
+                    );
+                }
+                Some(jikji_builder::build::TokenSizer::load(&model)?)
+            };
+            let params = ChunkParams {
+                size: chunk_size,
+                overlap,
+            };
+            chunk_cmd(&dir, params, &strategies, sizer.as_ref(), report, json)?;
+        }
         Cmd::Eval {
             dir,
             modes,
@@ -350,6 +451,7 @@ fn main() -> anyhow::Result<()> {
             out,
             chunk_size,
             overlap,
+            chunking,
             model,
             no_embed,
             cache,
@@ -384,6 +486,7 @@ fn main() -> anyhow::Result<()> {
                     size: chunk_size,
                     overlap,
                 },
+                strategy: chunking.strategy(&chunking.strategy, chunk_size)?,
                 model_dir,
                 cache_dir: Some(cache),
                 threads: threads.unwrap_or_else(|| {
@@ -739,6 +842,98 @@ fn now_ms(now: Option<&str>) -> anyhow::Result<i64> {
             .map(|d| d.as_millis() as i64)
             .unwrap_or(0)),
     }
+}
+
+/// `jikji chunk`: chunks every file that passes the corpus checks with each strategy and
+/// prints the chunks (JSON lines) or the comparison table.
+fn chunk_cmd(
+    dir: &Path,
+    params: ChunkParams,
+    strategies: &[Strategy],
+    sizer: Option<&jikji_builder::build::TokenSizer>,
+    report: bool,
+    json: bool,
+) -> anyhow::Result<()> {
+    use jikji_builder::chunker::report::{table, StatsBuilder};
+    use jikji_builder::chunker::{Limits, Sizer, TokenLimit};
+    use std::io::Write;
+
+    let scanned = scan(dir, CheckOptions::default())?;
+    if scanned.errors() > 0 {
+        eprintln!(
+            "{} file(s) left out by corpus errors (see `jikji check {}`)",
+            scanned.rejected.len(),
+            dir.display()
+        );
+    }
+    let limits = Limits {
+        params,
+        tokens: sizer.map(|s| TokenLimit {
+            sizer: s as &dyn Sizer,
+            max: jikji_embed::MAX_TOKENS,
+        }),
+    };
+    let count = sizer.map(|s| (s as &dyn Sizer, jikji_embed::MAX_TOKENS));
+    let mut rows = Vec::new();
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for strategy in strategies {
+        let chunker = strategy.chunker();
+        let mut stats = StatsBuilder::new(chunker.name(), count);
+        for f in &scanned.files {
+            let body = &f.text[f.body_byte..];
+            let chunked = chunker.chunk(body, &limits);
+            if report {
+                stats.add(body, &chunked);
+                continue;
+            }
+            for c in &chunked.chunks {
+                let line = serde_json::json!({
+                    "strategy": chunker.name(),
+                    "source": f.rel,
+                    "section": c.section,
+                    "position": c.position,
+                    "heading_path": c.heading_path,
+                    "start": f.body_char + c.start,
+                    "end": f.body_char + c.end,
+                    "chars": c.text.chars().count(),
+                    "tokens": sizer.map(|s| s.len(&c.text)),
+                    "parent": c.parent.map(|i| {
+                        let p = &chunked.parents[i];
+                        serde_json::json!({"start": f.body_char + p.start, "end": f.body_char + p.end})
+                    }),
+                    "text": c.text,
+                });
+                if let Err(e) = writeln!(out, "{line}") {
+                    if e.kind() == std::io::ErrorKind::BrokenPipe {
+                        return Ok(());
+                    }
+                    return Err(e.into());
+                }
+            }
+        }
+        rows.push(stats.finish());
+    }
+    if report {
+        if json {
+            writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
+        } else {
+            writeln!(
+                out,
+                "{}: {} files, chunk size {} chars, overlap {}, {}",
+                dir.display(),
+                scanned.files.len(),
+                params.size,
+                params.overlap,
+                match sizer {
+                    Some(_) => format!("≤ {} model tokens", jikji_embed::MAX_TOKENS),
+                    None => "chars only".to_string(),
+                }
+            )?;
+            write!(out, "{}", table(&rows))?;
+        }
+    }
+    out.flush()?;
+    Ok(())
 }
 
 fn print_results(results: &[jikji_engine::SearchResult], json: bool) -> std::io::Result<()> {

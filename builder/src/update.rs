@@ -37,7 +37,7 @@ use sha2::{Digest, Sha256};
 
 use crate::build::{
     calibrate, chunk_file, embed_passages, index_records, load_build_embedder, model_info,
-    source_entry, updated_of, write_bundle, BundleParts,
+    source_entry, updated_of, write_bundle, BundleParts, Chunking,
 };
 use crate::chunker::ChunkParams;
 use crate::corpus::{quarantine, scan, CheckOptions, Finding, Severity};
@@ -153,6 +153,14 @@ pub fn update(opts: &UpdateOptions) -> anyhow::Result<UpdateReport> {
         size: m.chunk_size,
         overlap: m.overlap,
     };
+    if m.parents() > 0 {
+        anyhow::bail!(
+            "{}: a parent-child bundle; jikji update does not re-link parent sections yet, run `jikji build --strategy parent-child`",
+            opts.bundle.display()
+        );
+    }
+    // Changed files are chunked as the bundle was (strategy, limits, tokenizer).
+    let chunking = Chunking::of_manifest(m, opts.model_dir.as_deref())?;
     // Old records per source path.
     let mut old_records: Vec<ChunkRecord> = Vec::with_capacity(old.chunks.len());
     for i in 0..old.chunks.len() {
@@ -256,7 +264,7 @@ pub fn update(opts: &UpdateOptions) -> anyhow::Result<UpdateReport> {
                 if v.archived {
                     report.archived.push(f.rel.clone());
                 }
-                let recs = chunk_file(f, params, v);
+                let recs = chunk_file(f, &chunking, v).chunks;
                 report.chunks_new += recs.len();
                 sources.push(source_entry(f, v, recs.len()));
                 from_old.extend(std::iter::repeat_n(None, recs.len()));
@@ -387,6 +395,8 @@ pub fn update(opts: &UpdateOptions) -> anyhow::Result<UpdateReport> {
         &opts.bundle,
         BundleParts {
             records: &records,
+            parents: &[],
+            chunking: Some(chunking.info(0)),
             terms_fst,
             postings,
             terms,

@@ -8,6 +8,7 @@
 
 pub mod calibrate;
 pub mod fusion;
+pub mod parents;
 pub mod search;
 #[cfg(target_arch = "wasm32")]
 mod wasm;
@@ -475,6 +476,8 @@ impl Engine {
             }
             Ok(search::dense(v, q, k))
         };
+        // Parent-child bundles rank children, then return each child's parent once.
+        let (results, top_k) = (top_k, parents::rank_depth(b, top_k));
         let cal = b.manifest.calibration.as_ref();
         let upper_bound = || fusion::bm25_upper_bound(&b.lexical, b.manifest.bm25, query);
         let mut fusion_used = None;
@@ -532,6 +535,7 @@ impl Engine {
                 }
             }
         };
+        let ranked = parents::collapse(b, ranked, results, |r| &mut r.0)?;
         let calibrated = ranked.first().is_none_or(|r| r.2.is_some()) && cal.is_some();
         let mut ranked = ranked;
         if extra > 0 {
@@ -548,7 +552,7 @@ impl Engine {
                 rank: hits.len() + 1,
                 score,
                 raw_score: raw,
-                chunk: b.chunks.get(doc)?,
+                chunk: parents::record(b, doc)?,
             });
         }
         Ok(SearchResult {

@@ -148,6 +148,8 @@ mod tests {
                 provenance: None,
                 doc_id: None,
                 archived: false,
+                parent_id: None,
+                parent_doc: None,
             });
         }
         let (f, p) = w.finish().unwrap();

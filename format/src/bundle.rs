@@ -278,7 +278,21 @@ impl Bundle {
         } else {
             None
         };
-        let n = chunks.len();
+        // Parent records (parent-child bundles) follow the indexed chunks.
+        let n = chunks
+            .len()
+            .checked_sub(manifest.parents())
+            .ok_or_else(|| {
+                FormatError::corrupt(
+                    MANIFEST_FILE,
+                    0,
+                    format!(
+                        "{} parent records but chunks.bin holds {} records",
+                        manifest.parents(),
+                        chunks.len()
+                    ),
+                )
+            })?;
         if lexical.num_docs() != n
             || vectors.as_ref().is_some_and(|v| v.len() != n)
             || manifest.counts.chunks != n

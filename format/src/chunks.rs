@@ -7,6 +7,10 @@
 //! ```
 //! Record `i` is the UTF-8 JSON of a [`ChunkRecord`] at bytes `offset[i]..offset[i+1]`
 //! of the records area.
+//!
+//! Records `0..counts.chunks` are the indexed chunks (doc ids of the postings and rows of
+//! the vectors). A parent-child bundle appends its parent sections after them
+//! (`chunking.parents` in the manifest): returned as results, never indexed.
 
 use serde::{Deserialize, Serialize};
 
@@ -69,6 +73,14 @@ pub struct ChunkRecord {
     /// bundle): kept in the bundle's archive, excluded from search unless asked for.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub archived: bool,
+    /// Parent-child bundles: on an indexed child chunk, the id of its parent section; on
+    /// a search result, the id of the parent section returned. `None` otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_id: Option<String>,
+    /// Parent-child bundles, child chunks only: the parent's record index in `chunks.bin`
+    /// (parents follow the indexed chunks; see [`crate::manifest::ChunkingInfo::parents`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_doc: Option<u32>,
 }
 
 /// Serialises chunk records into `chunks.bin` bytes.
@@ -188,6 +200,8 @@ mod tests {
             provenance: None,
             doc_id: None,
             archived: false,
+            parent_id: None,
+            parent_doc: None,
         };
         let bytes = write_chunks(&[rec.clone(), rec.clone()]).unwrap();
         let s = ChunkStore::open(bytes).unwrap();

@@ -88,6 +88,27 @@ pub struct SourceEntry {
     pub archived: bool,
 }
 
+/// How the chunks were cut (`jikji build --strategy`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChunkingInfo {
+    /// Strategy name: `fixed`, `recursive`, `heading`, `hierarchical` or `parent-child`.
+    pub strategy: String,
+    /// Largest chunk, in chars (Unicode scalar values).
+    pub chunk_size: usize,
+    /// Overlap, in chars (0 for strategies without overlap).
+    pub overlap: usize,
+    /// Largest chunk in model tokens (`passage: ` prefix and specials included), when the
+    /// chunks were sized with the model's tokenizer.
+    #[serde(default)]
+    pub max_tokens: Option<usize>,
+    /// `parent-child`: largest parent section, in chars.
+    #[serde(default)]
+    pub parent_size: Option<usize>,
+    /// `parent-child`: parent records stored in `chunks.bin` after the indexed chunks.
+    #[serde(default)]
+    pub parents: usize,
+}
+
 /// The bundle manifest.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
@@ -120,6 +141,10 @@ pub struct Manifest {
     /// asks for a full build).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sources: Vec<SourceEntry>,
+    /// Chunking strategy and parameters; absent in bundles from before strategies existed
+    /// (those are `hierarchical` with `chunk_size` and `overlap`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunking: Option<ChunkingInfo>,
 }
 
 /// A Platt sigmoid `p(x) = 1 / (1 + exp(−(a·x + b)))` mapping a raw score `x` to the
@@ -173,6 +198,13 @@ pub struct Calibration {
     pub rrf: Option<Platt>,
     /// Weight of the dense score in weighted fusion, in [0, 1].
     pub dense_weight: f32,
+}
+
+impl Manifest {
+    /// Parent records stored after the indexed chunks (0 unless `parent-child`).
+    pub fn parents(&self) -> usize {
+        self.chunking.as_ref().map_or(0, |c| c.parents)
+    }
 }
 
 impl Manifest {

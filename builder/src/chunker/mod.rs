@@ -229,6 +229,23 @@ impl Strategy {
         self.chunker().name()
     }
 
+    /// The overlap in chars this strategy uses for `params`: 0 for `heading`, else
+    /// `params.overlap` (at most half the size).
+    pub fn overlap(&self, params: ChunkParams) -> usize {
+        match self {
+            Strategy::Heading => 0,
+            _ => effective_overlap(params),
+        }
+    }
+
+    /// `parent-child`: the largest parent, in chars.
+    pub fn parent_size(&self) -> Option<usize> {
+        match *self {
+            Strategy::ParentChild { parent_size } => Some(parent_size),
+            _ => None,
+        }
+    }
+
     /// The strategy object.
     pub fn chunker(&self) -> Box<dyn ChunkStrategy> {
         match *self {

@@ -441,8 +441,11 @@ impl Packer<'_, '_> {
                 let appendable = !c.closed && p.prefix.is_empty();
                 if appendable && self.fits(&c.prefix, c.s, p.e, "") {
                     if p.kind == Kind::Lead {
-                        if c.lead.is_none() {
-                            c.lead = Some((p.s, p.path, c.e));
+                        match c.lead {
+                            None => c.lead = Some((p.s, p.path, c.e)),
+                            // Headings only so far: the chunk takes the innermost path.
+                            Some((ls, _, _)) if ls == c.s => c.path = p.path,
+                            _ => {}
                         }
                     } else {
                         c.lead = None;
