@@ -56,6 +56,8 @@ fn bundle(calibration: Option<Calibration>) -> Bundle {
                 provenance: None,
                 doc_id: None,
                 archived: false,
+                parent_id: None,
+                parent_doc: None,
             }
         })
         .collect();
@@ -77,6 +79,7 @@ fn bundle(calibration: Option<Calibration>) -> Bundle {
             files: Default::default(),
             calibration,
             sources: Vec::new(),
+            chunking: None,
         },
         lexical: jikji_format::postings::LexicalIndex::open(fst, postings).unwrap(),
         vectors: Some(Vectors::open(&write_vectors(8, &vectors()).unwrap()).unwrap()),
