@@ -508,6 +508,8 @@ mod tests {
             provenance: None,
             doc_id: doc_id.map(String::from),
             archived: false,
+            parent_id: None,
+            parent_doc: None,
         }
     }
 

@@ -1,6 +1,6 @@
 //! `heading`: one chunk per heading section; an over-long section is cut at line ends.
 
-use super::pack::{structured, Opts};
+use super::pack::{structured, Opts, Units};
 use super::{ChunkStrategy, Chunked, Limits};
 
 /// Boundaries: `---` sections and headings. A heading section that fits is one chunk; a
@@ -17,7 +17,7 @@ impl ChunkStrategy for Heading {
     fn chunk(&self, text: &str, limits: &Limits) -> Chunked {
         let opts = Opts {
             heading_blocks: true,
-            by_lines: true,
+            units: Units::Lines,
             overlap: 0,
         };
         Chunked {

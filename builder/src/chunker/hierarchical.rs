@@ -1,6 +1,6 @@
 //! `hierarchical` (default): `---`, then headings, paragraphs, sentences.
 
-use super::pack::{structured, Opts};
+use super::pack::{structured, Opts, Units};
 use super::{effective_overlap, ChunkStrategy, Chunked, Limits};
 
 /// Boundaries in order of precedence: `---` sections, heading blocks (a heading starts a
@@ -17,7 +17,7 @@ impl ChunkStrategy for Hierarchical {
     fn chunk(&self, text: &str, limits: &Limits) -> Chunked {
         let opts = Opts {
             heading_blocks: true,
-            by_lines: false,
+            units: Units::Paragraphs,
             overlap: effective_overlap(limits.params),
         };
         Chunked {

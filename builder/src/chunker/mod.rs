@@ -4,12 +4,13 @@
 //! | strategy | boundaries | overlap |
 //! |---|---|---|
 //! | [`Fixed`] (`fixed`) | `---` only; windows of `size` characters | yes |
-//! | [`Recursive`] (`recursive`) | `---`, then paragraphs, sentences, characters; headings are not boundaries (a chunk may hold several small sections) | yes |
+//! | [`Recursive`] (`recursive`) | `---`, then paragraphs, lines, words, characters; headings are not boundaries (a chunk may hold several small sections) | yes |
 //! | [`Heading`] (`heading`) | `---` and headings; an over-long heading section is cut at line ends | no |
 //! | [`Hierarchical`] (`hierarchical`, default) | `---`, then headings, paragraphs, sentences | yes |
 //! | [`ParentChild`] (`parent-child`) | children as `hierarchical`; each child points to its parent (a heading section of up to `parent_size` chars) | children only |
 //!
-//! Rules shared by every strategy but `fixed`:
+//! Rules shared by every strategy but `fixed` (sentence splitting: `hierarchical`,
+//! `heading`, `parent-child`):
 //! - A line that is only `---` (outside code fences) ends a *section*: no chunk crosses it.
 //! - A markdown ATX heading (`#`…`######` + space, outside code fences) sets the heading
 //!   path; a new `##` drops any deeper `###` from it. A heading (or a run of headings, e.g.

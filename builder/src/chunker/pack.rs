@@ -13,10 +13,22 @@ use super::{Chunk, Limits};
 pub(crate) struct Opts {
     /// Headings end the block being packed (no chunk spans two heading sections).
     pub heading_blocks: bool,
-    /// Text pieces are lines rather than paragraphs (split into sentences when too long).
-    pub by_lines: bool,
+    /// How running text is cut into pieces.
+    pub units: Units,
     /// Overlap in chars.
     pub overlap: usize,
+}
+
+/// Pieces of running text, coarsest first; each level is used only for what does not fit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Units {
+    /// Paragraphs, then sentences, then the limit (`hierarchical`).
+    Paragraphs,
+    /// Lines, then sentences, then the limit (`heading`).
+    Lines,
+    /// Paragraphs, then lines, then words, then the limit (`recursive`, as LangChain's
+    /// separators `\n\n`, `\n`, ` `, ``).
+    Recursive,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -115,7 +127,7 @@ pub(crate) fn structured(text: &str, limits: &Limits, opts: Opts) -> Vec<Chunk> 
                 } else {
                     Kind::Text
                 };
-                p.text_pieces(item.s, item.e, kind, path, opts.by_lines, &mut block);
+                p.text_pieces(item.s, item.e, kind, path, opts.units, &mut block);
             }
             ItemKind::Fence { opener, closer } => block.push(Piece {
                 s: item.s,
@@ -201,16 +213,15 @@ impl Packer<'_, '_> {
         Some(lo)
     }
 
-    /// Pieces of the text range `s..e` (a paragraph): the whole paragraph if it fits
-    /// (paragraph mode), else its sentences (or its lines in line mode, each split into
-    /// sentences if it is too long), each cut at the limit if still too long.
+    /// Pieces of the text range `s..e` (a paragraph), cut by `units`; a unit still too
+    /// long is cut at the limit.
     fn text_pieces(
         &self,
         s: usize,
         e: usize,
         kind: Kind,
         path: usize,
-        by_lines: bool,
+        units: Units,
         out: &mut Vec<Piece>,
     ) {
         let (s, e) = trim_range(self.chars, s, e);
@@ -229,25 +240,37 @@ impl Packer<'_, '_> {
                 });
             }
         };
-        if !by_lines && self.fits("", s, e, "") {
+        if units != Units::Lines && self.fits("", s, e, "") {
             push(s, e);
             return;
         }
-        let units: Vec<(usize, usize)> = if by_lines {
+        let lines = || {
             split_lines(&self.chars[s..e])
                 .into_iter()
+                .map(move |(a, b)| (s + a, s + b))
+        };
+        let pieces: Vec<(usize, usize)> = match units {
+            Units::Paragraphs => sentences(self.chars, s, e),
+            Units::Lines => lines()
                 .flat_map(|(a, b)| {
-                    if self.fits("", s + a, s + b, "") {
-                        vec![(s + a, s + b)]
+                    if self.fits("", a, b, "") {
+                        vec![(a, b)]
                     } else {
-                        sentences(self.chars, s + a, s + b)
+                        sentences(self.chars, a, b)
                     }
                 })
-                .collect()
-        } else {
-            sentences(self.chars, s, e)
+                .collect(),
+            Units::Recursive => lines()
+                .flat_map(|(a, b)| {
+                    if self.fits("", a, b, "") {
+                        vec![(a, b)]
+                    } else {
+                        words(self.chars, a, b)
+                    }
+                })
+                .collect(),
         };
-        for (a, b) in units {
+        for (a, b) in pieces {
             let (mut a, b) = trim_range(self.chars, a, b);
             while a < b {
                 if self.fits("", a, b, "") {
@@ -524,6 +547,22 @@ impl Packer<'_, '_> {
             self.emit(&c, section, position);
         }
     }
+}
+
+/// Word ranges covering `[s, e)`: each word with the whitespace after it.
+fn words(chars: &[char], s: usize, e: usize) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut start = s;
+    for i in s + 1..e {
+        if chars[i - 1].is_whitespace() && !chars[i].is_whitespace() {
+            out.push((start, i));
+            start = i;
+        }
+    }
+    if start < e {
+        out.push((start, e));
+    }
+    out
 }
 
 /// Moves an overlap start `os` forward (never past `ps`, the next piece's start) so the

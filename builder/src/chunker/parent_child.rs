@@ -1,7 +1,7 @@
 //! `parent-child`: small child chunks are indexed and matched; a result returns the
 //! child's parent section.
 
-use super::pack::{structured, Opts};
+use super::pack::{structured, Opts, Units};
 use super::{effective_overlap, ChunkParams, ChunkStrategy, Chunked, Limits};
 
 /// Parents are heading sections cut as `heading` would (no overlap) at `parent_size`
@@ -34,13 +34,13 @@ impl ChunkStrategy for ParentChild {
             &parent_limits,
             Opts {
                 heading_blocks: true,
-                by_lines: false,
+                units: Units::Paragraphs,
                 overlap: 0,
             },
         );
         let child_opts = Opts {
             heading_blocks: true,
-            by_lines: false,
+            units: Units::Paragraphs,
             overlap: effective_overlap(limits.params),
         };
         let mut chunks = Vec::new();
