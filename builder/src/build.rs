@@ -431,13 +431,15 @@ pub struct Embedded {
 }
 
 /// Embeds `texts` with the `passage: ` prefix, through the vector cache in `cache_dir`
-/// (if any) so a text is embedded at most once per model.
+/// (if any) so a text is embedded at most once per model. The model is loaded into
+/// `embedder` only if some text is not in the cache (and reused if already loaded there).
 pub fn embed_passages(
     texts: &[&str],
     model_dir: &Path,
     cache_dir: Option<&Path>,
     threads: usize,
     progress: bool,
+    embedder: &mut Option<Embedder>,
 ) -> anyhow::Result<Embedded> {
     let info = model_info(model_dir)?;
     let mut cache = VectorCache::open(cache_dir, &info.sha256)?;
@@ -446,7 +448,10 @@ pub fn embed_passages(
         .filter(|&i| !cache.map.contains_key(&keys[i]))
         .collect();
     if !missing.is_empty() {
-        let embedder = load_build_embedder(model_dir)?;
+        let embedder = match embedder {
+            Some(e) => e,
+            None => embedder.insert(load_build_embedder(model_dir)?),
+        };
         let bar = progress_bar(progress, missing.len() as u64, "embedding");
         let todo: Vec<&str> = missing.iter().map(|&i| texts[i]).collect();
         let out = embedder
@@ -594,6 +599,7 @@ pub fn build_files(files: &[SourceFile], opts: &BuildOptions) -> anyhow::Result<
 
     let t = Instant::now();
     let mut emb = None;
+    let mut embedder = None;
     let (mut tokens, mut truncated, mut cached, mut embedded) = (0, 0, 0, 0);
     let mut chunk_tokens = None;
     if let Some(dir) = &opts.model_dir {
@@ -605,6 +611,7 @@ pub fn build_files(files: &[SourceFile], opts: &BuildOptions) -> anyhow::Result<
             opts.cache_dir.as_deref(),
             opts.threads,
             opts.progress,
+            &mut embedder,
         )?;
         (tokens, truncated, cached, embedded) = (e.tokens, e.truncated, e.cached, e.embedded);
         chunk_tokens = Some(Dist::of(&mut e.per_text.clone()));
@@ -613,10 +620,9 @@ pub fn build_files(files: &[SourceFile], opts: &BuildOptions) -> anyhow::Result<
     seconds.push(("embed".to_string(), t.elapsed().as_secs_f64()));
 
     let t = Instant::now();
-    let embedder = match &opts.model_dir {
-        Some(dir) => Some(load_build_embedder(dir)?),
-        None => None,
-    };
+    if let (Some(dir), None) = (&opts.model_dir, &embedder) {
+        embedder = Some(load_build_embedder(dir)?);
+    }
     let calibration = calibrate(
         &terms_fst,
         &postings,

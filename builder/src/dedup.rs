@@ -461,7 +461,8 @@ pub fn check_new_files(
     let texts: Vec<&str> = todo.iter().map(|&i| new[i].text.as_str()).collect();
     let mut vecs: HashMap<usize, Vec<f32>> = HashMap::new();
     if !texts.is_empty() {
-        let e = crate::build::embed_passages(&texts, model_dir, cache_dir, threads, false)?;
+        let e =
+            crate::build::embed_passages(&texts, model_dir, cache_dir, threads, false, &mut None)?;
         vecs = todo.iter().copied().zip(e.vectors).collect();
     }
     let pairs: Vec<(ChunkRecord, Option<Vec<f32>>)> = new

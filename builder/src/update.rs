@@ -16,7 +16,8 @@
 //!    (the int8 row and its scale, bit for bit: no dequantize/requantize drift); only
 //!    texts not in the old bundle are embedded (through the vector cache, if given).
 //! 5. **calibrate**: the score calibration is fitted again on the new bundle, as a build
-//!    does (300 pseudo-queries spread over all chunks, embedded with the model).
+//!    does (300 pseudo-queries spread over all chunks, embedded with the model), unless the
+//!    data files are byte for byte the old ones (then the old calibration is kept).
 //! 6. **write**: a new bundle through [`jikji_format::BundleWriter`] (temp folder, atomic
 //!    swap; the old bundle stays valid until the swap and becomes `BUNDLE.prev`).
 //!
@@ -115,6 +116,8 @@ pub struct UpdateReport {
     pub findings: Vec<Finding>,
     /// True if a new bundle was written; false when nothing changed.
     pub written: bool,
+    /// True if the old calibration was kept because the data files are unchanged.
+    pub calibration_reused: bool,
     /// Seconds per phase: open, scan, chunk, index, embed, calibrate, write.
     pub seconds: Vec<(String, f64)>,
 }
@@ -296,6 +299,8 @@ pub fn update(opts: &UpdateOptions) -> anyhow::Result<UpdateReport> {
 
     let t = Instant::now();
     // A bundle with vectors needs its model: for new chunk texts and for the calibration.
+    // It is loaded at most once, and only when needed.
+    let mut embedder = None;
     let model_dir = match (&old.vectors, &m.model) {
         (Some(_), Some(info)) => {
             let dir = opts.model_dir.as_deref().ok_or_else(|| {
@@ -347,6 +352,7 @@ pub fn update(opts: &UpdateOptions) -> anyhow::Result<UpdateReport> {
                     opts.cache_dir.as_deref(),
                     opts.threads,
                     opts.progress,
+                    &mut embedder,
                 )?;
                 report.embedded = e.embedded;
                 for (&i, v) in todo.iter().zip(&e.vectors) {
@@ -371,21 +377,44 @@ pub fn update(opts: &UpdateOptions) -> anyhow::Result<UpdateReport> {
         .seconds
         .push(("embed".into(), t.elapsed().as_secs_f64()));
 
-    // The calibration is fitted on the whole new bundle exactly as `jikji build` does it
-    // (its pseudo-queries are spread over all chunks, so it cannot be patched).
+    // The calibration is a function of the bundle's data files and the model: when those
+    // are byte for byte the old bundle's (only the sources table changed, e.g. a touched
+    // file), the old calibration is the one a full build would fit. Otherwise it is fitted
+    // on the whole new bundle exactly as `jikji build` does (its pseudo-queries are spread
+    // over all chunks, so it cannot be patched).
     let t = Instant::now();
-    let embedder = match model_dir {
-        Some(dir) if vectors.is_some() => Some(load_build_embedder(dir)?),
-        _ => None,
+    let chunks_bin = write_chunks(&records)?;
+    let same = |name: &str, bytes: &[u8]| {
+        m.files
+            .get(name)
+            .is_some_and(|e| e.sha256 == sha256_hex(bytes))
     };
-    let calibration = calibrate(
-        &terms_fst,
-        &postings,
-        &write_chunks(&records)?,
-        vectors.as_ref().map(|(_, bytes)| bytes.clone()),
-        embedder.as_ref(),
-        opts.threads,
-    )?;
+    let unchanged_data = same(jikji_format::chunks::CHUNKS_FILE, &chunks_bin)
+        && same(jikji_format::postings::TERMS_FILE, &terms_fst)
+        && same(jikji_format::postings::POSTINGS_FILE, &postings)
+        && match &vectors {
+            Some((_, bytes)) => same(jikji_format::vectors::VECTORS_FILE, bytes),
+            None => !m.files.contains_key(jikji_format::vectors::VECTORS_FILE),
+        };
+    let calibration = match (&m.calibration, unchanged_data) {
+        (Some(c), true) if c.method == jikji_engine::calibrate::METHOD => {
+            report.calibration_reused = true;
+            c.clone()
+        }
+        _ => {
+            if let (Some(dir), None, Some(_)) = (model_dir, &embedder, &vectors) {
+                embedder = Some(load_build_embedder(dir)?);
+            }
+            calibrate(
+                &terms_fst,
+                &postings,
+                &chunks_bin,
+                vectors.as_ref().map(|(_, bytes)| bytes.clone()),
+                embedder.as_ref(),
+                opts.threads,
+            )?
+        }
+    };
     report
         .seconds
         .push(("calibrate".into(), t.elapsed().as_secs_f64()));

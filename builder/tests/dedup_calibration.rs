@@ -104,6 +104,7 @@ fn dedup_threshold_and_cost_measurements() {
         Some(&common::cache_dir()),
         2,
         false,
+        &mut None,
     )
     .unwrap();
     println!(

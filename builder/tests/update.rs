@@ -115,6 +115,7 @@ fn check_edit_report(r: &UpdateReport) {
     assert_eq!(names(&r.archived), ["1. platform/plan_v2.md"]);
     assert_eq!(r.unchanged, 6);
     assert!(r.chunks_kept > 0 && r.chunks_new > 0 && r.chunks_dropped > 0);
+    assert!(!r.calibration_reused);
 }
 
 #[test]
@@ -200,6 +201,10 @@ fn unchanged_corpus_writes_nothing_and_touch_alone_is_not_a_change() {
     let r = update(&UpdateOptions::new(&bundle, &corpus)).unwrap();
     assert!(r.changed.is_empty() && r.added.is_empty());
     assert_eq!(r.chunks_new, 0);
+    assert!(
+        r.written && r.calibration_reused,
+        "same data files: same calibration"
+    );
     let full = tmp.path().join("full");
     build(&BuildOptions::new(&corpus, &full)).unwrap();
     assert_same_bundle(&bundle, &full, &[Mode::Bm25]);
