@@ -24,7 +24,7 @@ pub const PSEUDO_QUERIES: usize = 300;
 /// Calibration method tag written to the manifest.
 pub const METHOD: &str = "platt-pseudo-queries-v1";
 /// Default weight of the dense score in weighted fusion (chosen on the eval sets; see README).
-pub const DEFAULT_DENSE_WEIGHT: f32 = 0.5;
+pub const DEFAULT_DENSE_WEIGHT: f32 = 0.7;
 
 /// A query made from a span of chunk `doc`'s text (see [`pseudo_query`]).
 #[derive(Debug, Clone, PartialEq)]
@@ -413,11 +413,11 @@ pub fn calibrate(
         let bg = dense_background(v, &vecs[i]);
         let w = weighted(lex, *ub, den, v, &vecs[i], &cal, NEGATIVE_DEPTH);
         let fused_of = |d: u32| {
-            let p_b = cal.bm25.apply(bm25_normalised(score_in(lex, d), *ub));
-            let p_d = cal
+            let l_b = cal.bm25.logit(bm25_normalised(score_in(lex, d), *ub));
+            let l_d = cal
                 .dense
-                .map_or(0.0, |p| p.apply(dense_z(v.dot(d as usize, &vecs[i]), bg)));
-            dense_weight * p_d + (1.0 - dense_weight) * p_b
+                .map_or(0.0, |p| p.logit(dense_z(v.dot(d as usize, &vecs[i]), bg)));
+            dense_weight * l_d + (1.0 - dense_weight) * l_b
         };
         w_pairs.extend(pairs(&w, &wrong, fused_of(q.doc), rnd.map(fused_of)));
         let r = rrf(&[lex.clone(), den.clone()], NEGATIVE_DEPTH.max(100));

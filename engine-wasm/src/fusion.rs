@@ -3,10 +3,10 @@
 //!
 //! Weighted fusion follows Bruch, Gai & Ingber 2023 ("An Analysis of Fusion Functions for
 //! Hybrid Retrieval"): each ranker's score is first mapped to a common scale, then combined
-//! as `w·dense + (1 − w)·bm25`. Our common scale is the bundle's calibrated score (see
-//! [`crate::calibrate`]): BM25 scores are divided by the query's exact-match maximum
-//! ([`bm25_upper_bound`]) and both rankers' scores pass through their fitted Platt sigmoid,
-//! so both are estimated probabilities of a right answer.
+//! as `w·dense + (1 − w)·bm25`. Our common scale is the log-odds of the bundle's calibrated
+//! score (see [`crate::calibrate`]): BM25 scores are divided by the query's exact-match
+//! maximum ([`bm25_upper_bound`]), cosines become z-scores ([`dense_z`]), and both pass
+//! through their fitted Platt line `a·x + b`, so both estimate the log-odds of a right answer.
 
 use std::collections::HashMap;
 
@@ -82,11 +82,16 @@ pub fn bm25_normalised(score: f32, upper_bound: f32) -> f32 {
 }
 
 /// Weighted fusion of a BM25 list (raw scores, with the query's `upper_bound`) and a dense
-/// list (cosines) under calibration `cal`: candidates are the union of both lists; each gets
-/// `p_bm25` (its calibrated BM25 score, or that of a zero score when it is not in the BM25
-/// list) and `p_dense` (its calibrated cosine z-score (see [`dense_z`]), the cosine computed exactly from `vectors` when it is not
-/// in the dense list); the fused score is `w·p_dense + (1 − w)·p_bm25` with
-/// `w = cal.dense_weight`. Returns the top `k` by fused score (ties by doc id).
+/// list (cosines) under calibration `cal`, in log-odds space: candidates are the union of
+/// both lists; each gets `l_bm25`, the log-odds `a·x + b` of its calibrated BM25 score (x = 0
+/// when it is not in the BM25 list), and `l_dense`, that of its cosine z-score (see
+/// [`dense_z`]; the cosine is computed exactly from `vectors` when it is not in the dense
+/// list). The fused score is `w·l_dense + (1 − w)·l_bm25` with `w = cal.dense_weight`, a
+/// weighted sum of log-odds (the naive-Bayes way to combine two probabilities) that, unlike a
+/// sum of probabilities, does not saturate: a much stronger BM25 match still counts as
+/// stronger when both are "certain". A ranker whose calibration is flat on this bundle (small
+/// `a`) thereby weighs little. Returns the top `k` by fused score (ties by doc id); the
+/// engine maps it to [0, 1] with `cal.weighted`.
 pub fn weighted(
     lex: &[Scored],
     upper_bound: f32,
@@ -110,13 +115,13 @@ pub fn weighted(
         .into_iter()
         .map(|d| {
             let b = lex_map.get(&d).copied().unwrap_or(0.0);
-            let p_b = cal.bm25.apply(bm25_normalised(b, upper_bound));
+            let l_b = cal.bm25.logit(bm25_normalised(b, upper_bound));
             let cos = dense_map
                 .get(&d)
                 .copied()
                 .unwrap_or_else(|| vectors.dot(d as usize, query_vector));
-            let p_d = dense_cal.apply(dense_z(cos, bg));
-            (d, w * p_d + (1.0 - w) * p_b)
+            let l_d = dense_cal.logit(dense_z(cos, bg));
+            (d, w * l_d + (1.0 - w) * l_b)
         })
         .collect();
     top_k(fused, k)

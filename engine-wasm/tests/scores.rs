@@ -97,7 +97,7 @@ fn fitted() -> Calibration {
         .iter()
         .map(|q| vectors()[q.doc as usize].clone())
         .collect();
-    calibrate::calibrate(&b, &queries, Some(&qv), 0.5).unwrap()
+    calibrate::calibrate(&b, &queries, Some(&qv), calibrate::DEFAULT_DENSE_WEIGHT).unwrap()
 }
 
 #[test]
@@ -113,7 +113,7 @@ fn uncalibrated_bundles_report_raw_scores() {
 #[test]
 fn calibrated_scores_are_probabilities_and_min_score_filters() {
     let mut e = Engine::new(bundle(Some(fitted())));
-    assert!(matches!(e.fusion(), Fusion::Weighted { dense_weight } if dense_weight == 0.5));
+    assert!(matches!(e.fusion(), Fusion::Weighted { dense_weight } if dense_weight == 0.7));
     let qv = vectors()[3].clone();
     for mode in [Mode::Bm25, Mode::Dense, Mode::Hybrid] {
         let r = e
@@ -152,7 +152,7 @@ fn fusion_can_be_chosen_and_parsed() {
     e.set_fusion("weighted:0.8".parse().unwrap());
     assert_eq!(e.fusion(), Fusion::Weighted { dense_weight: 0.8 });
     e.set_fusion("weighted".parse().unwrap());
-    assert_eq!(e.fusion(), Fusion::Weighted { dense_weight: 0.5 });
+    assert_eq!(e.fusion(), Fusion::Weighted { dense_weight: 0.7 });
     assert!("weighted:1.5".parse::<Fusion>().is_err());
     assert!("max".parse::<Fusion>().is_err());
 }

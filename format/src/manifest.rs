@@ -159,6 +159,11 @@ pub struct Platt {
 }
 
 impl Platt {
+    /// The log-odds `a·x + b` of the calibrated score.
+    pub fn logit(&self, x: f32) -> f32 {
+        self.a * x + self.b
+    }
+
     /// The calibrated score in [0, 1].
     pub fn apply(&self, x: f32) -> f32 {
         let z = self.a * x + self.b;
@@ -189,8 +194,8 @@ pub struct Calibration {
     /// cosines with a fixed sample of the bundle's chunks (`jikji_engine::fusion::dense_z`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dense: Option<Platt>,
-    /// Weighted hybrid: the raw input is `w·dense + (1 − w)·bm25` of the two calibrated
-    /// scores, with `w` = [`Calibration::dense_weight`].
+    /// Weighted hybrid: the raw input is `w·dense + (1 − w)·bm25` of the two rankers'
+    /// calibrated log-odds, with `w` = [`Calibration::dense_weight`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weighted: Option<Platt>,
     /// RRF hybrid: the raw input is the RRF score.
