@@ -705,7 +705,7 @@ pub fn calibrate(
             .transpose()?,
         chunks: jikji_format::chunks::ChunkStore::open(chunks_bin.to_vec())?,
     };
-    let queries = cal::pseudo_queries(&bundle.chunks, cal::PSEUDO_QUERIES)?;
+    let queries = cal::pseudo_queries(&bundle, cal::PSEUDO_QUERIES)?;
     let qvecs = match (embedder, &bundle.vectors) {
         (Some(e), Some(_)) => {
             let texts: Vec<&str> = queries.iter().map(|q| q.text.as_str()).collect();

@@ -13,7 +13,6 @@
 //! reading in every mode and bundle; how well that holds on labeled sets is measured by
 //! `jikji eval` (score bands).
 
-use jikji_format::chunks::ChunkStore;
 use jikji_format::{Bundle, Calibration, Platt, Result};
 
 use crate::fusion::{bm25_normalised, bm25_upper_bound, dense_background, dense_z, weighted};
@@ -181,13 +180,15 @@ pub fn pseudo_query(text: &str, filler: &str, seed: u64) -> Option<(String, Stri
     }
 }
 
-/// Up to `n` pseudo-queries from chunks spread evenly over the store (deterministic); the
+/// Up to `n` pseudo-queries from the bundle's indexed chunks (parent records of a
+/// parent-child bundle are not indexed and never used), spread evenly (deterministic); the
 /// filler of each comes from a random chunk of the same detected language (another file's
 /// when one is found among 64 draws), so the query stays in one language.
 ///
 /// Errors only if the chunk store bytes are corrupt.
-pub fn pseudo_queries(chunks: &ChunkStore, n: usize) -> Result<Vec<PseudoQuery>> {
-    let total = chunks.len();
+pub fn pseudo_queries(bundle: &Bundle, n: usize) -> Result<Vec<PseudoQuery>> {
+    let chunks = &bundle.chunks;
+    let total = bundle.lexical.num_docs().min(chunks.len());
     let mut out = Vec::new();
     if total == 0 || n == 0 {
         return Ok(out);
@@ -332,7 +333,8 @@ pub fn calibrate(
     dense_weight: f32,
 ) -> Result<Calibration> {
     let b = bundle;
-    let n = b.chunks.len();
+    // Indexed chunks only: parent records (parent-child bundles) follow them.
+    let n = b.lexical.num_docs().min(b.chunks.len());
     let mut recs = Vec::with_capacity(n);
     for i in 0..n {
         let r = b.chunks.get(i as u32)?;

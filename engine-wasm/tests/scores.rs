@@ -91,7 +91,7 @@ fn bundle(calibration: Option<Calibration>) -> Bundle {
 /// query vector of its pseudo-query (a perfect dense ranker).
 fn fitted() -> Calibration {
     let b = bundle(None);
-    let queries = calibrate::pseudo_queries(&b.chunks, 100).unwrap();
+    let queries = calibrate::pseudo_queries(&b, 100).unwrap();
     assert!(queries.len() >= 4, "{queries:?}");
     let qv: Vec<Vec<f32>> = queries
         .iter()
