@@ -162,6 +162,7 @@ async function searchInPage(page, query, mode, { requestedMode = mode } = {}) {
         id: e.dataset.chunkId,
         rank: Number(e.dataset.rank),
         score: Number(e.dataset.score),
+        band: e.querySelector(".score")?.dataset.band ?? null,
         text: text ? text.textContent : null,
         textChildren: text ? text.children.length : -1,
       };
@@ -308,6 +309,12 @@ describe("Jikji search page in Chromium", { timeout: READY_MS + 20 * 60_000 }, (
       const [hits, native] = await Promise.all([searchInPage(page, q, "hybrid"), nativeSearch(q, "hybrid")]);
       log(`[e2e] "${q}": ${hits.map((h) => h.id).join(", ")}`);
       assertSameTop(hits, native, `hybrid "${q}"`);
+      // Calibrated scores: in [0, 1], shown with their band; the top hit of these real queries is "reliable".
+      for (const h of hits) {
+        assert.ok(h.score >= 0 && h.score <= 1, `hybrid "${q}": score ${h.score} outside [0, 1]`);
+        assert.ok(["reliable", "use with care", "weak"].includes(h.band), `hybrid "${q}": band ${h.band}`);
+      }
+      assert.equal(hits[0].band, "reliable", `hybrid "${q}": top score ${hits[0].score}`);
       // Chunk text is shown verbatim, as text.
       for (let i = 0; i < Math.min(hits.length, native.length); i++) {
         assert.equal(hits[i].textChildren, 0, `chunk ${hits[i].id}: its text element holds no elements`);
