@@ -8,7 +8,9 @@ use std::time::Instant;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use jikji_embed::{EmbedTokenizer, Embedder, Prefix};
+use jikji_format::analyzer::{Analyzer, AnalyzerOptions, Script};
 use jikji_format::chunks::{write_chunks, CHUNKS_FILE};
+use jikji_format::hanja::{write_hanja_fst, HANJA_FILE};
 use jikji_format::postings::{LexicalIndexWriter, POSTINGS_FILE, TERMS_FILE};
 use jikji_format::vectors::{write_vectors, VECTORS_FILE};
 use jikji_format::{
@@ -48,6 +50,11 @@ pub struct BuildOptions {
     pub strict: bool,
     /// Copy files with errors into this folder (the originals stay in place).
     pub quarantine: Option<PathBuf>,
+    /// Analyzer options (recorded in the manifest; the engine analyzes queries the same way).
+    pub analyzer: AnalyzerOptions,
+    /// Write the Hangul ↔ Hanja reading table (`hanja.fst`) when the corpus has Han or
+    /// Hangul text (see [`hanja_table`]).
+    pub hanja: bool,
 }
 
 impl BuildOptions {
@@ -66,6 +73,8 @@ impl BuildOptions {
             check: CheckOptions::default(),
             strict: false,
             quarantine: None,
+            analyzer: AnalyzerOptions::default(),
+            hanja: true,
         }
     }
 }
@@ -402,16 +411,70 @@ pub fn source_entry(f: &SourceFile, v: &VersionInfo, chunks: usize) -> SourceEnt
     }
 }
 
-/// Builds the term dictionary and postings of `records` (in order: doc id = index).
-/// Returns `(terms.fst, postings.bin, number of terms)`.
-pub fn index_records(records: &[ChunkRecord]) -> anyhow::Result<(Vec<u8>, Vec<u8>, usize)> {
+/// Builds the term dictionary and postings of `records` (in order: doc id = index) with
+/// `analyzer`. Returns `(terms.fst, postings.bin, number of terms)`.
+pub fn index_records(
+    records: &[ChunkRecord],
+    analyzer: &Analyzer,
+) -> anyhow::Result<(Vec<u8>, Vec<u8>, usize)> {
     let mut index = LexicalIndexWriter::new();
     for r in records {
-        index.add_doc(&analyzer::analyze(&r.text));
+        index.add_doc(&analyzer.analyze(&r.text));
     }
     let terms = index.num_terms();
     let (terms_fst, postings) = index.finish()?;
     Ok((terms_fst, postings, terms))
+}
+
+/// The `hanja.fst` bytes `records` need, or `None` for a corpus without Han or Hangul
+/// text. Reading pairs come from the `hanja` crate's table (libhangul's `hanja.txt`,
+/// BSD-3-Clause; the crate is MIT), each Hanja folded as `analyzer` folds text: Hangul →
+/// Hanja pairs only for Han characters the corpus has, Hanja → Hangul pairs only for
+/// Hangul syllables the corpus has, so the table holds only expansions that can match.
+pub fn hanja_table(
+    records: &[ChunkRecord],
+    analyzer: &Analyzer,
+) -> anyhow::Result<Option<Vec<u8>>> {
+    let mut han = std::collections::HashSet::new();
+    let mut hangul = std::collections::HashSet::new();
+    for r in records {
+        for ch in analyzer.normalize(&r.text).chars() {
+            match analyzer::script_of(ch) {
+                Script::Han => han.insert(ch),
+                Script::Hangul => hangul.insert(ch),
+                _ => false,
+            };
+        }
+    }
+    if han.is_empty() && hangul.is_empty() {
+        return Ok(None);
+    }
+    let (mut to_hanja, mut to_hangul) = (Vec::new(), Vec::new());
+    for syllable in '\u{AC00}'..='\u{D7A3}' {
+        if !hangul.contains(&syllable) && han.is_empty() {
+            continue;
+        }
+        let Some(entries) = hanja::get(syllable) else {
+            continue;
+        };
+        for &(h, _) in entries {
+            let norm = analyzer.normalize(&h.to_string());
+            let mut folded = norm.chars();
+            let (Some(f), None) = (folded.next(), folded.next()) else {
+                continue;
+            };
+            if han.contains(&f) {
+                to_hanja.push((syllable, f));
+            }
+            if hangul.contains(&syllable) {
+                to_hangul.push((syllable, f));
+            }
+        }
+    }
+    if to_hanja.is_empty() && to_hangul.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(write_hanja_fst(&to_hanja, &to_hangul)?))
 }
 
 /// Passage vectors of some texts and what making them took.
@@ -510,6 +573,10 @@ pub struct BundleParts<'a> {
     pub sources: Vec<SourceEntry>,
     /// Score calibration ([`calibrate`]).
     pub calibration: Option<jikji_format::Calibration>,
+    /// Analyzer options the terms were made with (current analyzer version).
+    pub analyzer: AnalyzerOptions,
+    /// `hanja.fst` bytes ([`hanja_table`]), if the bundle has one.
+    pub hanja: Option<Vec<u8>>,
 }
 
 /// Writes a bundle atomically at `out` ([`BundleWriter`]). Returns the manifest and the
@@ -524,6 +591,9 @@ pub fn write_bundle(out: &Path, p: BundleParts) -> anyhow::Result<(Manifest, Vec
     w.add_file(TERMS_FILE, &p.terms_fst)?;
     w.add_file(POSTINGS_FILE, &p.postings)?;
     w.add_file(CHUNKS_FILE, &chunks_bin)?;
+    if let Some(h) = &p.hanja {
+        w.add_file(HANJA_FILE, h)?;
+    }
     let model = match p.vectors {
         Some((info, bytes)) => {
             w.add_file(VECTORS_FILE, &bytes)?;
@@ -534,6 +604,7 @@ pub fn write_bundle(out: &Path, p: BundleParts) -> anyhow::Result<(Manifest, Vec
     let manifest = Manifest {
         format_version: jikji_format::FORMAT_VERSION,
         analyzer_version: analyzer::ANALYZER_VERSION,
+        analyzer: p.analyzer,
         generator: format!("jikji {}", env!("CARGO_PKG_VERSION")),
         built_at: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -594,7 +665,13 @@ pub fn build_files(files: &[SourceFile], opts: &BuildOptions) -> anyhow::Result<
     link_parents(&mut records, &parent_of);
     let mut chunk_chars: Vec<usize> = records.iter().map(|r| r.text.chars().count()).collect();
     let chunk_chars = Dist::of(&mut chunk_chars);
-    let (terms_fst, postings, terms) = index_records(&records)?;
+    let analyzer = Analyzer::new(analyzer::ANALYZER_VERSION, opts.analyzer)?;
+    let (terms_fst, postings, terms) = index_records(&records, &analyzer)?;
+    let hanja = if opts.hanja {
+        hanja_table(&records, &analyzer)?
+    } else {
+        None
+    };
     seconds.push(("chunk+index".to_string(), t.elapsed().as_secs_f64()));
 
     let t = Instant::now();
@@ -630,6 +707,7 @@ pub fn build_files(files: &[SourceFile], opts: &BuildOptions) -> anyhow::Result<
         emb.as_ref().map(|(_, bytes)| bytes.clone()),
         embedder.as_ref(),
         opts.threads,
+        opts.analyzer,
     )?;
     seconds.push(("calibrate".to_string(), t.elapsed().as_secs_f64()));
 
@@ -647,6 +725,8 @@ pub fn build_files(files: &[SourceFile], opts: &BuildOptions) -> anyhow::Result<
             params: opts.params,
             sources,
             calibration: Some(calibration),
+            analyzer: opts.analyzer,
+            hanja,
         },
     )?;
     seconds.push(("write".to_string(), t.elapsed().as_secs_f64()));
@@ -681,12 +761,14 @@ pub fn calibrate(
     vectors_bin: Option<Vec<u8>>,
     embedder: Option<&Embedder>,
     threads: usize,
+    analyzer: AnalyzerOptions,
 ) -> anyhow::Result<jikji_format::Calibration> {
     use jikji_engine::calibrate as cal;
     let bundle = jikji_format::Bundle {
         manifest: Manifest {
             format_version: jikji_format::FORMAT_VERSION,
             analyzer_version: analyzer::ANALYZER_VERSION,
+            analyzer,
             generator: String::new(),
             built_at: 0,
             chunk_size: 0,
@@ -704,6 +786,8 @@ pub fn calibrate(
             .map(|b| jikji_format::vectors::Vectors::open(&b))
             .transpose()?,
         chunks: jikji_format::chunks::ChunkStore::open(chunks_bin.to_vec())?,
+        analyzer: Analyzer::new(analyzer::ANALYZER_VERSION, analyzer)?,
+        hanja: None,
     };
     let queries = cal::pseudo_queries(&bundle, cal::PSEUDO_QUERIES)?;
     let qvecs = match (embedder, &bundle.vectors) {

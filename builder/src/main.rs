@@ -9,7 +9,8 @@ use jikji_builder::chunker::{ChunkParams, Strategy, STRATEGY_NAMES};
 use jikji_builder::corpus::{expiry_findings, quarantine, scan, CheckOptions};
 use jikji_builder::serve::{serve, ServeOptions};
 use jikji_builder::update::{print_update_report, update, UpdateOptions};
-use jikji_engine::{Engine, Fusion, Mode, SearchOptions};
+use jikji_engine::{Engine, Expansion, Fusion, Mode, SearchOptions};
+use jikji_format::analyzer::AnalyzerOptions;
 
 #[derive(Parser)]
 #[command(
@@ -32,6 +33,49 @@ struct CheckArgs {
     /// Copy files with errors into this folder (originals are never moved or deleted).
     #[arg(long)]
     quarantine: Option<PathBuf>,
+}
+
+/// Analyzer switches of `jikji build` and `jikji eval` (recorded in the manifest).
+#[derive(clap::Args)]
+struct AnalyzerArgs {
+    /// Do not stem English words (Snowball English stemmer is on by default).
+    #[arg(long)]
+    no_stem: bool,
+    /// Drop English stopwords (Lucene's 33-word list).
+    #[arg(long)]
+    stopwords: bool,
+    /// Do not add the particle-stripped lemma of Korean words as a term.
+    #[arg(long)]
+    no_korean_particles: bool,
+    /// Do not fold Traditional Chinese characters to Simplified.
+    #[arg(long)]
+    no_fold_chinese: bool,
+    /// Index Han/kana runs by bigrams only (no character unigrams).
+    #[arg(long)]
+    no_han_unigrams: bool,
+    /// Also index each Korean word longer than two syllables whole (analyzer version 1 did).
+    #[arg(long)]
+    korean_whole_words: bool,
+    /// Leave out the bigram that joins a Korean stem to its stripped particle.
+    #[arg(long)]
+    no_korean_particle_bigrams: bool,
+    /// Do not write the Hangul ↔ Hanja reading table (hanja.fst) for Han/Hangul corpora.
+    #[arg(long)]
+    no_hanja: bool,
+}
+
+impl AnalyzerArgs {
+    fn options(&self) -> AnalyzerOptions {
+        AnalyzerOptions {
+            stem: !self.no_stem,
+            stopwords: self.stopwords,
+            korean_particles: !self.no_korean_particles,
+            fold_chinese: !self.no_fold_chinese,
+            korean_whole_words: self.korean_whole_words,
+            han_unigrams: !self.no_han_unigrams,
+            korean_particle_bigrams: !self.no_korean_particle_bigrams,
+        }
+    }
 }
 
 #[derive(clap::Args)]
@@ -127,6 +171,8 @@ enum Cmd {
         /// Fail on any corpus error instead of building from the good files.
         #[arg(long)]
         strict: bool,
+        #[command(flatten)]
+        analyzer: AnalyzerArgs,
     },
     /// Check a corpus folder: sources, provenance, encoding, structure, expiry. Exit code 1 on errors.
     Check {
@@ -306,6 +352,17 @@ enum Cmd {
         /// JSON output.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        analyzer: AnalyzerArgs,
+        /// Weight of prefix expansions of the last query word (0 = off).
+        #[arg(long, default_value_t = Expansion::default().prefix)]
+        prefix_weight: f32,
+        /// Weight of typo (Levenshtein) expansions (0 = off).
+        #[arg(long, default_value_t = Expansion::default().fuzzy)]
+        fuzzy_weight: f32,
+        /// Weight of Hangul ↔ Hanja expansions (0 = off).
+        #[arg(long, default_value_t = Expansion::default().hanja)]
+        hanja_weight: f32,
     },
     /// Serve the web page, the wasm engine and a bundle on 127.0.0.1.
     Serve {
@@ -384,6 +441,10 @@ fn main() -> anyhow::Result<()> {
             fusion,
             run,
             json,
+            analyzer,
+            prefix_weight,
+            fuzzy_weight,
+            hanja_weight,
         } => {
             let fusions: Vec<Fusion> = fusion
                 .split(',')
@@ -398,6 +459,12 @@ fn main() -> anyhow::Result<()> {
                 queries: queries.as_deref(),
                 run: run.as_deref(),
                 json,
+                analyzer: &analyzer,
+                expansion: Expansion {
+                    prefix: prefix_weight,
+                    fuzzy: fuzzy_weight,
+                    hanja: hanja_weight,
+                },
             };
             eval_cmd(&dir, &opts)?;
         }
@@ -460,6 +527,7 @@ fn main() -> anyhow::Result<()> {
             quiet,
             check,
             strict,
+            analyzer,
         } => {
             if overlap >= chunk_size {
                 anyhow::bail!(
@@ -500,6 +568,8 @@ fn main() -> anyhow::Result<()> {
                 },
                 strict,
                 quarantine: check.quarantine,
+                analyzer: analyzer.options(),
+                hanja: !analyzer.no_hanja,
             };
             let report = build(&opts)?;
             if json {
@@ -992,6 +1062,8 @@ struct EvalOpts<'a> {
     queries: Option<&'a Path>,
     run: Option<&'a Path>,
     json: bool,
+    analyzer: &'a AnalyzerArgs,
+    expansion: Expansion,
 }
 
 fn eval_cmd(dir: &Path, o: &EvalOpts) -> anyhow::Result<()> {
@@ -1033,12 +1105,15 @@ fn eval_cmd(dir: &Path, o: &EvalOpts) -> anyhow::Result<()> {
             .map(|n| n.get())
             .unwrap_or(1),
         progress: !o.json,
+        analyzer: o.analyzer.options(),
+        hanja: !o.analyzer.no_hanja,
         ..BuildOptions::new(dir, &out)
     };
     let t = Instant::now();
     let report = jikji_builder::build::build_files(&files, &opts)?;
     let build_s = t.elapsed().as_secs_f64();
     let mut engine = Engine::open_dir(&out)?;
+    engine.set_expansion(o.expansion);
     let bytes: u64 = engine
         .bundle()
         .manifest

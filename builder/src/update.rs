@@ -39,8 +39,8 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::build::{
-    calibrate, chunk_file, embed_passages, index_records, load_build_embedder, model_info,
-    source_entry, updated_of, write_bundle, BundleParts, Chunking,
+    calibrate, chunk_file, embed_passages, hanja_table, index_records, load_build_embedder,
+    model_info, source_entry, updated_of, write_bundle, BundleParts, Chunking,
 };
 use crate::chunker::ChunkParams;
 use crate::corpus::{quarantine, scan, CheckOptions, Finding, Severity};
@@ -294,7 +294,18 @@ pub fn update(opts: &UpdateOptions) -> anyhow::Result<UpdateReport> {
     }
 
     let t = Instant::now();
-    let (terms_fst, postings, terms) = index_records(&records)?;
+    // The bundle's own analyzer options (a version 1 bundle is rebuilt with the defaults).
+    let analyzer_options = if m.analyzer_version >= 2 {
+        m.analyzer
+    } else {
+        jikji_format::analyzer::AnalyzerOptions::default()
+    };
+    let analyzer = jikji_format::analyzer::Analyzer::new(
+        jikji_format::analyzer::ANALYZER_VERSION,
+        analyzer_options,
+    )?;
+    let (terms_fst, postings, terms) = index_records(&records, &analyzer)?;
+    let hanja = hanja_table(&records, &analyzer)?;
     report
         .seconds
         .push(("index".into(), t.elapsed().as_secs_f64()));
@@ -414,6 +425,7 @@ pub fn update(opts: &UpdateOptions) -> anyhow::Result<UpdateReport> {
                 vectors.as_ref().map(|(_, bytes)| bytes.clone()),
                 embedder.as_ref(),
                 opts.threads,
+                analyzer_options,
             )?
         }
     };
@@ -435,6 +447,8 @@ pub fn update(opts: &UpdateOptions) -> anyhow::Result<UpdateReport> {
             params,
             sources,
             calibration: Some(calibration),
+            analyzer: analyzer_options,
+            hanja,
         },
     )?;
     report.written = true;

@@ -16,7 +16,7 @@
 use jikji_format::{Bundle, Calibration, Platt, Result};
 
 use crate::fusion::{bm25_normalised, bm25_upper_bound, dense_background, dense_z, weighted};
-use crate::search::{bm25, dense, rrf};
+use crate::search::{bm25, dense, rrf, Lexical};
 
 /// Pseudo-queries drawn per bundle (fewer if the bundle has fewer usable chunks).
 pub const PSEUDO_QUERIES: usize = 300;
@@ -360,14 +360,8 @@ pub fn calibrate(
     let mut lists = Vec::new();
     for q in queries {
         let wrong = wrong_for(q);
-        let lex = bm25(
-            &b.lexical,
-            &b.chunks,
-            b.manifest.bm25,
-            &q.text,
-            NEGATIVE_DEPTH.max(200),
-        )?;
-        let ub = bm25_upper_bound(&b.lexical, b.manifest.bm25, &q.text)?;
+        let lex = bm25(&Lexical::of(b), &q.text, NEGATIVE_DEPTH.max(200))?;
+        let ub = bm25_upper_bound(&b.lexical, &b.analyzer, b.manifest.bm25, &q.text)?;
         let norm: Vec<(u32, f32)> = lex
             .iter()
             .map(|&(d, s)| (d, bm25_normalised(s, ub)))

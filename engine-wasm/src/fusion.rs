@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use jikji_format::analyzer::analyze;
+use jikji_format::analyzer::Analyzer;
 use jikji_format::postings::LexicalIndex;
 use jikji_format::vectors::Vectors;
 use jikji_format::{Bm25Params, Calibration, Result};
@@ -30,8 +30,13 @@ pub fn idf(n: usize, df: usize) -> f32 {
 /// clamped to [0, 1] by [`bm25_normalised`]. Returns 0 for a query with no terms.
 ///
 /// Errors only if the postings bytes are corrupt.
-pub fn bm25_upper_bound(index: &LexicalIndex, params: Bm25Params, query: &str) -> Result<f32> {
-    let mut terms = analyze(query);
+pub fn bm25_upper_bound(
+    index: &LexicalIndex,
+    analyzer: &Analyzer,
+    params: Bm25Params,
+    query: &str,
+) -> Result<f32> {
+    let mut terms = analyzer.analyze(query);
     terms.sort();
     terms.dedup();
     let n = index.num_docs();

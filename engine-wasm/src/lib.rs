@@ -20,7 +20,7 @@ use std::sync::OnceLock;
 use jikji_format::{Bundle, ChunkRecord, FormatError};
 use serde::{Deserialize, Serialize};
 
-pub use search::{Scored, FUSION_DEPTH, RRF_K};
+pub use search::{Expansion, Scored, FUSION_DEPTH, RRF_K};
 
 /// Errors of the engine.
 #[derive(Debug, thiserror::Error)]
@@ -264,6 +264,7 @@ impl Lifecycle {
 /// A loaded bundle plus (with feature `embed`) an optional query embedder.
 pub struct Engine {
     bundle: Bundle,
+    expansion: Expansion,
     #[cfg(feature = "embed")]
     embedder: Option<jikji_embed::Embedder>,
     fusion: Fusion,
@@ -283,6 +284,7 @@ impl Engine {
         };
         Engine {
             bundle,
+            expansion: Expansion::default(),
             #[cfg(feature = "embed")]
             embedder: None,
             fusion,
@@ -359,6 +361,20 @@ impl Engine {
     /// The bundle.
     pub fn bundle(&self) -> &Bundle {
         &self.bundle
+    }
+
+    /// Sets the lexical query expansion weights (prefix, typo, Hangul ↔ Hanja);
+    /// [`Expansion::default`] unless set.
+    pub fn set_expansion(&mut self, expansion: Expansion) {
+        self.expansion = expansion;
+    }
+
+    /// The bundle's lexical search inputs with this engine's expansion weights.
+    fn lexical(&self) -> search::Lexical<'_> {
+        search::Lexical {
+            expansion: self.expansion,
+            ..search::Lexical::of(&self.bundle)
+        }
     }
 
     /// Checks that ONNX bytes with SHA-256 `onnx_sha256` are the bundle's model.
@@ -479,12 +495,13 @@ impl Engine {
         // Parent-child bundles rank children, then return each child's parent once.
         let (results, top_k) = (top_k, parents::rank_depth(b, top_k));
         let cal = b.manifest.calibration.as_ref();
-        let upper_bound = || fusion::bm25_upper_bound(&b.lexical, b.manifest.bm25, query);
+        let upper_bound =
+            || fusion::bm25_upper_bound(&b.lexical, &b.analyzer, b.manifest.bm25, query);
         let mut fusion_used = None;
         // (doc, raw score, calibrated score)
         let ranked: Vec<(u32, f32, Option<f32>)> = match mode {
             Mode::Bm25 => {
-                let lex = search::bm25(&b.lexical, &b.chunks, b.manifest.bm25, query, top_k)?;
+                let lex = search::bm25(&self.lexical(), query, top_k)?;
                 let ub = if cal.is_some() { upper_bound()? } else { 0.0 };
                 lex.into_iter()
                     .map(|(d, s)| {
@@ -509,7 +526,7 @@ impl Engine {
             }
             Mode::Hybrid => {
                 let depth = top_k.max(FUSION_DEPTH);
-                let lex = search::bm25(&b.lexical, &b.chunks, b.manifest.bm25, query, depth)?;
+                let lex = search::bm25(&self.lexical(), query, depth)?;
                 let den = dense(depth)?;
                 match (self.fusion, cal) {
                     (Fusion::Weighted { dense_weight }, Some(c)) if c.dense.is_some() => {

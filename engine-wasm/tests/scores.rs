@@ -80,10 +80,13 @@ fn bundle(calibration: Option<Calibration>) -> Bundle {
             calibration,
             sources: Vec::new(),
             chunking: None,
+            analyzer: Default::default(),
         },
         lexical: jikji_format::postings::LexicalIndex::open(fst, postings).unwrap(),
         vectors: Some(Vectors::open(&write_vectors(8, &vectors()).unwrap()).unwrap()),
         chunks: jikji_format::chunks::ChunkStore::open(write_chunks(&recs).unwrap()).unwrap(),
+        analyzer: jikji_format::analyzer::Analyzer::default(),
+        hanja: None,
     }
 }
 

@@ -10,8 +10,10 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+use crate::analyzer::Analyzer;
 use crate::chunks::{ChunkStore, CHUNKS_FILE};
 use crate::error::{FormatError, Result};
+use crate::hanja::{HanjaMap, HANJA_FILE};
 use crate::manifest::{FileEntry, Manifest, MANIFEST_FILE};
 use crate::postings::{LexicalIndex, POSTINGS_FILE, TERMS_FILE};
 use crate::vectors::{Vectors, VECTORS_FILE};
@@ -201,6 +203,10 @@ pub struct Bundle {
     pub vectors: Option<Vectors>,
     /// Chunk records.
     pub chunks: ChunkStore,
+    /// The analyzer of the manifest's version and options (for queries).
+    pub analyzer: Analyzer,
+    /// The optional Hanja reading table (`hanja.fst`), for Hangul ↔ Hanja query expansion.
+    pub hanja: Option<HanjaMap>,
 }
 
 impl Bundle {
@@ -317,11 +323,23 @@ impl Bundle {
                 ));
             }
         }
+        let hanja = if manifest.files.contains_key(HANJA_FILE) {
+            Some(HanjaMap::open(files.remove(HANJA_FILE).ok_or_else(
+                || FormatError::MissingFile {
+                    file: HANJA_FILE.into(),
+                },
+            )?)?)
+        } else {
+            None
+        };
+        let analyzer = manifest.analyzer()?;
         Ok(Bundle {
             manifest,
             lexical,
             vectors,
             chunks,
+            analyzer,
+            hanja,
         })
     }
 }

@@ -84,6 +84,16 @@ pub enum FormatError {
     /// Invalid input given to a writer (e.g. vectors of mixed dimensions).
     #[error("invalid input: {0}")]
     InvalidInput(String),
+    /// The bundle was built with an analyzer version this engine cannot reproduce
+    /// (its query terms would not match the bundle's terms): rebuild the bundle or update
+    /// the engine.
+    #[error("manifest.json: analyzer version {found} is not supported by this engine (it supports {supported:?}); rebuild the bundle with this jikji or use a newer engine")]
+    AnalyzerVersion {
+        /// Version in the manifest.
+        found: u32,
+        /// Versions this engine supports.
+        supported: Vec<u32>,
+    },
 }
 
 impl FormatError {

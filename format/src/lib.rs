@@ -2,7 +2,7 @@
 //! search engine (native and WebAssembly).
 //!
 //! A bundle is a folder: `manifest.json` ([`manifest`]), `terms.fst` + `postings.bin`
-//! ([`postings`]), `vectors.bin` ([`vectors`]) and `chunks.bin` ([`chunks`]). Each data
+//! ([`postings`]), `vectors.bin` ([`vectors`]) and `chunks.bin` ([`chunks`]), and optionally `hanja.fst` ([`hanja`]). Each data
 //! structure has its own module with a writer and a reader; [`bundle`] ties them together.
 #![warn(missing_docs)]
 
@@ -11,6 +11,7 @@ pub mod bundle;
 pub mod chunks;
 pub mod codec;
 pub mod error;
+pub mod hanja;
 pub mod manifest;
 pub mod postings;
 pub mod time;

@@ -116,6 +116,11 @@ pub struct Manifest {
     pub format_version: u32,
     /// Analyzer version used for the terms ([`crate::analyzer::ANALYZER_VERSION`]).
     pub analyzer_version: u32,
+    /// Analyzer options the terms were made with (version 2 and later; a version 1
+    /// manifest has none and its analyzer has no options). See
+    /// [`crate::analyzer::AnalyzerOptions`].
+    #[serde(default)]
+    pub analyzer: crate::analyzer::AnalyzerOptions,
     /// Builder that wrote it, e.g. `jikji 0.1.0`.
     pub generator: String,
     /// Build time, seconds since the Unix epoch (UTC).
@@ -213,7 +218,15 @@ impl Manifest {
 }
 
 impl Manifest {
-    /// Parses manifest bytes and checks the format and analyzer versions.
+    /// The analyzer the bundle's terms were made with (its version and options), to
+    /// analyze queries the same way. Errors with [`FormatError::AnalyzerVersion`] for a
+    /// version this build cannot reproduce.
+    pub fn analyzer(&self) -> Result<crate::analyzer::Analyzer> {
+        crate::analyzer::Analyzer::new(self.analyzer_version, self.analyzer)
+    }
+
+    /// Parses manifest bytes and checks the format and analyzer versions (analyzer
+    /// versions 1 and 2 are accepted, see [`crate::analyzer`]).
     pub fn parse(bytes: &[u8]) -> Result<Self> {
         #[derive(Deserialize)]
         struct VersionOnly {
@@ -234,17 +247,7 @@ impl Manifest {
             file: MANIFEST_FILE.into(),
             source,
         })?;
-        if m.analyzer_version != crate::analyzer::ANALYZER_VERSION {
-            return Err(FormatError::corrupt(
-                MANIFEST_FILE,
-                0,
-                format!(
-                    "analyzer version {} differs from this engine's {}; rebuild the bundle",
-                    m.analyzer_version,
-                    crate::analyzer::ANALYZER_VERSION
-                ),
-            ));
-        }
+        m.analyzer()?;
         Ok(m)
     }
 }

@@ -168,6 +168,58 @@ impl LexicalIndex {
         &self.terms
     }
 
+    /// Document frequency of `term` (0 if absent), read without decoding its postings.
+    /// Errors on corrupt postings bytes.
+    pub fn df(&self, term: &str) -> Result<u32> {
+        Ok(self.doc_freq(term)?.unwrap_or(0) as u32)
+    }
+
+    /// Dictionary terms matched by `automaton`, at most `limit` of them, those with the
+    /// highest document frequency first (ties in term order). At most `scan` matches are
+    /// looked at. Errors on corrupt postings bytes.
+    fn best_matches<A: fst::Automaton>(
+        &self,
+        automaton: A,
+        limit: usize,
+        scan: usize,
+    ) -> Result<Vec<String>> {
+        use fst::{IntoStreamer, Streamer};
+        let mut found: Vec<(u32, String)> = Vec::new();
+        let mut stream = self.terms.search(automaton).into_stream();
+        while let Some((k, _)) = stream.next() {
+            if found.len() >= scan {
+                break;
+            }
+            if let Ok(t) = std::str::from_utf8(k) {
+                found.push((0, t.to_string()));
+            }
+        }
+        for f in found.iter_mut() {
+            f.0 = self.df(&f.1)?;
+        }
+        found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        found.truncate(limit);
+        Ok(found.into_iter().map(|(_, t)| t).collect())
+    }
+
+    /// Terms that start with `prefix` (the prefix itself included if it is a term), at
+    /// most `limit`, most frequent first (of the first 4,096 in term order).
+    pub fn prefix_terms(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {
+        use fst::Automaton;
+        self.best_matches(fst::automaton::Str::new(prefix).starts_with(), limit, 4096)
+    }
+
+    /// Terms within Levenshtein distance `distance` of `term` (in Unicode characters; the
+    /// term itself included if present), at most `limit`, most frequent first. Uses fst's
+    /// Levenshtein automaton (Schulz & Mihov 2002); returns no terms if the automaton would
+    /// be too large (fst's state limit). Errors on corrupt postings bytes.
+    pub fn fuzzy_terms(&self, term: &str, distance: u32, limit: usize) -> Result<Vec<String>> {
+        match fst::automaton::Levenshtein::new(term, distance) {
+            Ok(aut) => self.best_matches(aut, limit, 4096),
+            Err(_) => Ok(Vec::new()),
+        }
+    }
+
     /// The postings of `term` as `(doc, tf)` pairs in ascending doc order, or `None` if
     /// the term is not in the dictionary. Errors on corrupt postings bytes.
     pub fn postings(&self, term: &str) -> Result<Option<Vec<(u32, u32)>>> {
@@ -227,6 +279,24 @@ mod tests {
         assert_eq!(idx.postings("c").unwrap().unwrap(), vec![(1, 1)]);
         assert!(idx.postings("z").unwrap().is_none());
         assert_eq!(idx.avg_doc_len(), 2.0);
+    }
+
+    #[test]
+    fn prefix_and_fuzzy_terms() {
+        let mut w = LexicalIndexWriter::new();
+        w.add_doc(&terms("hamlet hamlet ham shakespear"));
+        w.add_doc(&terms("hamlet hamper"));
+        let (f, p) = w.finish().unwrap();
+        let idx = LexicalIndex::open(f, p).unwrap();
+        assert_eq!(idx.df("hamlet").unwrap(), 2);
+        assert_eq!(idx.df("nope").unwrap(), 0);
+        assert_eq!(
+            idx.prefix_terms("ham", 10).unwrap(),
+            ["hamlet", "ham", "hamper"]
+        );
+        assert_eq!(idx.prefix_terms("ham", 1).unwrap(), ["hamlet"]);
+        assert_eq!(idx.fuzzy_terms("shakspear", 1, 10).unwrap(), ["shakespear"]);
+        assert!(idx.fuzzy_terms("shakspeer", 1, 10).unwrap().is_empty());
     }
 
     #[test]
