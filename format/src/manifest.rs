@@ -251,3 +251,39 @@ impl Manifest {
         Ok(m)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest_json(analyzer_version: u32, extra: &str) -> String {
+        format!(
+            r#"{{"format_version": {FORMAT_VERSION}, "analyzer_version": {analyzer_version}, {extra}
+            "generator": "t", "built_at": 0, "chunk_size": 512, "overlap": 64,
+            "bm25": {{"k1": 1.2, "b": 0.75}}, "model": null, "counts": {{"files": 0, "chunks": 0,
+            "terms": 0, "vectors": 0}}, "files": {{}}}}"#
+        )
+    }
+
+    #[test]
+    fn version_1_manifest_loads_with_the_version_1_analyzer() {
+        let m = Manifest::parse(manifest_json(1, "").as_bytes()).unwrap();
+        let a = m.analyzer().unwrap();
+        assert_eq!(a.version(), 1);
+        assert_eq!(a.analyze("Runs 學"), ["runs", "學"]);
+    }
+
+    #[test]
+    fn version_2_options_come_from_the_manifest() {
+        let json = manifest_json(2, r#""analyzer": {"stem": false, "stopwords": true},"#);
+        let a = Manifest::parse(json.as_bytes()).unwrap().analyzer().unwrap();
+        assert_eq!(a.analyze("The runs"), ["runs"]);
+    }
+
+    #[test]
+    fn unknown_analyzer_version_is_refused_naming_it() {
+        let e = Manifest::parse(manifest_json(9, "").as_bytes()).unwrap_err();
+        assert!(matches!(e, FormatError::AnalyzerVersion { found: 9, .. }), "{e}");
+        assert!(e.to_string().contains("analyzer version 9"), "{e}");
+    }
+}
