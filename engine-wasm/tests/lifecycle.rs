@@ -73,6 +73,8 @@ fn engine() -> Engine {
         lexical: jikji_format::postings::LexicalIndex::open(fst, postings).unwrap(),
         vectors: Some(Vectors::open(&write_vectors(8, &vectors()).unwrap()).unwrap()),
         chunks: jikji_format::chunks::ChunkStore::open(write_chunks(&recs).unwrap()).unwrap(),
+        analyzer: jikji_format::analyzer::Analyzer::default(),
+        hanja: None,
     })
 }
 
