@@ -276,14 +276,20 @@ mod tests {
     #[test]
     fn version_2_options_come_from_the_manifest() {
         let json = manifest_json(2, r#""analyzer": {"stem": false, "stopwords": true},"#);
-        let a = Manifest::parse(json.as_bytes()).unwrap().analyzer().unwrap();
+        let a = Manifest::parse(json.as_bytes())
+            .unwrap()
+            .analyzer()
+            .unwrap();
         assert_eq!(a.analyze("The runs"), ["runs"]);
     }
 
     #[test]
     fn unknown_analyzer_version_is_refused_naming_it() {
         let e = Manifest::parse(manifest_json(9, "").as_bytes()).unwrap_err();
-        assert!(matches!(e, FormatError::AnalyzerVersion { found: 9, .. }), "{e}");
+        assert!(
+            matches!(e, FormatError::AnalyzerVersion { found: 9, .. }),
+            "{e}"
+        );
         assert!(e.to_string().contains("analyzer version 9"), "{e}");
     }
 }
