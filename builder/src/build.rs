@@ -5,7 +5,6 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use jikji_embed::{EmbedTokenizer, Embedder, Prefix};
 use jikji_format::analyzer::{Analyzer, AnalyzerOptions, Script};
@@ -23,6 +22,7 @@ use sha2::{Digest, Sha256};
 use crate::chunker::report::Dist;
 use crate::chunker::{ChunkParams, Limits, Sizer, Strategy, TokenLimit};
 use crate::corpus::{quarantine, scan, CheckOptions, Finding, Severity, SourceFile};
+use crate::error::{BuildError, Result};
 use crate::versions::VersionInfo;
 
 /// Options of one build.
@@ -119,13 +119,11 @@ pub struct BuildReport {
 
 /// Model metadata: id from `model.json` if present, SHA-256 of `model.onnx` (the file the
 /// browser loads; the engine refuses a model whose SHA-256 differs).
-pub fn model_info(dir: &Path) -> anyhow::Result<ModelInfo> {
+pub fn model_info(dir: &Path) -> Result<ModelInfo> {
     let onnx = dir.join("model.onnx");
-    let bytes = std::fs::read(&onnx).with_context(|| {
-        format!(
-            "{}: cannot read the model (run scripts/setup-model)",
-            onnx.display()
-        )
+    let bytes = std::fs::read(&onnx).map_err(|source| BuildError::ModelMissing {
+        path: onnx.clone(),
+        source,
     })?;
     let id = std::fs::read(dir.join("model.json"))
         .ok()
@@ -143,7 +141,7 @@ pub fn model_info(dir: &Path) -> anyhow::Result<ModelInfo> {
 /// Loads the embedder used to embed chunks: `model-int8.onnx` if present (the same 4-bit
 /// weights expanded to int8, ~3× faster in tract natively, same outputs to ~1e-7, checked
 /// by `scripts/check_model.py`), else `model.onnx`.
-pub fn load_build_embedder(dir: &Path) -> anyhow::Result<Embedder> {
+pub fn load_build_embedder(dir: &Path) -> Result<Embedder> {
     let int8 = dir.join("model-int8.onnx");
     let onnx = if int8.exists() {
         int8
@@ -151,10 +149,10 @@ pub fn load_build_embedder(dir: &Path) -> anyhow::Result<Embedder> {
         dir.join("model.onnx")
     };
     let tok = dir.join("tokenizer.json");
-    let onnx_bytes = std::fs::read(&onnx).with_context(|| format!("reading {}", onnx.display()))?;
-    let tok_bytes = std::fs::read(&tok).with_context(|| format!("reading {}", tok.display()))?;
+    let onnx_bytes = std::fs::read(&onnx).map_err(|e| BuildError::io("reading", &onnx, e))?;
+    let tok_bytes = std::fs::read(&tok).map_err(|e| BuildError::io("reading", &tok, e))?;
     Embedder::from_bytes(&onnx_bytes, &tok_bytes)
-        .with_context(|| format!("loading the model {}", onnx.display()))
+        .map_err(|source| BuildError::LoadModel { path: onnx, source })
 }
 
 /// Stable chunk id: first 16 hex digits of SHA-256(source path, section, position).
@@ -168,29 +166,28 @@ pub fn chunk_id(rel: &str, section: u32, position: u32) -> String {
 }
 
 /// Builds a bundle. See the crate README for the format.
-pub fn build(opts: &BuildOptions) -> anyhow::Result<BuildReport> {
+pub fn build(opts: &BuildOptions) -> Result<BuildReport> {
     let mut seconds = Vec::new();
     let t = Instant::now();
     let scanned = scan(&opts.corpus, opts.check)?;
     if opts.strict && scanned.errors() > 0 {
-        let list: Vec<String> = scanned
-            .findings
-            .iter()
-            .filter(|f| f.severity == Severity::Error)
-            .map(|f| f.to_string())
-            .collect();
-        anyhow::bail!(
-            "{} corpus error(s) with --strict:\n{}",
-            list.len(),
-            list.join("\n")
-        );
+        return Err(BuildError::CorpusErrors {
+            findings: scanned
+                .findings
+                .into_iter()
+                .filter(|f| f.severity == Severity::Error)
+                .collect(),
+        });
     }
     let quarantined = match &opts.quarantine {
         Some(dir) => quarantine(&opts.corpus, &scanned.rejected, dir)?,
         None => Vec::new(),
     };
     if scanned.files.is_empty() {
-        anyhow::bail!("{}: no usable .md or .txt files", opts.corpus.display());
+        return Err(BuildError::Corpus {
+            path: opts.corpus.clone(),
+            message: "no usable .md or .txt files".into(),
+        });
     }
     seconds.push(("read".to_string(), t.elapsed().as_secs_f64()));
     let mut report = build_files(&scanned.files, opts)?;
@@ -207,13 +204,13 @@ pub struct TokenSizer(pub EmbedTokenizer);
 
 impl TokenSizer {
     /// Loads `tokenizer.json` from a model folder.
-    pub fn load(model_dir: &Path) -> anyhow::Result<Self> {
+    pub fn load(model_dir: &Path) -> Result<Self> {
         let path = model_dir.join("tokenizer.json");
-        let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-        Ok(TokenSizer(
-            EmbedTokenizer::from_bytes(&bytes)
-                .with_context(|| format!("{}: not a tokenizer.json", path.display()))?,
-        ))
+        let bytes = std::fs::read(&path).map_err(|e| BuildError::io("reading", &path, e))?;
+        match EmbedTokenizer::from_bytes(&bytes) {
+            Ok(t) => Ok(TokenSizer(t)),
+            Err(source) => Err(BuildError::Tokenizer { path, source }),
+        }
     }
 }
 
@@ -239,11 +236,7 @@ pub struct Chunking {
 
 impl Chunking {
     /// `strategy` and `params`, with the tokenizer of `model_dir` if given.
-    pub fn new(
-        strategy: Strategy,
-        params: ChunkParams,
-        model_dir: Option<&Path>,
-    ) -> anyhow::Result<Self> {
+    pub fn new(strategy: Strategy, params: ChunkParams, model_dir: Option<&Path>) -> Result<Self> {
         Ok(Chunking {
             strategy,
             params,
@@ -254,7 +247,7 @@ impl Chunking {
     /// The chunking a bundle was built with (its manifest's `chunking`; bundles from
     /// before strategies existed: `hierarchical` with characters only). `model_dir`
     /// supplies the tokenizer when the bundle's chunks were token-limited.
-    pub fn of_manifest(m: &Manifest, model_dir: Option<&Path>) -> anyhow::Result<Self> {
+    pub fn of_manifest(m: &Manifest, model_dir: Option<&Path>) -> Result<Self> {
         let params = ChunkParams {
             size: m.chunk_size,
             overlap: m.overlap,
@@ -263,13 +256,14 @@ impl Chunking {
             return Chunking::new(Strategy::Hierarchical, params, None);
         };
         let parent_size = c.parent_size.unwrap_or(4 * params.size);
-        let strategy = Strategy::parse(&c.strategy, parent_size).map_err(anyhow::Error::msg)?;
+        let strategy = Strategy::parse(&c.strategy, parent_size).map_err(BuildError::Chunking)?;
         let model_dir = match (c.max_tokens, model_dir) {
             (None, _) => None,
             (Some(_), Some(d)) => Some(d),
-            (Some(_), None) => anyhow::bail!(
+            (Some(_), None) => return Err(BuildError::Chunking(
                 "the bundle's chunks were sized with the model's tokenizer; give the model folder"
-            ),
+                    .into(),
+            )),
         };
         Chunking::new(strategy, params, model_dir)
     }
@@ -416,7 +410,7 @@ pub fn source_entry(f: &SourceFile, v: &VersionInfo, chunks: usize) -> SourceEnt
 pub fn index_records(
     records: &[ChunkRecord],
     analyzer: &Analyzer,
-) -> anyhow::Result<(Vec<u8>, Vec<u8>, usize)> {
+) -> Result<(Vec<u8>, Vec<u8>, usize)> {
     let mut index = LexicalIndexWriter::new();
     for r in records {
         index.add_doc(&analyzer.analyze(&r.text));
@@ -431,10 +425,7 @@ pub fn index_records(
 /// BSD-3-Clause; the crate is MIT), each Hanja folded as `analyzer` folds text: Hangul →
 /// Hanja pairs only for Han characters the corpus has, Hanja → Hangul pairs only for
 /// Hangul syllables the corpus has, so the table holds only expansions that can match.
-pub fn hanja_table(
-    records: &[ChunkRecord],
-    analyzer: &Analyzer,
-) -> anyhow::Result<Option<Vec<u8>>> {
+pub fn hanja_table(records: &[ChunkRecord], analyzer: &Analyzer) -> Result<Option<Vec<u8>>> {
     let mut han = std::collections::HashSet::new();
     let mut hangul = std::collections::HashSet::new();
     for r in records {
@@ -503,7 +494,7 @@ pub fn embed_passages(
     threads: usize,
     progress: bool,
     embedder: &mut Option<Embedder>,
-) -> anyhow::Result<Embedded> {
+) -> Result<Embedded> {
     let info = model_info(model_dir)?;
     let mut cache = VectorCache::open(cache_dir, &info.sha256)?;
     let keys: Vec<[u8; 32]> = texts.iter().map(|t| cache_key(&info.sha256, t)).collect();
@@ -521,7 +512,10 @@ pub fn embed_passages(
             .embed_many(&todo, Prefix::Passage, threads, &|n| {
                 bar.set_position(n as u64)
             })
-            .context("embedding chunks")?;
+            .map_err(|source| BuildError::Embedding {
+                what: "chunks",
+                source,
+            })?;
         bar.finish_and_clear();
         for (j, &i) in missing.iter().enumerate() {
             let entry = CacheEntry {
@@ -581,7 +575,7 @@ pub struct BundleParts<'a> {
 
 /// Writes a bundle atomically at `out` ([`BundleWriter`]). Returns the manifest and the
 /// bytes per bundle file (manifest included).
-pub fn write_bundle(out: &Path, p: BundleParts) -> anyhow::Result<(Manifest, Vec<(String, u64)>)> {
+pub fn write_bundle(out: &Path, p: BundleParts) -> Result<(Manifest, Vec<(String, u64)>)> {
     let chunks_bin = if p.parents.is_empty() {
         write_chunks(p.records)?
     } else {
@@ -643,7 +637,7 @@ pub fn write_bundle(out: &Path, p: BundleParts) -> anyhow::Result<(Manifest, Vec
 /// the chunk records; an empty `path` means no modification date to fall back on.
 /// Versions of one document (see [`crate::versions`]) are all indexed; all but the
 /// newest are marked `archived`.
-pub fn build_files(files: &[SourceFile], opts: &BuildOptions) -> anyhow::Result<BuildReport> {
+pub fn build_files(files: &[SourceFile], opts: &BuildOptions) -> Result<BuildReport> {
     let mut seconds = Vec::new();
     let corpus_bytes = files.iter().map(|f| f.text.len() as u64).sum();
 
@@ -762,7 +756,7 @@ pub fn calibrate(
     embedder: Option<&Embedder>,
     threads: usize,
     analyzer: AnalyzerOptions,
-) -> anyhow::Result<jikji_format::Calibration> {
+) -> Result<jikji_format::Calibration> {
     use jikji_engine::calibrate as cal;
     let bundle = jikji_format::Bundle {
         manifest: Manifest {
@@ -795,7 +789,10 @@ pub fn calibrate(
             let texts: Vec<&str> = queries.iter().map(|q| q.text.as_str()).collect();
             Some(
                 e.embed_many(&texts, Prefix::Query, threads, &|_| {})
-                    .context("embedding calibration queries")?
+                    .map_err(|source| BuildError::Embedding {
+                        what: "calibration queries",
+                        source,
+                    })?
                     .vectors,
             )
         }
@@ -856,7 +853,7 @@ struct VectorCache {
 const RECORD: usize = 32 + 4 + 1 + 4 * jikji_embed::DIM;
 
 impl VectorCache {
-    fn open(dir: Option<&Path>, model_sha: &str) -> anyhow::Result<Self> {
+    fn open(dir: Option<&Path>, model_sha: &str) -> Result<Self> {
         let Some(dir) = dir else {
             return Ok(VectorCache {
                 path: None,
@@ -865,13 +862,13 @@ impl VectorCache {
             });
         };
         std::fs::create_dir_all(dir)
-            .with_context(|| format!("creating cache folder {}", dir.display()))?;
+            .map_err(|e| BuildError::io("creating cache folder", dir, e))?;
         let path = dir.join(format!("vectors-{}.bin", &model_sha[..16]));
         let mut map = HashMap::new();
         if let Ok(mut f) = std::fs::File::open(&path) {
             let mut buf = Vec::new();
             f.read_to_end(&mut buf)
-                .with_context(|| format!("reading {}", path.display()))?;
+                .map_err(|e| BuildError::io("reading", &path, e))?;
             for rec in buf.chunks_exact(RECORD) {
                 let key: [u8; 32] = rec[..32].try_into().unwrap();
                 let tokens = u32::from_le_bytes(rec[32..36].try_into().unwrap());
@@ -909,7 +906,7 @@ impl VectorCache {
         self.map.insert(key, e);
     }
 
-    fn flush(&mut self) -> anyhow::Result<()> {
+    fn flush(&mut self) -> Result<()> {
         let Some(path) = &self.path else {
             return Ok(());
         };
@@ -923,12 +920,16 @@ impl VectorCache {
             .append(false)
             .write(true)
             .open(path)
-            .with_context(|| format!("opening {}", path.display()))?;
-        f.set_len(len - len % RECORD as u64)?;
+            .map_err(|e| BuildError::io("opening", path, e))?;
+        f.set_len(len - len % RECORD as u64)
+            .map_err(|e| BuildError::io("truncating", path, e))?;
         drop(f);
-        let mut f = std::fs::OpenOptions::new().append(true).open(path)?;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(|e| BuildError::io("opening", path, e))?;
         f.write_all(&self.pending)
-            .with_context(|| format!("writing {}", path.display()))?;
+            .map_err(|e| BuildError::io("writing", path, e))?;
         self.pending.clear();
         Ok(())
     }

@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
+use crate::error::{BuildError, Result};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
@@ -142,9 +142,12 @@ impl Scan {
 /// `README.md` at the root skipped),
 /// checks them, and returns the accepted files with all findings. Fails only if `root`
 /// cannot be walked or a file cannot be read.
-pub fn scan(root: &Path, opts: CheckOptions) -> anyhow::Result<Scan> {
+pub fn scan(root: &Path, opts: CheckOptions) -> Result<Scan> {
     if !root.is_dir() {
-        anyhow::bail!("{}: not a folder", root.display());
+        return Err(BuildError::Corpus {
+            path: root.to_path_buf(),
+            message: "not a folder".into(),
+        });
     }
     let mut out = Scan::default();
     let mut seen_hash: HashMap<[u8; 32], String> = HashMap::new();
@@ -155,7 +158,10 @@ pub fn scan(root: &Path, opts: CheckOptions) -> anyhow::Result<Scan> {
         .into_iter()
         .filter_entry(|e| e.depth() == 0 || !e.file_name().to_string_lossy().starts_with('.'));
     for entry in walker {
-        let entry = entry.with_context(|| format!("walking {}", root.display()))?;
+        let entry = entry.map_err(|source| BuildError::Walk {
+            root: root.to_path_buf(),
+            source,
+        })?;
         let path = entry.path();
         let rel_path = path.strip_prefix(root).unwrap_or(path);
         let rel = rel_path
@@ -190,7 +196,7 @@ pub fn scan(root: &Path, opts: CheckOptions) -> anyhow::Result<Scan> {
         {
             continue;
         }
-        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        let bytes = std::fs::read(path).map_err(|e| BuildError::io("reading", path, e))?;
         let before = out.findings.len();
         let accepted = check_file(&rel, &bytes, opts, &mut out.findings);
         if let Some(mut file) = accepted {
@@ -549,17 +555,21 @@ fn first_url(text: &str) -> Option<String> {
 
 /// Copies each rejected file into `dir`, keeping its path relative to `root` (the
 /// original stays where it is). Returns the copies made.
-pub fn quarantine(root: &Path, rejected: &[PathBuf], dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+pub fn quarantine(root: &Path, rejected: &[PathBuf], dir: &Path) -> Result<Vec<PathBuf>> {
     let mut made = Vec::new();
     for p in rejected {
         let rel = p.strip_prefix(root).unwrap_or(p);
         let to = dir.join(rel);
         if let Some(parent) = to.parent() {
-            std::fs::create_dir_all(parent)
-                .with_context(|| format!("creating {}", parent.display()))?;
+            std::fs::create_dir_all(parent).map_err(|e| BuildError::io("creating", parent, e))?;
         }
-        std::fs::copy(p, &to)
-            .with_context(|| format!("copying {} to {}", p.display(), to.display()))?;
+        if let Err(source) = std::fs::copy(p, &to) {
+            return Err(BuildError::Copy {
+                from: p.clone(),
+                to,
+                source,
+            });
+        }
         made.push(to);
     }
     Ok(made)

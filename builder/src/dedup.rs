@@ -420,25 +420,30 @@ pub fn check_new_files(
     threads: usize,
     duplicate: f32,
     partial: f32,
-) -> anyhow::Result<Vec<NewChunk>> {
-    use anyhow::Context;
-    let b = jikji_format::Bundle::open_dir(bundle_dir)
-        .with_context(|| format!("opening bundle {}", bundle_dir.display()))?;
-    let vectors = b.vectors.as_ref().ok_or_else(|| {
-        anyhow::anyhow!(
-            "{}: the bundle has no vectors (built with --no-embed); dedup needs them",
-            bundle_dir.display()
-        )
+) -> crate::Result<Vec<NewChunk>> {
+    let b = jikji_format::Bundle::open_dir(bundle_dir).map_err(|source| {
+        crate::BuildError::OpenBundle {
+            path: bundle_dir.to_path_buf(),
+            source,
+        }
     })?;
+    let vectors = b
+        .vectors
+        .as_ref()
+        .ok_or_else(|| crate::BuildError::Bundle {
+            path: bundle_dir.to_path_buf(),
+            message: "the bundle has no vectors (built with --no-embed); dedup needs them".into(),
+        })?;
     let info = crate::build::model_info(model_dir)?;
     if let Some(m) = &b.manifest.model {
         if m.sha256 != info.sha256 {
-            anyhow::bail!(
-                "{}: model sha256 {} differs from the bundle's {}",
-                model_dir.display(),
-                info.sha256,
-                m.sha256
-            );
+            return Err(crate::BuildError::Model {
+                path: model_dir.to_path_buf(),
+                message: format!(
+                    "model sha256 {} differs from the bundle's {}",
+                    info.sha256, m.sha256
+                ),
+            });
         }
     }
     // The indexed chunks (a parent-child bundle stores its parent sections after them).

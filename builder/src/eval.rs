@@ -15,8 +15,9 @@ use std::collections::HashMap;
 use std::io::BufRead;
 use std::path::Path;
 
-use anyhow::Context;
 use serde::Serialize;
+
+use crate::error::{BuildError, Result};
 
 /// A labeled retrieval set.
 pub struct EvalSet {
@@ -28,17 +29,25 @@ pub struct EvalSet {
     pub qrels: HashMap<String, HashMap<String, i32>>,
 }
 
-fn jsonl(path: &Path) -> anyhow::Result<Vec<serde_json::Value>> {
-    let f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+fn jsonl(path: &Path) -> Result<Vec<serde_json::Value>> {
+    let f = std::fs::File::open(path).map_err(|e| BuildError::io("opening", path, e))?;
     let mut out = Vec::new();
     for (i, line) in std::io::BufReader::new(f).lines().enumerate() {
-        let line = line.with_context(|| format!("{}: line {}", path.display(), i + 1))?;
+        let line = line.map_err(|source| BuildError::ReadLine {
+            path: path.to_path_buf(),
+            line: i + 1,
+            source,
+        })?;
         if line.trim().is_empty() {
             continue;
         }
         out.push(
-            serde_json::from_str(&line)
-                .with_context(|| format!("{}: line {}: invalid JSON", path.display(), i + 1))?,
+            serde_json::from_str(&line).map_err(|source| BuildError::Json {
+                path: path.to_path_buf(),
+                line: i + 1,
+                problem: "invalid JSON",
+                source,
+            })?,
         );
     }
     Ok(out)
@@ -54,7 +63,7 @@ fn field(v: &serde_json::Value, k: &str) -> String {
 
 /// Reads a `queries.jsonl` file ({id, text} per line) as `(id, text)` pairs; errors name
 /// the file and line.
-pub fn load_queries(path: &Path) -> anyhow::Result<Vec<(String, String)>> {
+pub fn load_queries(path: &Path) -> Result<Vec<(String, String)>> {
     Ok(jsonl(path)?
         .iter()
         .map(|v| (field(v, "id"), field(v, "text")))
@@ -111,7 +120,7 @@ pub fn bands(top1: &[(f32, bool)]) -> Vec<Band> {
 
 impl EvalSet {
     /// Reads `dir/{corpus.jsonl, queries.jsonl, qrels.tsv}`; errors name the file and line.
-    pub fn load(dir: &Path) -> anyhow::Result<Self> {
+    pub fn load(dir: &Path) -> Result<Self> {
         let corpus = jsonl(&dir.join("corpus.jsonl"))?
             .iter()
             .map(|v| {
@@ -127,8 +136,8 @@ impl EvalSet {
         let queries = load_queries(&dir.join("queries.jsonl"))?;
         let qpath = dir.join("qrels.tsv");
         let mut qrels: HashMap<String, HashMap<String, i32>> = HashMap::new();
-        let text = std::fs::read_to_string(&qpath)
-            .with_context(|| format!("reading {}", qpath.display()))?;
+        let text =
+            std::fs::read_to_string(&qpath).map_err(|e| BuildError::io("reading", &qpath, e))?;
         for (i, line) in text.lines().enumerate() {
             let cols: Vec<&str> = line.split('\t').collect();
             if line.trim().is_empty() {
@@ -137,22 +146,23 @@ impl EvalSet {
             let (q, d, g) = match cols.as_slice() {
                 [q, d, g] => (q, d, g),
                 [q, _, d, g] => (q, d, g), // TREC qrels with an iteration column
-                _ => anyhow::bail!(
-                    "{}: line {}: expected query-id, corpus-id, score",
-                    qpath.display(),
-                    i + 1
-                ),
+                _ => {
+                    return Err(BuildError::InvalidInput {
+                        path: qpath,
+                        line: Some(i + 1),
+                        message: "expected query-id, corpus-id, score".into(),
+                    })
+                }
             };
             let Ok(g) = g.trim().parse::<i32>() else {
                 if i == 0 {
                     continue; // header
                 }
-                anyhow::bail!(
-                    "{}: line {}: score {:?} is not an integer",
-                    qpath.display(),
-                    i + 1,
-                    g
-                );
+                return Err(BuildError::InvalidInput {
+                    path: qpath,
+                    line: Some(i + 1),
+                    message: format!("score {g:?} is not an integer"),
+                });
             };
             qrels
                 .entry(q.to_string())

@@ -13,9 +13,10 @@
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use jikji_engine::{Engine, Mode};
 use serde::{Deserialize, Serialize};
+
+use crate::error::{BuildError, Result};
 
 /// One core query.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -40,28 +41,39 @@ impl CoreQuery {
 }
 
 /// Reads a queries file (see the module doc). Errors name the file and line.
-pub fn read_queries(path: &Path) -> anyhow::Result<Vec<CoreQuery>> {
-    let f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+pub fn read_queries(path: &Path) -> Result<Vec<CoreQuery>> {
+    let f = std::fs::File::open(path).map_err(|e| BuildError::io("opening", path, e))?;
     let mut out = Vec::new();
     for (i, line) in std::io::BufReader::new(f).lines().enumerate() {
-        let line = line.with_context(|| format!("{}:{}: reading", path.display(), i + 1))?;
+        let line = line.map_err(|source| BuildError::ReadLine {
+            path: path.to_path_buf(),
+            line: i + 1,
+            source,
+        })?;
         if line.trim().is_empty() {
             continue;
         }
-        let q: CoreQuery = serde_json::from_str(&line).with_context(|| {
-            format!(
-                "{}:{}: expected {{\"query\": \"…\", \"min_score\": 0.5}}",
-                path.display(),
-                i + 1
-            )
+        let q: CoreQuery = serde_json::from_str(&line).map_err(|source| BuildError::Json {
+            path: path.to_path_buf(),
+            line: i + 1,
+            problem: "expected {\"query\": \"…\", \"min_score\": 0.5}",
+            source,
         })?;
         if !q.min_score.is_finite() {
-            anyhow::bail!("{}:{}: min_score is not a number", path.display(), i + 1);
+            return Err(BuildError::InvalidInput {
+                path: path.to_path_buf(),
+                line: Some(i + 1),
+                message: "min_score is not a number".into(),
+            });
         }
         out.push(q);
     }
     if out.is_empty() {
-        anyhow::bail!("{}: no queries", path.display());
+        return Err(BuildError::InvalidInput {
+            path: path.to_path_buf(),
+            line: None,
+            message: "no queries".into(),
+        });
     }
     Ok(out)
 }
@@ -120,19 +132,27 @@ impl Run {
 
 /// The last run recorded in a history file (`None` if the file is absent or empty).
 /// Errors name the file and line of an unreadable record.
-pub fn last_run(history: &Path) -> anyhow::Result<Option<Run>> {
+pub fn last_run(history: &Path) -> Result<Option<Run>> {
     let Ok(f) = std::fs::File::open(history) else {
         return Ok(None);
     };
     let mut last = None;
     for (i, line) in std::io::BufReader::new(f).lines().enumerate() {
-        let line = line.with_context(|| format!("{}:{}", history.display(), i + 1))?;
+        let line = line.map_err(|source| BuildError::ReadLine {
+            path: history.to_path_buf(),
+            line: i + 1,
+            source,
+        })?;
         if line.trim().is_empty() {
             continue;
         }
         last = Some(
-            serde_json::from_str(&line)
-                .with_context(|| format!("{}:{}: not a run record", history.display(), i + 1))?,
+            serde_json::from_str(&line).map_err(|source| BuildError::DataCorruption {
+                path: history.to_path_buf(),
+                line: i + 1,
+                message: "not a run record".into(),
+                source: Some(source),
+            })?,
         );
     }
     Ok(last)
@@ -148,7 +168,7 @@ pub fn run_queries(
     drop: f32,
     previous: Option<&Run>,
     time: String,
-) -> anyhow::Result<Run> {
+) -> Result<Run> {
     let mut results = Vec::with_capacity(queries.len());
     for q in queries {
         let m: Mode = match &q.mode {
@@ -157,7 +177,10 @@ pub fn run_queries(
         };
         let r = engine
             .search(&q.query, m, 1)
-            .with_context(|| format!("query {:?}", q.query))?;
+            .map_err(|source| BuildError::Query {
+                query: q.query.clone(),
+                source,
+            })?;
         let top = r.hits.first();
         let score = top.map_or(0.0, |h| h.score);
         let prev = previous.and_then(|p| {
@@ -188,19 +211,20 @@ pub fn run_queries(
 }
 
 /// Appends `run` as one JSON line to `history` (created if absent).
-pub fn append_run(history: &Path, run: &Run) -> anyhow::Result<()> {
+pub fn append_run(history: &Path, run: &Run) -> Result<()> {
     if let Some(p) = history.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(p).with_context(|| format!("creating {}", p.display()))?;
+        std::fs::create_dir_all(p).map_err(|e| BuildError::io("creating", p, e))?;
     }
     let mut f = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(history)
-        .with_context(|| format!("opening {}", history.display()))?;
-    let mut line = serde_json::to_vec(run)?;
+        .map_err(|e| BuildError::io("opening", history, e))?;
+    let mut line =
+        serde_json::to_vec(run).map_err(|e| BuildError::io("appending to", history, e.into()))?;
     line.push(b'\n');
     f.write_all(&line)
-        .with_context(|| format!("appending to {}", history.display()))?;
+        .map_err(|e| BuildError::io("appending to", history, e))?;
     Ok(())
 }
 

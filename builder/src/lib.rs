@@ -7,9 +7,12 @@ pub mod chunker;
 pub mod conflicts;
 pub mod corpus;
 pub mod dedup;
+pub mod error;
 pub mod eval;
 pub mod gaps;
 pub mod lang;
 pub mod serve;
 pub mod update;
 pub mod versions;
+
+pub use error::{BuildError, Result};

@@ -17,8 +17,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use anyhow::{bail, Context};
 use tiny_http::{Header, Method, Request, Response, Server, StatusCode};
+
+use crate::error::{BuildError, Result};
 
 /// Number of threads answering requests (so a large model download does not stall the page).
 const WORKER_THREADS: usize = 4;
@@ -39,7 +40,7 @@ pub struct ServeOptions {
 }
 
 /// Serve forever on `opts.addr`, printing `listening on http://ADDR` once bound.
-pub fn serve(opts: &ServeOptions) -> anyhow::Result<()> {
+pub fn serve(opts: &ServeOptions) -> Result<()> {
     let (server, mounts) = bind(opts)?;
     let addr = server_addr(&server)?;
     announce(addr, opts);
@@ -49,14 +50,17 @@ pub fn serve(opts: &ServeOptions) -> anyhow::Result<()> {
 
 /// Bind (port 0 allowed), print the `listening on` line and serve from a background thread.
 /// Returns the bound address and the thread's handle (the thread runs until the process ends).
-pub fn serve_in_background(opts: &ServeOptions) -> anyhow::Result<(SocketAddr, JoinHandle<()>)> {
+pub fn serve_in_background(opts: &ServeOptions) -> Result<(SocketAddr, JoinHandle<()>)> {
     let (server, mounts) = bind(opts)?;
     let addr = server_addr(&server)?;
     announce(addr, opts);
     let handle = std::thread::Builder::new()
         .name("jikji-serve".into())
         .spawn(move || run(server, mounts))
-        .context("spawning the server thread")?;
+        .map_err(|e| BuildError::Serve {
+            message: "spawning the server thread".into(),
+            source: Some(e),
+        })?;
     Ok((addr, handle))
 }
 
@@ -77,11 +81,14 @@ fn announce(addr: SocketAddr, opts: &ServeOptions) {
     );
 }
 
-fn server_addr(server: &Server) -> anyhow::Result<SocketAddr> {
+fn server_addr(server: &Server) -> Result<SocketAddr> {
     server
         .server_addr()
         .to_ip()
-        .context("server is not bound to an IP address")
+        .ok_or_else(|| BuildError::Serve {
+            message: "server is not bound to an IP address".into(),
+            source: None,
+        })
 }
 
 /// A URL prefix mapped to a folder.
@@ -97,13 +104,17 @@ struct Mount {
 struct Mounts(Vec<Mount>);
 
 impl Mounts {
-    fn new(opts: &ServeOptions) -> anyhow::Result<Self> {
-        let required = |p: &Path, what: &str| -> anyhow::Result<PathBuf> {
-            let c = p
-                .canonicalize()
-                .with_context(|| format!("{what} folder {} not found", p.display()))?;
+    fn new(opts: &ServeOptions) -> Result<Self> {
+        let required = |p: &Path, what: &str| -> Result<PathBuf> {
+            let c = p.canonicalize().map_err(|e| BuildError::Serve {
+                message: format!("{what} folder {} not found", p.display()),
+                source: Some(e),
+            })?;
             if !c.is_dir() {
-                bail!("{what} path {} is not a folder", p.display());
+                return Err(BuildError::Serve {
+                    message: format!("{what} path {} is not a folder", p.display()),
+                    source: None,
+                });
             }
             Ok(c)
         };
@@ -148,10 +159,12 @@ impl Mounts {
     }
 }
 
-fn bind(opts: &ServeOptions) -> anyhow::Result<(Server, Mounts)> {
+fn bind(opts: &ServeOptions) -> Result<(Server, Mounts)> {
     let mounts = Mounts::new(opts)?;
-    let server = Server::http(opts.addr.as_str())
-        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", opts.addr))?;
+    let server = Server::http(opts.addr.as_str()).map_err(|e| BuildError::Serve {
+        message: format!("cannot listen on {}: {e}", opts.addr),
+        source: None,
+    })?;
     Ok((server, mounts))
 }
 

@@ -31,7 +31,6 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::Context;
 use jikji_format::chunks::write_chunks;
 use jikji_format::vectors::write_quantized;
 use jikji_format::{sha256_hex, Bundle, ChunkRecord};
@@ -44,6 +43,7 @@ use crate::build::{
 };
 use crate::chunker::ChunkParams;
 use crate::corpus::{quarantine, scan, CheckOptions, Finding, Severity};
+use crate::error::{BuildError, Result};
 
 /// Options of `jikji update`.
 #[derive(Debug, Clone)]
@@ -134,35 +134,41 @@ fn text_key(text: &str) -> [u8; 32] {
 ///
 /// When nothing changed (same files, hashes, version facts and `updated` dates) the bundle
 /// is left as it is and `written` is false.
-pub fn update(opts: &UpdateOptions) -> anyhow::Result<UpdateReport> {
+pub fn update(opts: &UpdateOptions) -> Result<UpdateReport> {
     let mut report = UpdateReport::default();
     let t = Instant::now();
     let prev = PathBuf::from(format!("{}.prev", opts.bundle.display()));
     if !opts.bundle.exists() && prev.exists() {
-        anyhow::bail!(
-            "{}: missing, but {} exists (an interrupted write on a system without atomic exchange); move it back, then update",
-            opts.bundle.display(),
-            prev.display()
-        );
+        return Err(BuildError::Bundle {
+            path: opts.bundle.clone(),
+            message: format!(
+                "missing, but {} exists (an interrupted write on a system without atomic exchange); move it back, then update",
+                prev.display()
+            ),
+        });
     }
-    let old = Bundle::open_dir(&opts.bundle)
-        .with_context(|| format!("opening bundle {}", opts.bundle.display()))?;
+    let old = Bundle::open_dir(&opts.bundle).map_err(|source| BuildError::OpenBundle {
+        path: opts.bundle.clone(),
+        source,
+    })?;
     let m = &old.manifest;
     if m.sources.is_empty() {
-        anyhow::bail!(
-            "{}: the bundle has no sources table (built by an older jikji); run `jikji build` once",
-            opts.bundle.display()
-        );
+        return Err(BuildError::Bundle {
+            path: opts.bundle.clone(),
+            message:
+                "the bundle has no sources table (built by an older jikji); run `jikji build` once"
+                    .into(),
+        });
     }
     let params = ChunkParams {
         size: m.chunk_size,
         overlap: m.overlap,
     };
     if m.parents() > 0 {
-        anyhow::bail!(
-            "{}: a parent-child bundle; jikji update does not re-link parent sections yet, run `jikji build --strategy parent-child`",
-            opts.bundle.display()
-        );
+        return Err(BuildError::Bundle {
+            path: opts.bundle.clone(),
+            message: "a parent-child bundle; jikji update does not re-link parent sections yet, run `jikji build --strategy parent-child`".into(),
+        });
     }
     // Changed files are chunked as the bundle was (strategy, limits, tokenizer).
     let chunking = Chunking::of_manifest(m, opts.model_dir.as_deref())?;
@@ -178,11 +184,13 @@ pub fn update(opts: &UpdateOptions) -> anyhow::Result<UpdateReport> {
         at += s.chunks;
     }
     if at != old_records.len() {
-        anyhow::bail!(
-            "{}: the sources table counts {at} chunks but chunks.bin has {}; rebuild the bundle",
-            opts.bundle.display(),
-            old_records.len()
-        );
+        return Err(BuildError::Bundle {
+            path: opts.bundle.clone(),
+            message: format!(
+                "the sources table counts {at} chunks but chunks.bin has {}; rebuild the bundle",
+                old_records.len()
+            ),
+        });
     }
     report
         .seconds
@@ -191,23 +199,22 @@ pub fn update(opts: &UpdateOptions) -> anyhow::Result<UpdateReport> {
     let t = Instant::now();
     let scanned = scan(&opts.corpus, opts.check)?;
     if opts.strict && scanned.errors() > 0 {
-        let list: Vec<String> = scanned
-            .findings
-            .iter()
-            .filter(|f| f.severity == Severity::Error)
-            .map(|f| f.to_string())
-            .collect();
-        anyhow::bail!(
-            "{} corpus error(s) with --strict:\n{}",
-            list.len(),
-            list.join("\n")
-        );
+        return Err(BuildError::CorpusErrors {
+            findings: scanned
+                .findings
+                .into_iter()
+                .filter(|f| f.severity == Severity::Error)
+                .collect(),
+        });
     }
     if let Some(dir) = &opts.quarantine {
         quarantine(&opts.corpus, &scanned.rejected, dir)?;
     }
     if scanned.files.is_empty() {
-        anyhow::bail!("{}: no usable .md or .txt files", opts.corpus.display());
+        return Err(BuildError::Corpus {
+            path: opts.corpus.clone(),
+            message: "no usable .md or .txt files".into(),
+        });
     }
     let files = &scanned.files;
     report.findings = scanned.findings.clone();
@@ -316,21 +323,19 @@ pub fn update(opts: &UpdateOptions) -> anyhow::Result<UpdateReport> {
     let mut embedder = None;
     let model_dir = match (&old.vectors, &m.model) {
         (Some(_), Some(info)) => {
-            let dir = opts.model_dir.as_deref().ok_or_else(|| {
-                anyhow::anyhow!(
-                    "{}: the bundle has vectors; give the model folder (--model DIR) to embed new chunks and calibrate",
-                    opts.bundle.display()
-                )
+            let dir = opts.model_dir.as_deref().ok_or_else(|| BuildError::Bundle {
+                path: opts.bundle.clone(),
+                message: "the bundle has vectors; give the model folder (--model DIR) to embed new chunks and calibrate".into(),
             })?;
             let now = model_info(dir)?;
             if now.sha256 != info.sha256 {
-                anyhow::bail!(
-                    "{}: model sha256 {} differs from the bundle's {} ({}); run a full `jikji build`",
-                    dir.display(),
-                    now.sha256,
-                    info.sha256,
-                    info.id
-                );
+                return Err(BuildError::Model {
+                    path: dir.to_path_buf(),
+                    message: format!(
+                        "model sha256 {} differs from the bundle's {} ({}); run a full `jikji build`",
+                        now.sha256, info.sha256, info.id
+                    ),
+                });
             }
             Some(dir)
         }
