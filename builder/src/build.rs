@@ -917,7 +917,7 @@ impl VectorCache {
         let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
         let f = std::fs::OpenOptions::new()
             .create(true)
-            .append(false)
+            .truncate(false) // keep the records; only a torn tail is cut below
             .write(true)
             .open(path)
             .map_err(|e| BuildError::io("opening", path, e))?;
