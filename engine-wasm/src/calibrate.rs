@@ -23,7 +23,7 @@ pub const PSEUDO_QUERIES: usize = 300;
 /// Calibration method tag written to the manifest.
 pub const METHOD: &str = "platt-pseudo-queries-v1";
 /// Default weight of the dense score in weighted fusion (chosen on the eval sets; see README).
-pub const DEFAULT_DENSE_WEIGHT: f32 = 0.7;
+pub const DEFAULT_DENSE_WEIGHT: f32 = 0.4;
 
 /// A query made from a span of chunk `doc`'s text (see [`pseudo_query`]).
 #[derive(Debug, Clone, PartialEq)]
