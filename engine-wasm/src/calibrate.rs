@@ -181,7 +181,8 @@ pub fn pseudo_query(text: &str, filler: &str, seed: u64) -> Option<(String, Stri
 }
 
 /// Up to `n` pseudo-queries from the bundle's indexed chunks (parent records of a
-/// parent-child bundle are not indexed and never used), spread evenly (deterministic); the
+/// parent-child bundle are not indexed and never used), spread evenly (deterministic;
+/// several per chunk when the bundle has fewer than `n` chunks); the
 /// filler of each comes from a random chunk of the same detected language (another file's
 /// when one is found among 64 draws), so the query stays in one language.
 ///
@@ -193,14 +194,20 @@ pub fn pseudo_queries(bundle: &Bundle, n: usize) -> Result<Vec<PseudoQuery>> {
     if total == 0 || n == 0 {
         return Ok(out);
     }
-    let take = n.min(total);
-    for j in 0..take {
-        let doc = (j * total / take) as u32;
+    // A bundle with fewer chunks than `n` gets several spans per chunk (seeded apart), so
+    // small bundles are not calibrated on a handful of pairs.
+    for j in 0..n {
+        let (doc, round) = if n <= total {
+            ((j * total / n) as u32, 0u64)
+        } else {
+            ((j % total) as u32, (j / total) as u64)
+        };
+        let seed = doc as u64 ^ (round << 48);
         let rec = chunks.get(doc)?;
         // Filler from a random chunk of the same language, another file if possible.
         let mut filler = String::new();
         for i in 0..64u64 {
-            let o = chunks.get((mix(doc as u64 ^ (i << 32)) % total as u64) as u32)?;
+            let o = chunks.get((mix(seed ^ (i << 32)) % total as u64) as u32)?;
             if o.lang == rec.lang && (o.source != rec.source || filler.is_empty()) {
                 let other_file = o.source != rec.source;
                 filler = o.text;
@@ -209,7 +216,7 @@ pub fn pseudo_queries(bundle: &Bundle, n: usize) -> Result<Vec<PseudoQuery>> {
                 }
             }
         }
-        if let Some((text, anchor)) = pseudo_query(&rec.text, &filler, doc as u64) {
+        if let Some((text, anchor)) = pseudo_query(&rec.text, &filler, seed) {
             out.push(PseudoQuery { text, anchor, doc });
         }
     }
