@@ -29,7 +29,12 @@ pub struct EvalSet {
     pub qrels: HashMap<String, HashMap<String, i32>>,
 }
 
-fn jsonl(path: &Path) -> Result<Vec<serde_json::Value>> {
+/// Reads a JSON-lines file: each non-blank line parsed as a `T`, returned with its 1-based
+/// line number. Errors name the file and line; `problem` says what a line should hold.
+pub(crate) fn read_jsonl<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    problem: &'static str,
+) -> Result<Vec<(usize, T)>> {
     let f = std::fs::File::open(path).map_err(|e| BuildError::io("opening", path, e))?;
     let mut out = Vec::new();
     for (i, line) in std::io::BufReader::new(f).lines().enumerate() {
@@ -41,16 +46,22 @@ fn jsonl(path: &Path) -> Result<Vec<serde_json::Value>> {
         if line.trim().is_empty() {
             continue;
         }
-        out.push(
-            serde_json::from_str(&line).map_err(|source| BuildError::Json {
-                path: path.to_path_buf(),
-                line: i + 1,
-                problem: "invalid JSON",
-                source,
-            })?,
-        );
+        let v = serde_json::from_str(&line).map_err(|source| BuildError::Json {
+            path: path.to_path_buf(),
+            line: i + 1,
+            problem,
+            source,
+        })?;
+        out.push((i + 1, v));
     }
     Ok(out)
+}
+
+fn jsonl(path: &Path) -> Result<Vec<serde_json::Value>> {
+    Ok(read_jsonl(path, "invalid JSON")?
+        .into_iter()
+        .map(|(_, v)| v)
+        .collect())
 }
 
 fn field(v: &serde_json::Value, k: &str) -> String {

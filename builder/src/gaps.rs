@@ -42,27 +42,15 @@ impl CoreQuery {
 
 /// Reads a queries file (see the module doc). Errors name the file and line.
 pub fn read_queries(path: &Path) -> Result<Vec<CoreQuery>> {
-    let f = std::fs::File::open(path).map_err(|e| BuildError::io("opening", path, e))?;
     let mut out = Vec::new();
-    for (i, line) in std::io::BufReader::new(f).lines().enumerate() {
-        let line = line.map_err(|source| BuildError::ReadLine {
-            path: path.to_path_buf(),
-            line: i + 1,
-            source,
-        })?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let q: CoreQuery = serde_json::from_str(&line).map_err(|source| BuildError::Json {
-            path: path.to_path_buf(),
-            line: i + 1,
-            problem: "expected {\"query\": \"…\", \"min_score\": 0.5}",
-            source,
-        })?;
+    for (line, q) in crate::eval::read_jsonl::<CoreQuery>(
+        path,
+        "expected {\"query\": \"…\", \"min_score\": 0.5}",
+    )? {
         if !q.min_score.is_finite() {
             return Err(BuildError::InvalidInput {
                 path: path.to_path_buf(),
-                line: Some(i + 1),
+                line: Some(line),
                 message: "min_score is not a number".into(),
             });
         }
