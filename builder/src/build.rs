@@ -718,7 +718,7 @@ pub fn build_files(files: &[SourceFile], opts: &BuildOptions) -> Result<BuildRep
             vectors: emb,
             params: opts.params,
             sources,
-            calibration: Some(calibration),
+            calibration,
             analyzer: opts.analyzer,
             hanja,
         },
@@ -748,6 +748,9 @@ pub fn build_files(files: &[SourceFile], opts: &BuildOptions) -> Result<BuildRep
 /// copy of the bundle's files: pseudo-queries from its chunks, embedded with the `query: `
 /// prefix when an embedder is given. `jikji build` and `jikji update` both call it on
 /// the bundle they are about to write, so an update's calibration equals a full build's.
+/// `None` when fewer than [`MIN_CALIBRATION_CHUNKS`] chunks yield a pseudo-query (a few
+/// short files): a fit on so little would be noise, so such a bundle reports raw scores
+/// (`calibrated: false`) rather than made-up probabilities.
 pub fn calibrate(
     terms_fst: &[u8],
     postings: &[u8],
@@ -756,7 +759,7 @@ pub fn calibrate(
     embedder: Option<&Embedder>,
     threads: usize,
     analyzer: AnalyzerOptions,
-) -> Result<jikji_format::Calibration> {
+) -> Result<Option<jikji_format::Calibration>> {
     use jikji_engine::calibrate as cal;
     let bundle = jikji_format::Bundle {
         manifest: Manifest {
@@ -784,6 +787,12 @@ pub fn calibrate(
         hanja: None,
     };
     let queries = cal::pseudo_queries(&bundle, cal::PSEUDO_QUERIES)?;
+    let mut docs: Vec<u32> = queries.iter().map(|q| q.doc).collect();
+    docs.sort_unstable();
+    docs.dedup();
+    if docs.len() < MIN_CALIBRATION_CHUNKS {
+        return Ok(None);
+    }
     let qvecs = match (embedder, &bundle.vectors) {
         (Some(e), Some(_)) => {
             let texts: Vec<&str> = queries.iter().map(|q| q.text.as_str()).collect();
@@ -798,13 +807,17 @@ pub fn calibrate(
         }
         _ => None,
     };
-    Ok(cal::calibrate(
+    Ok(Some(cal::calibrate(
         &bundle,
         &queries,
         qvecs.as_deref(),
         cal::DEFAULT_DENSE_WEIGHT,
-    )?)
+    )?))
 }
+
+/// Fewest distinct chunks that must yield pseudo-queries for a bundle to be calibrated
+/// (see [`calibrate`]).
+pub const MIN_CALIBRATION_CHUNKS: usize = 10;
 
 /// The file's modification date as `YYYY-MM-DD` (UTC), if the file system has it.
 fn modified_date(path: &Path) -> Option<String> {

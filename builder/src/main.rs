@@ -228,9 +228,10 @@ enum Cmd {
         /// Results per query.
         #[arg(long, default_value_t = 10)]
         top_k: usize,
-        /// bm25, dense or hybrid (fusion of both, see --fusion).
-        #[arg(long, default_value = "hybrid")]
-        mode: String,
+        /// bm25, dense or hybrid (fusion of both, see --fusion). Default: hybrid when the
+        /// bundle has vectors, else bm25.
+        #[arg(long)]
+        mode: Option<String>,
         /// Hybrid fusion: rrf, weighted (the bundle's dense weight) or weighted:W (0 ≤ W ≤ 1).
         /// Default: weighted when the bundle is calibrated, else rrf.
         #[arg(long)]
@@ -384,6 +385,13 @@ enum Cmd {
 }
 
 fn main() -> anyhow::Result<()> {
+    // A closed pipe (`jikji check --json | head`) ends the process quietly, as for other
+    // Unix tools, instead of a panic in `println!`.
+    #[cfg(unix)]
+    // SAFETY: restores the default SIGPIPE disposition before any thread or I/O starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     match Cli::parse().cmd {
         Cmd::Chunk {
             dir,
@@ -746,9 +754,13 @@ fn main() -> anyhow::Result<()> {
             include_archived,
             now,
         } => {
-            let mode: Mode = mode.parse()?;
             let mut engine = Engine::open_dir(&bundle)
                 .with_context(|| format!("opening bundle {}", bundle.display()))?;
+            let mode: Mode = match mode {
+                Some(m) => m.parse()?,
+                None if engine.bundle().vectors.is_some() => Mode::Hybrid,
+                None => Mode::Bm25,
+            };
             if let Some(f) = fusion {
                 engine.set_fusion(f.parse()?);
             }

@@ -417,7 +417,7 @@ pub fn update(opts: &UpdateOptions) -> Result<UpdateReport> {
     let calibration = match (&m.calibration, unchanged_data) {
         (Some(c), true) if c.method == jikji_engine::calibrate::METHOD => {
             report.calibration_reused = true;
-            c.clone()
+            Some(c.clone())
         }
         _ => {
             if let (Some(dir), None, Some(_)) = (model_dir, &embedder, &vectors) {
@@ -451,7 +451,7 @@ pub fn update(opts: &UpdateOptions) -> Result<UpdateReport> {
             vectors,
             params,
             sources,
-            calibration: Some(calibration),
+            calibration,
             analyzer: analyzer_options,
             hanja,
         },

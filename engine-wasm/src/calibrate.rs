@@ -85,7 +85,7 @@ fn clean(w: &str) -> &str {
 /// - Latin-script and other spaced text: a span of 6–12 words; the query keeps about 60%
 ///   of its words (at least 3, in order) and adds 1–2 words of the filler;
 /// - Korean (Hangul-dominant lines): a span of 3–6 words, keeping at least 2, plus one
-///   filler word;
+///   filler word (shorter lines give shorter spans, down to 4 / 3 words);
 /// - Han / kana: a span of 10–16 characters; the query is two 3–5 character pieces of it
 ///   with 2–3 filler characters between them.
 pub fn pseudo_query(text: &str, filler: &str, seed: u64) -> Option<(String, String)> {
@@ -143,7 +143,7 @@ pub fn pseudo_query(text: &str, filler: &str, seed: u64) -> Option<(String, Stri
             (6, 7, 3, 1 + (next() % 2) as usize)
         };
         let want = lo + (next() % spread) as usize;
-        if words.len() < lo {
+        if words.len() <= keep_min {
             return None;
         }
         let want = want.min(words.len());

@@ -42,7 +42,7 @@ fn vectors() -> Vec<Vec<f32>> {
     // Every doc close to axis 0 (the query's direction), the filtered ones closest.
     (0..DOCS.len())
         .map(|i| {
-            let mut v = vec![0.0f32; 8];
+            let mut v = [0.0f32; 8];
             v[0] = 1.0;
             v[1 + i] = 0.1 * (i as f32 + 1.0);
             let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
