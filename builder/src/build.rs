@@ -55,6 +55,8 @@ pub struct BuildOptions {
     /// Write the Hangul ↔ Hanja reading table (`hanja.fst`) when the corpus has Han or
     /// Hangul text (see [`hanja_table`]).
     pub hanja: bool,
+    /// BM25 k1 and b (recorded in the manifest; the engine ranks with them).
+    pub bm25: Bm25Params,
 }
 
 impl BuildOptions {
@@ -75,6 +77,7 @@ impl BuildOptions {
             quarantine: None,
             analyzer: AnalyzerOptions::default(),
             hanja: true,
+            bm25: Bm25Params::default(),
         }
     }
 }
@@ -406,14 +409,15 @@ pub fn source_entry(f: &SourceFile, v: &VersionInfo, chunks: usize) -> SourceEnt
 }
 
 /// Builds the term dictionary and postings of `records` (in order: doc id = index) with
-/// `analyzer`. Returns `(terms.fst, postings.bin, number of terms)`.
+/// `analyzer`, each chunk indexed under [`ChunkRecord::indexed_text`] (title and heading
+/// path, then text). Returns `(terms.fst, postings.bin, number of terms)`.
 pub fn index_records(
     records: &[ChunkRecord],
     analyzer: &Analyzer,
 ) -> Result<(Vec<u8>, Vec<u8>, usize)> {
     let mut index = LexicalIndexWriter::new();
     for r in records {
-        index.add_doc(&analyzer.analyze(&r.text));
+        index.add_doc(&analyzer.analyze(&r.indexed_text()));
     }
     let terms = index.num_terms();
     let (terms_fst, postings) = index.finish()?;
@@ -484,6 +488,10 @@ pub struct Embedded {
     pub per_text: Vec<usize>,
 }
 
+/// Texts embedded between two cache flushes in [`embed_passages`]: an interrupted build loses at
+/// most this many vectors (about a few minutes of work on 2 cores).
+const FLUSH_EVERY: usize = 512;
+
 /// Embeds `texts` with the `passage: ` prefix, through the vector cache in `cache_dir`
 /// (if any) so a text is embedded at most once per model. The model is loaded into
 /// `embedder` only if some text is not in the cache (and reused if already loaded there).
@@ -507,25 +515,30 @@ pub fn embed_passages(
             None => embedder.insert(load_build_embedder(model_dir)?),
         };
         let bar = progress_bar(progress, missing.len() as u64, "embedding");
-        let todo: Vec<&str> = missing.iter().map(|&i| texts[i]).collect();
-        let out = embedder
-            .embed_many(&todo, Prefix::Passage, threads, &|n| {
-                bar.set_position(n as u64)
-            })
-            .map_err(|source| BuildError::Embedding {
-                what: "chunks",
-                source,
-            })?;
-        bar.finish_and_clear();
-        for (j, &i) in missing.iter().enumerate() {
-            let entry = CacheEntry {
-                tokens: out.tokens[j] as u32,
-                truncated: out.truncated[j],
-                vector: out.vectors[j].clone(),
-            };
-            cache.insert(keys[i], entry);
+        // Flush the cache after every group so an interrupted build keeps what it embedded.
+        let mut done = 0;
+        for group in missing.chunks(FLUSH_EVERY) {
+            let todo: Vec<&str> = group.iter().map(|&i| texts[i]).collect();
+            let out = embedder
+                .embed_many(&todo, Prefix::Passage, threads, &|n| {
+                    bar.set_position((done + n) as u64)
+                })
+                .map_err(|source| BuildError::Embedding {
+                    what: "chunks",
+                    source,
+                })?;
+            for (j, &i) in group.iter().enumerate() {
+                let entry = CacheEntry {
+                    tokens: out.tokens[j] as u32,
+                    truncated: out.truncated[j],
+                    vector: out.vectors[j].clone(),
+                };
+                cache.insert(keys[i], entry);
+            }
+            cache.flush()?;
+            done += group.len();
         }
-        cache.flush()?;
+        bar.finish_and_clear();
     }
     let mut e = Embedded {
         vectors: Vec::with_capacity(texts.len()),
@@ -571,6 +584,8 @@ pub struct BundleParts<'a> {
     pub analyzer: AnalyzerOptions,
     /// `hanja.fst` bytes ([`hanja_table`]), if the bundle has one.
     pub hanja: Option<Vec<u8>>,
+    /// BM25 k1 and b.
+    pub bm25: Bm25Params,
 }
 
 /// Writes a bundle atomically at `out` ([`BundleWriter`]). Returns the manifest and the
@@ -606,7 +621,7 @@ pub fn write_bundle(out: &Path, p: BundleParts) -> Result<(Manifest, Vec<(String
             .unwrap_or(0),
         chunk_size: p.params.size,
         overlap: p.params.overlap,
-        bm25: Bm25Params::default(),
+        bm25: p.bm25,
         counts: Counts {
             files: p.sources.len(),
             chunks: p.records.len(),
@@ -702,6 +717,7 @@ pub fn build_files(files: &[SourceFile], opts: &BuildOptions) -> Result<BuildRep
         embedder.as_ref(),
         opts.threads,
         opts.analyzer,
+        opts.bm25,
     )?;
     seconds.push(("calibrate".to_string(), t.elapsed().as_secs_f64()));
 
@@ -721,6 +737,7 @@ pub fn build_files(files: &[SourceFile], opts: &BuildOptions) -> Result<BuildRep
             calibration,
             analyzer: opts.analyzer,
             hanja,
+            bm25: opts.bm25,
         },
     )?;
     seconds.push(("write".to_string(), t.elapsed().as_secs_f64()));
@@ -759,6 +776,7 @@ pub fn calibrate(
     embedder: Option<&Embedder>,
     threads: usize,
     analyzer: AnalyzerOptions,
+    bm25: Bm25Params,
 ) -> Result<Option<jikji_format::Calibration>> {
     use jikji_engine::calibrate as cal;
     let bundle = jikji_format::Bundle {
@@ -770,7 +788,7 @@ pub fn calibrate(
             built_at: 0,
             chunk_size: 0,
             overlap: 0,
-            bm25: Bm25Params::default(),
+            bm25,
             model: None,
             counts: Counts::default(),
             files: Default::default(),

@@ -19,10 +19,34 @@ use serde::Serialize;
 
 use crate::error::{BuildError, Result};
 
+/// One corpus record of an eval set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EvalDoc {
+    /// Document id (as in `qrels.tsv`).
+    pub id: String,
+    /// Title (may be empty).
+    pub title: String,
+    /// Text.
+    pub text: String,
+}
+
+impl EvalDoc {
+    /// The file body the eval builds from: `title + "\n\n" + text` (just `text` without a
+    /// title). The title is also given as the file's front matter `title`, so every chunk of
+    /// the document is indexed under it ([`jikji_format::ChunkRecord::indexed_text`]).
+    pub fn body(&self) -> String {
+        if self.title.is_empty() {
+            self.text.clone()
+        } else {
+            format!("{}\n\n{}", self.title, self.text)
+        }
+    }
+}
+
 /// A labeled retrieval set.
 pub struct EvalSet {
-    /// `(id, title + "\n\n" + text)` per document.
-    pub corpus: Vec<(String, String)>,
+    /// The documents, in file order.
+    pub corpus: Vec<EvalDoc>,
     /// `(id, text)` per query.
     pub queries: Vec<(String, String)>,
     /// Query id → document id → grade.
@@ -134,14 +158,10 @@ impl EvalSet {
     pub fn load(dir: &Path) -> Result<Self> {
         let corpus = jsonl(&dir.join("corpus.jsonl"))?
             .iter()
-            .map(|v| {
-                let (title, text) = (field(v, "title"), field(v, "text"));
-                let body = if title.is_empty() {
-                    text
-                } else {
-                    format!("{title}\n\n{text}")
-                };
-                (field(v, "id"), body)
+            .map(|v| EvalDoc {
+                id: field(v, "id"),
+                title: field(v, "title"),
+                text: field(v, "text"),
             })
             .collect();
         let queries = load_queries(&dir.join("queries.jsonl"))?;

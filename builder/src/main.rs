@@ -11,6 +11,7 @@ use jikji_builder::serve::{serve, ServeOptions};
 use jikji_builder::update::{print_update_report, update, UpdateOptions};
 use jikji_engine::{Engine, Expansion, Fusion, Mode, SearchOptions};
 use jikji_format::analyzer::AnalyzerOptions;
+use jikji_format::Bm25Params;
 
 #[derive(Parser)]
 #[command(
@@ -62,6 +63,12 @@ struct AnalyzerArgs {
     /// Do not write the Hangul ↔ Hanja reading table (hanja.fst) for Han/Hangul corpora.
     #[arg(long)]
     no_hanja: bool,
+    /// BM25 term-frequency saturation k1 (recorded in the bundle's manifest).
+    #[arg(long, default_value_t = Bm25Params::default().k1)]
+    k1: f32,
+    /// BM25 length normalisation b, 0 (none) to 1 (full).
+    #[arg(long, default_value_t = Bm25Params::default().b)]
+    b: f32,
 }
 
 impl AnalyzerArgs {
@@ -75,6 +82,24 @@ impl AnalyzerArgs {
             han_unigrams: !self.no_han_unigrams,
             korean_particle_bigrams: !self.no_korean_particle_bigrams,
         }
+    }
+
+    /// BM25 parameters; errors on k1 < 0 or b outside [0, 1].
+    fn bm25(&self) -> anyhow::Result<Bm25Params> {
+        anyhow::ensure!(
+            self.k1.is_finite() && self.k1 >= 0.0,
+            "--k1 must be a number ≥ 0, got {}",
+            self.k1
+        );
+        anyhow::ensure!(
+            (0.0..=1.0).contains(&self.b),
+            "--b must be in [0, 1], got {}",
+            self.b
+        );
+        Ok(Bm25Params {
+            k1: self.k1,
+            b: self.b,
+        })
     }
 }
 
@@ -364,6 +389,12 @@ enum Cmd {
         /// Weight of Hangul ↔ Hanja expansions (0 = off).
         #[arg(long, default_value_t = Expansion::default().hanja)]
         hanja_weight: f32,
+        /// Maximum chunk length in characters.
+        #[arg(long, default_value_t = ChunkParams::default().size)]
+        chunk_size: usize,
+        /// Characters repeated from the previous chunk.
+        #[arg(long, default_value_t = ChunkParams::default().overlap)]
+        overlap: usize,
     },
     /// Serve the web page, the wasm engine and a bundle on 127.0.0.1.
     Serve {
@@ -453,7 +484,13 @@ fn main() -> anyhow::Result<()> {
             prefix_weight,
             fuzzy_weight,
             hanja_weight,
+            chunk_size,
+            overlap,
         } => {
+            anyhow::ensure!(
+                overlap < chunk_size,
+                "--overlap ({overlap}) must be smaller than --chunk-size ({chunk_size})"
+            );
             let fusions: Vec<Fusion> = fusion
                 .split(',')
                 .map(|f| f.parse())
@@ -472,6 +509,10 @@ fn main() -> anyhow::Result<()> {
                     prefix: prefix_weight,
                     fuzzy: fuzzy_weight,
                     hanja: hanja_weight,
+                },
+                chunking: ChunkParams {
+                    size: chunk_size,
+                    overlap,
                 },
             };
             eval_cmd(&dir, &opts)?;
@@ -578,6 +619,7 @@ fn main() -> anyhow::Result<()> {
                 quarantine: check.quarantine,
                 analyzer: analyzer.options(),
                 hanja: !analyzer.no_hanja,
+                bm25: analyzer.bm25()?,
             };
             let report = build(&opts)?;
             if json {
@@ -1076,6 +1118,7 @@ struct EvalOpts<'a> {
     json: bool,
     analyzer: &'a AnalyzerArgs,
     expansion: Expansion,
+    chunking: ChunkParams,
 }
 
 fn eval_cmd(dir: &Path, o: &EvalOpts) -> anyhow::Result<()> {
@@ -1098,15 +1141,18 @@ fn eval_cmd(dir: &Path, o: &EvalOpts) -> anyhow::Result<()> {
     let files: Vec<SourceFile> = set
         .corpus
         .iter()
-        .map(|(id, text)| SourceFile {
+        .map(|d| SourceFile {
             path: PathBuf::new(),
-            rel: id.clone(),
+            rel: d.id.clone(),
             tier: None,
-            text: text.clone(),
+            text: d.body(),
             body_byte: 0,
             body_char: 0,
             source_url: None,
-            front: FrontMatter::default(),
+            front: FrontMatter {
+                title: (!d.title.is_empty()).then(|| d.title.clone()),
+                ..FrontMatter::default()
+            },
         })
         .collect();
     let out = std::env::temp_dir().join(format!("jikji-eval-{}", std::process::id()));
@@ -1119,6 +1165,8 @@ fn eval_cmd(dir: &Path, o: &EvalOpts) -> anyhow::Result<()> {
         progress: !o.json,
         analyzer: o.analyzer.options(),
         hanja: !o.analyzer.no_hanja,
+        bm25: o.analyzer.bm25()?,
+        params: o.chunking,
         ..BuildOptions::new(dir, &out)
     };
     let t = Instant::now();

@@ -431,6 +431,7 @@ pub fn update(opts: &UpdateOptions) -> Result<UpdateReport> {
                 embedder.as_ref(),
                 opts.threads,
                 analyzer_options,
+                m.bm25,
             )?
         }
     };
@@ -454,6 +455,7 @@ pub fn update(opts: &UpdateOptions) -> Result<UpdateReport> {
             calibration,
             analyzer: analyzer_options,
             hanja,
+            bm25: m.bm25,
         },
     )?;
     report.written = true;

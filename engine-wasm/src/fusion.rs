@@ -36,7 +36,7 @@ pub fn bm25_upper_bound(
     params: Bm25Params,
     query: &str,
 ) -> Result<f32> {
-    let mut terms = analyzer.analyze(query);
+    let mut terms = analyzer.analyze(&crate::search::without_question_words(analyzer, query));
     terms.sort();
     terms.dedup();
     let n = index.num_docs();

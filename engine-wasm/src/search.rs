@@ -1,6 +1,7 @@
 //! Ranking: BM25 over the postings, exact dense scan over int8 vectors, and reciprocal
 //! rank fusion. Pure Rust with no I/O, so native and wasm builds rank identically.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
@@ -120,6 +121,44 @@ impl<'a> Lexical<'a> {
             hanja: bundle.hanja.as_ref(),
             expansion: Expansion::default(),
         }
+    }
+}
+
+/// Modern Chinese question words (Simplified; a query is folded before matching), removed
+/// from a lexical query by [`without_question_words`]. Passages are statements, so these
+/// words are rare in them and get a high idf: "NASUWT是什么？" ranked a chunk about Turing
+/// machines that says "意味着什么" above the one about the NASUWT union. Characters that
+/// also start ordinary words (几 in 几乎, 吗 in 吗啡) are not listed.
+pub const QUESTION_WORDS_ZH: &[&str] = &[
+    "为什么",
+    "什么",
+    "哪",
+    "谁",
+    "多少",
+    "怎么",
+    "怎样",
+    "如何",
+    "是否",
+];
+
+/// `query` with the [`QUESTION_WORDS_ZH`] in it replaced by spaces (after the analyzer's
+/// normalisation, so Traditional 什麼 counts as 什么), unless nothing but question words
+/// and punctuation would be left; the query unchanged when it has none. BM25 and its
+/// calibration bound ([`crate::fusion::bm25_upper_bound`]) search this text; the index is
+/// untouched, so a query of only question words still finds them.
+pub fn without_question_words<'q>(analyzer: &Analyzer, query: &'q str) -> Cow<'q, str> {
+    let norm = analyzer.normalize(query);
+    if !QUESTION_WORDS_ZH.iter().any(|w| norm.contains(w)) {
+        return Cow::Borrowed(query);
+    }
+    let mut out = norm;
+    for w in QUESTION_WORDS_ZH {
+        out = out.replace(w, " ");
+    }
+    if out.chars().any(char::is_alphanumeric) {
+        Cow::Owned(out)
+    } else {
+        Cow::Borrowed(query)
     }
 }
 
@@ -251,10 +290,12 @@ pub fn query_terms(lex: &Lexical, query: &str) -> Result<Vec<QueryTerm>> {
 /// the chunk and whose idf is the sum of its terms' idfs. The phrase component is computed
 /// for the best [`PHRASE_DEPTH`] candidates by plain BM25 (their text is re-analyzed from
 /// the chunk store with the bundle's analyzer). Repeated query terms count once in the
-/// term component. Returns the top `k` chunks with score > 0.
+/// term component. Chinese question words are left out first ([`without_question_words`]).
+/// Returns the top `k` chunks with score > 0.
 ///
 /// Errors only if the postings or chunk store bytes are corrupt.
 pub fn bm25(lex: &Lexical, query: &str, k: usize) -> Result<Vec<Scored>> {
+    let query = &*without_question_words(lex.analyzer, query);
     let index = lex.index;
     let params = lex.params;
     let sequence = lex.analyzer.analyze(query);
@@ -418,6 +459,7 @@ mod tests {
         let hits = bm25(
             &Lexical {
                 expansion: Expansion::NONE,
+                params: Bm25Params { k1: 1.2, b: 0.75 },
                 ..f.lex()
             },
             "cherry",
@@ -569,6 +611,27 @@ mod tests {
         let hits = f.search("대한민국?");
         assert_eq!(hits[0].0, 0, "{hits:?}");
         assert_eq!(f.search("화산?")[0].0, 2);
+    }
+
+    /// xquad-zh: the question word's three terms (什, 什么, 么: rare in statements, so
+    /// high idf) outweighed the one rare entity the question was about.
+    #[test]
+    fn question_words_outranked_the_entity() {
+        let f = fixture(&[
+            "为了精确定义通过给定的时间和空间来解决问题意味着什么，可使用确定型图灵机的计算模型。",
+            "威尔士的教师可以是ATL、NUT或NASUWT等工会的注册会员，威尔士教师的平均年龄正在下降。",
+            "工会是工人的组织。",
+            "图灵机是一种计算模型。",
+        ]);
+        assert_eq!(f.search("NASUWT是什么？")[0].0, 1);
+        assert_eq!(f.search("NASUWT是什麼？")[0].0, 1, "Traditional form");
+        // A query of nothing but a question word still searches it.
+        assert_eq!(f.search("什么")[0].0, 0);
+        assert_eq!(
+            without_question_words(&f.analyzer, "誰是NASUWT的會員?"),
+            " 是nasuwt的会员?"
+        );
+        assert_eq!(without_question_words(&f.analyzer, "几乎"), "几乎");
     }
 
     #[test]

@@ -83,6 +83,31 @@ pub struct ChunkRecord {
     pub parent_doc: Option<u32>,
 }
 
+impl ChunkRecord {
+    /// The text the lexical index holds for this chunk: its front matter `title` and each
+    /// heading of its `heading_path` that the chunk text does not already contain, one per
+    /// line, then `text`. A chunk deep in a section thus still matches the words of the
+    /// document title and the headings above it (as a search page's title field would),
+    /// and the first chunk of a section, which holds the heading line itself, does not count
+    /// it twice. Only BM25 sees this; embeddings and phrase matching use `text`.
+    pub fn indexed_text(&self) -> std::borrow::Cow<'_, str> {
+        let context: Vec<&str> = self
+            .title
+            .iter()
+            .chain(self.heading_path.iter())
+            .map(|h| h.trim())
+            .filter(|h| !h.is_empty() && !self.text.contains(h))
+            .collect();
+        if context.is_empty() {
+            return std::borrow::Cow::Borrowed(&self.text);
+        }
+        let mut s = context.join("\n");
+        s.push('\n');
+        s.push_str(&self.text);
+        std::borrow::Cow::Owned(s)
+    }
+}
+
 /// Serialises chunk records into `chunks.bin` bytes.
 pub fn write_chunks(records: &[ChunkRecord]) -> Result<Vec<u8>> {
     let mut body = Vec::new();
@@ -178,6 +203,45 @@ impl ChunkStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn indexed_text_adds_title_and_headings_not_in_text() {
+        let mut rec = ChunkRecord {
+            id: "ab".into(),
+            source: "a.md".into(),
+            source_url: None,
+            tier: None,
+            heading_path: vec!["論語".into(), "學而篇".into()],
+            lang: "zh".into(),
+            section: 0,
+            start: 0,
+            end: 5,
+            text: "## 學而篇\n\n學而時習之".into(),
+            title: Some("The Analects".into()),
+            author: None,
+            version: None,
+            updated: None,
+            expires: None,
+            provenance: None,
+            doc_id: None,
+            archived: false,
+            parent_id: None,
+            parent_doc: None,
+        };
+        // The heading line is in the text: only the title and the outer heading are added.
+        assert_eq!(
+            rec.indexed_text(),
+            "The Analects\n論語\n## 學而篇\n\n學而時習之"
+        );
+        rec.text = "不亦說乎".into();
+        assert_eq!(rec.indexed_text(), "The Analects\n論語\n學而篇\n不亦說乎");
+        rec.title = None;
+        rec.heading_path.clear();
+        assert!(matches!(
+            rec.indexed_text(),
+            std::borrow::Cow::Borrowed("不亦說乎")
+        ));
+    }
 
     #[test]
     fn roundtrip() {
