@@ -165,7 +165,8 @@ pub struct SearchResult {
     pub query: String,
     /// The mode used.
     pub mode: Mode,
-    /// The fusion used (hybrid mode only).
+    /// The fusion used (hybrid mode only; absent when the query matched no term of the
+    /// bundle, so that hybrid returned the dense ranking and its calibrated scores).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fusion: Option<Fusion>,
     /// True if `score` is calibrated (the bundle has a calibration).
@@ -497,6 +498,17 @@ impl Engine {
         let cal = b.manifest.calibration.as_ref();
         let upper_bound =
             || fusion::bm25_upper_bound(&b.lexical, &b.analyzer, b.manifest.bm25, query);
+        // Dense hits with their calibrated scores (if the bundle has a dense calibration).
+        let dense_calibrated = |den: Vec<Scored>| -> Vec<(u32, f32, Option<f32>)> {
+            let platt = cal.and_then(|c| c.dense);
+            let bg = match (platt, b.vectors.as_ref(), qvec) {
+                (Some(_), Some(v), Some(q)) => fusion::dense_background(v, q),
+                _ => (0.0, 1.0),
+            };
+            den.into_iter()
+                .map(|(d, s)| (d, s, platt.map(|p| p.apply(fusion::dense_z(s, bg)))))
+                .collect()
+        };
         let mut fusion_used = None;
         // (doc, raw score, calibrated score)
         let ranked: Vec<(u32, f32, Option<f32>)> = match mode {
@@ -513,22 +525,17 @@ impl Engine {
                     })
                     .collect()
             }
-            Mode::Dense => {
-                let den = dense(top_k)?;
-                let platt = cal.and_then(|c| c.dense);
-                let bg = match (platt, b.vectors.as_ref(), qvec) {
-                    (Some(_), Some(v), Some(q)) => fusion::dense_background(v, q),
-                    _ => (0.0, 1.0),
-                };
-                den.into_iter()
-                    .map(|(d, s)| (d, s, platt.map(|p| p.apply(fusion::dense_z(s, bg)))))
-                    .collect()
-            }
+            Mode::Dense => dense_calibrated(dense(top_k)?),
             Mode::Hybrid => {
                 let depth = top_k.max(FUSION_DEPTH);
                 let lex = search::bm25(&self.lexical(), query, depth)?;
                 let den = dense(depth)?;
                 match (self.fusion, cal) {
+                    // No chunk shares a term with the query (e.g. a Chinese question on an
+                    // English bundle): BM25 gives no evidence either way, so its low
+                    // log-odds would only drag every fused score under 0.3 (measured on
+                    // xquad-zh → xquad-en). The ranking is dense's in every fusion anyway.
+                    _ if lex.is_empty() => dense_calibrated(den.into_iter().take(top_k).collect()),
                     (Fusion::Weighted { dense_weight }, Some(c)) if c.dense.is_some() => {
                         fusion_used = Some(self.fusion);
                         let c = jikji_format::Calibration {

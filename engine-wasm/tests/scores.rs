@@ -163,3 +163,42 @@ fn fusion_can_be_chosen_and_parsed() {
     assert!("weighted:1.5".parse::<Fusion>().is_err());
     assert!("max".parse::<Fusion>().is_err());
 }
+
+/// Cross-lingual (xquad-zh queries on the xquad-en corpus): a query that shares no term
+/// with the bundle got BM25's "no match" log-odds in every fused score, so every hybrid
+/// top-1 fell under 0.3 although 60% were right. Hybrid now reports dense's scores then.
+#[test]
+fn hybrid_without_lexical_match_scored_everything_low() {
+    let mut e = Engine::new(bundle(Some(fitted())));
+    let qv = vectors()[3].clone();
+    let query = "商队在夜里穿越沙漠";
+    assert!(e
+        .search_with_vector(query, Some(&qv), Mode::Bm25, 6)
+        .unwrap()
+        .hits
+        .is_empty());
+    let dense = e
+        .search_with_vector(query, Some(&qv), Mode::Dense, 6)
+        .unwrap();
+    for fusion in ["weighted", "rrf"] {
+        e.set_fusion(fusion.parse().unwrap());
+        let hybrid = e
+            .search_with_vector(query, Some(&qv), Mode::Hybrid, 6)
+            .unwrap();
+        assert_eq!(hybrid.fusion, None, "{fusion}");
+        assert!(hybrid.calibrated);
+        assert_eq!(hybrid.hits[0].source, "doc3.md");
+        let pairs = |r: &jikji_engine::SearchResult| -> Vec<(String, f32)> {
+            r.hits
+                .iter()
+                .map(|h| (h.chunk.id.clone(), h.score))
+                .collect()
+        };
+        assert_eq!(pairs(&hybrid), pairs(&dense), "{fusion}");
+    }
+    // With a lexical match the fusion still runs.
+    let r = e
+        .search_with_vector("caravan", Some(&qv), Mode::Hybrid, 6)
+        .unwrap();
+    assert_eq!(r.fusion, Some(Fusion::Rrf));
+}
