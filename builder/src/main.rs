@@ -796,8 +796,19 @@ fn main() -> anyhow::Result<()> {
             include_archived,
             now,
         } => {
+            anyhow::ensure!(top_k > 0, "--top-k must be at least 1");
             let mut engine = Engine::open_dir(&bundle)
                 .with_context(|| format!("opening bundle {}", bundle.display()))?;
+            anyhow::ensure!(
+                min_score.is_finite() && min_score >= 0.0,
+                "--min-score must be a number ≥ 0, got {min_score}"
+            );
+            anyhow::ensure!(
+                engine.bundle().manifest.calibration.is_none() || min_score <= 1.0,
+                "--min-score {min_score}: {} is calibrated, so its scores lie in [0, 1] \
+                 (≥ 0.6 reliable, 0.3–0.6 use with care, < 0.3 noise)",
+                bundle.display()
+            );
             let mode: Mode = match mode {
                 Some(m) => m.parse()?,
                 None if engine.bundle().vectors.is_some() => Mode::Hybrid,
