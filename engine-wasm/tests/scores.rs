@@ -120,7 +120,9 @@ fn uncalibrated_bundles_report_raw_scores() {
 #[test]
 fn calibrated_scores_are_probabilities_and_min_score_filters() {
     let mut e = Engine::new(bundle(Some(fitted())));
-    assert!(matches!(e.fusion(), Fusion::Weighted { dense_weight } if dense_weight == 0.4));
+    assert!(
+        matches!(e.fusion(), Fusion::Weighted { dense_weight } if dense_weight == calibrate::DEFAULT_DENSE_WEIGHT)
+    );
     let qv = vectors()[3].clone();
     for mode in [Mode::Bm25, Mode::Dense, Mode::Hybrid] {
         let r = e
@@ -159,7 +161,12 @@ fn fusion_can_be_chosen_and_parsed() {
     e.set_fusion("weighted:0.8".parse().unwrap());
     assert_eq!(e.fusion(), Fusion::Weighted { dense_weight: 0.8 });
     e.set_fusion("weighted".parse().unwrap());
-    assert_eq!(e.fusion(), Fusion::Weighted { dense_weight: 0.4 });
+    assert_eq!(
+        e.fusion(),
+        Fusion::Weighted {
+            dense_weight: calibrate::DEFAULT_DENSE_WEIGHT
+        }
+    );
     assert!("weighted:1.5".parse::<Fusion>().is_err());
     assert!("max".parse::<Fusion>().is_err());
 }
