@@ -389,6 +389,9 @@ enum Cmd {
         /// Weight of Hangul ↔ Hanja expansions (0 = off).
         #[arg(long, default_value_t = Expansion::default().hanja)]
         hanja_weight: f32,
+        /// Korean query word normalisation: each of a word's n terms weighs n^-α (0 = off).
+        #[arg(long, default_value_t = Expansion::default().hangul_norm)]
+        hangul_norm: f32,
         /// Maximum chunk length in characters.
         #[arg(long, default_value_t = ChunkParams::default().size)]
         chunk_size: usize,
@@ -484,6 +487,7 @@ fn main() -> anyhow::Result<()> {
             prefix_weight,
             fuzzy_weight,
             hanja_weight,
+            hangul_norm,
             chunk_size,
             overlap,
         } => {
@@ -509,6 +513,7 @@ fn main() -> anyhow::Result<()> {
                     prefix: prefix_weight,
                     fuzzy: fuzzy_weight,
                     hanja: hanja_weight,
+                    hangul_norm,
                 },
                 chunking: ChunkParams {
                     size: chunk_size,
