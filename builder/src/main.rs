@@ -262,8 +262,9 @@ enum Cmd {
         /// Default: weighted when the bundle is calibrated, else rrf.
         #[arg(long)]
         fusion: Option<String>,
-        /// Drop hits whose calibrated score (0..1) is below this: ≥ 0.6 reliable, 0.3–0.6
-        /// use with care, < 0.3 noise.
+        /// Drop hits whose score is below this. On a calibrated bundle scores are in 0..1:
+        /// ≥ 0.6 reliable, 0.3–0.6 use with care, < 0.3 noise; an uncalibrated bundle (built
+        /// before calibration, or too small to calibrate) reports raw scores, filtered as such.
         #[arg(long, default_value_t = 0.0)]
         min_score: f32,
         /// JSON output: an array with one {query, mode, hits} object per query.
@@ -439,11 +440,7 @@ fn main() -> anyhow::Result<()> {
             report,
             json,
         } => {
-            if overlap >= chunk_size {
-                anyhow::bail!(
-                    "--overlap ({overlap}) must be smaller than --chunk-size ({chunk_size})"
-                );
-            }
+            check_chunk_size(chunk_size, overlap)?;
             let args = ChunkingArgs {
                 strategy: strategy.clone(),
                 parent_size,
@@ -492,10 +489,7 @@ fn main() -> anyhow::Result<()> {
             chunk_size,
             overlap,
         } => {
-            anyhow::ensure!(
-                overlap < chunk_size,
-                "--overlap ({overlap}) must be smaller than --chunk-size ({chunk_size})"
-            );
+            check_chunk_size(chunk_size, overlap)?;
             let fusions: Vec<Fusion> = fusion
                 .split(',')
                 .map(|f| f.parse())
@@ -584,11 +578,7 @@ fn main() -> anyhow::Result<()> {
             strict,
             analyzer,
         } => {
-            if overlap >= chunk_size {
-                anyhow::bail!(
-                    "--overlap ({overlap}) must be smaller than --chunk-size ({chunk_size})"
-                );
-            }
+            check_chunk_size(chunk_size, overlap)?;
             let model_dir = if no_embed {
                 None
             } else {
@@ -1077,6 +1067,16 @@ fn chunk_cmd(
     Ok(())
 }
 
+/// `--chunk-size` must be positive and larger than `--overlap`.
+fn check_chunk_size(chunk_size: usize, overlap: usize) -> anyhow::Result<()> {
+    anyhow::ensure!(chunk_size > 0, "--chunk-size must be at least 1");
+    anyhow::ensure!(
+        overlap < chunk_size,
+        "--overlap ({overlap}) must be smaller than --chunk-size ({chunk_size})"
+    );
+    Ok(())
+}
+
 fn print_results(results: &[jikji_engine::SearchResult], json: bool) -> std::io::Result<()> {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
@@ -1086,7 +1086,12 @@ fn print_results(results: &[jikji_engine::SearchResult], json: bool) -> std::io:
         return Ok(());
     }
     for r in results {
-        writeln!(out, "# {} ({})", r.query, r.mode)?;
+        let how = match (r.mode, r.fusion) {
+            (Mode::Hybrid, None) => " — dense only: no word of the query is in the bundle",
+            _ => "",
+        };
+        let raw = if r.calibrated { "" } else { ", raw scores" };
+        writeln!(out, "# {} ({}{raw}{how})", r.query, r.mode)?;
         if r.hits.is_empty() {
             writeln!(out, "  no results")?;
         }
@@ -1293,7 +1298,11 @@ fn eval_cmd(dir: &Path, o: &EvalOpts) -> anyhow::Result<()> {
             .iter()
             .map(|(m, x, med, p95, b)| serde_json::json!({"mode": m, "metrics": x, "median_ms": med, "p95_ms": p95, "top1_bands": b}))
             .collect();
+        let m = &engine.bundle().manifest;
         let doc = serde_json::json!({"set": dir, "queries_file": o.queries, "documents": set.corpus.len(), "queries": judged.len(),
+            "bm25": m.bm25, "analyzer": m.analyzer, "chunk_size": m.chunk_size, "overlap": m.overlap, "expansion": {
+                "prefix": o.expansion.prefix, "fuzzy": o.expansion.fuzzy, "hanja": o.expansion.hanja,
+                "hangul_norm": o.expansion.hangul_norm},
             "chunks": report.chunks, "bundle_bytes": bytes, "build_s": build_s, "calibrated": calibrated,
             "query_embed_median_ms": percentile(&embed_ms, 0.5), "modes": v});
         println!("{}", serde_json::to_string_pretty(&doc)?);

@@ -122,3 +122,32 @@ fn no_chunk_exceeds_the_model_max_tokens_on_a_real_classic() {
         assert!(chunks.iter().all(|c| c.text.chars().count() <= 2048), "{s}");
     }
 }
+
+/// Newcomer run: `--chunk-size 0` was reported as "--overlap (64) must be smaller than
+/// --chunk-size (0)", naming the wrong option.
+#[test]
+fn chunk_size_zero_blamed_the_overlap() {
+    let tmp = tempfile::tempdir().unwrap();
+    for cmd in ["chunk", "build"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_jikji"))
+            .args([cmd, "--chunk-size", "0", "--no-embed"])
+            .arg(tmp.path())
+            .args(if cmd == "build" {
+                vec![
+                    "--out".to_string(),
+                    tmp.path().join("b").display().to_string(),
+                ]
+            } else {
+                vec![]
+            })
+            .env_remove("RUST_BACKTRACE")
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{cmd}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--chunk-size must be at least 1"),
+            "{cmd}: {err}"
+        );
+    }
+}

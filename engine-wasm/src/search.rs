@@ -134,35 +134,62 @@ impl<'a> Lexical<'a> {
 }
 
 /// Modern Chinese question words (Simplified; a query is folded before matching), removed
-/// from a lexical query by [`without_question_words`]. Passages are statements, so these
-/// words are rare in them and get a high idf: "NASUWT是什么？" ranked a chunk about Turing
-/// machines that says "意味着什么" above the one about the NASUWT union. Characters that
-/// also start ordinary words (几 in 几乎, 吗 in 吗啡) are not listed.
+/// from a lexical query by [`without_question_words`], longest first. Passages are
+/// statements, so these words are rare in them and get a high idf: "NASUWT是什么？" ranked a
+/// chunk about Turing machines that says "意味着什么" above the one about the NASUWT union.
+/// Compounds of 哪 are listed whole so that no stray 里/儿/个 is left to search. Characters
+/// that also start ordinary words (几 in 几乎, 吗 in 吗啡) are not listed; see
+/// [`NOT_QUESTION_WORDS_ZH`] for the words of 哪 that are not questions.
 pub const QUESTION_WORDS_ZH: &[&str] = &[
     "为什么",
     "什么",
+    "怎么样",
+    "怎么",
+    "怎样",
+    "哪里",
+    "哪儿",
+    "哪个",
+    "哪些",
+    "哪一",
     "哪",
     "谁",
     "多少",
-    "怎么",
-    "怎样",
     "如何",
     "是否",
 ];
 
+/// Words that start like a [`QUESTION_WORDS_ZH`] entry but are not questions (哪吒, the
+/// name, which folding turns into 哪咤; 哪怕, "even if"): kept in the query.
+pub const NOT_QUESTION_WORDS_ZH: &[&str] = &["哪吒", "哪咤", "哪怕"];
+
 /// `query` with the [`QUESTION_WORDS_ZH`] in it replaced by spaces (after the analyzer's
-/// normalisation, so Traditional 什麼 counts as 什么), unless nothing but question words
-/// and punctuation would be left; the query unchanged when it has none. BM25 and its
-/// calibration bound ([`crate::fusion::bm25_upper_bound`]) search this text; the index is
-/// untouched, so a query of only question words still finds them.
+/// normalisation, so Traditional 什麼 counts as 什么; [`NOT_QUESTION_WORDS_ZH`] are kept),
+/// unless nothing but question words and punctuation would be left; the query unchanged
+/// when it has none. BM25 and its calibration bound ([`crate::fusion::bm25_upper_bound`])
+/// search this text; the index is untouched, so a query of only question words (哪里)
+/// still finds them.
 pub fn without_question_words<'q>(analyzer: &Analyzer, query: &'q str) -> Cow<'q, str> {
     let norm = analyzer.normalize(query);
     if !QUESTION_WORDS_ZH.iter().any(|w| norm.contains(w)) {
         return Cow::Borrowed(query);
     }
-    let mut out = norm;
-    for w in QUESTION_WORDS_ZH {
-        out = out.replace(w, " ");
+    let mut out = String::with_capacity(norm.len());
+    let mut rest = norm.as_str();
+    'scan: while let Some(c) = rest.chars().next() {
+        if let Some(keep) = NOT_QUESTION_WORDS_ZH.iter().find(|w| rest.starts_with(*w)) {
+            out.push_str(keep);
+            rest = &rest[keep.len()..];
+            continue;
+        }
+        for w in QUESTION_WORDS_ZH {
+            if rest.starts_with(w) {
+                out.push(' ');
+                rest = &rest[w.len()..];
+                continue 'scan;
+            }
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
     }
     if out.chars().any(char::is_alphanumeric) {
         Cow::Owned(out)
@@ -657,6 +684,16 @@ mod tests {
             " 是nasuwt的会员?"
         );
         assert_eq!(without_question_words(&f.analyzer, "几乎"), "几乎");
+        // Newcomer run: a query of only 哪里 searched the stray 里 (and 哪吒 lost its 哪).
+        assert_eq!(without_question_words(&f.analyzer, "哪里"), "哪里");
+        assert_eq!(
+            without_question_words(&f.analyzer, "熊猫生活在哪裡？"),
+            "熊猫生活在 ?"
+        );
+        assert_eq!(without_question_words(&f.analyzer, "哪吒是谁"), "哪咤是 ");
+        assert_eq!(without_question_words(&f.analyzer, "怎么样"), "怎么样");
+        let g = fixture(&["家里有三个房间，里里外外都很干净。", "你的家在哪里？"]);
+        assert_eq!(g.search("哪里")[0].0, 1);
     }
 
     /// korquad-dev: the name's four bigrams (앙투, 투아, 아네, 네트) each weighed as much as
