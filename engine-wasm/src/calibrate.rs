@@ -25,7 +25,7 @@ pub const METHOD: &str = "platt-pseudo-queries-v1";
 /// Default weight of the dense score in weighted fusion, chosen on the eval sets (README,
 /// "Retrieval quality"): 0.6 is the one measured weight (0.4–0.7) at which SciFact's hybrid
 /// reaches nDCG@10 0.72 (0.7208; 0.4 gives 0.7054) while classical-zh's hybrid still beats
-/// its BM25 (0.7560 vs 0.7392). 0.4 has the best mean over the six public runs (0.8690 vs
+/// its BM25 (0.7559 vs 0.7391). 0.4 has the best mean over the six public runs (0.8690 vs
 /// 0.8667, all of the difference from classical-zh).
 pub const DEFAULT_DENSE_WEIGHT: f32 = 0.6;
 
