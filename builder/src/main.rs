@@ -818,6 +818,10 @@ fn main() -> anyhow::Result<()> {
                 now_ms: Some(now_ms(now.as_deref())?),
                 include_archived,
             });
+            if mode != Mode::Bm25 && engine.bundle().vectors.is_none() {
+                // Say so before looking for a model the bundle could not use anyway.
+                return Err(jikji_engine::EngineError::NoVectors(mode).into());
+            }
             if mode != Mode::Bm25 {
                 let info = jikji_builder::build::model_info(&model)?;
                 engine.check_model(&info.sha256)?;

@@ -83,4 +83,9 @@ fn search_accepted_impossible_min_score_and_top_k_zero() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("--top-k must be at least 1"));
     assert!(run(&["--min-score", "0.2"]).status.success());
+    // Newcomer run: dense on a bundle without vectors first complained about the model.
+    let o = run(&["--mode", "dense", "--model", "/nonexistent-model"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("built without a model"), "{err}");
 }
