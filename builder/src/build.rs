@@ -21,7 +21,7 @@ use sha2::{Digest, Sha256};
 
 use crate::chunker::report::Dist;
 use crate::chunker::{ChunkParams, Limits, Sizer, Strategy, TokenLimit};
-use crate::corpus::{quarantine, scan, CheckOptions, Finding, Severity, SourceFile};
+use crate::corpus::{quarantine, scan, CheckOptions, Finding, Scan, Severity, SourceFile};
 use crate::error::{BuildError, Result};
 use crate::versions::VersionInfo;
 
@@ -168,12 +168,11 @@ pub fn chunk_id(rel: &str, section: u32, position: u32) -> String {
     hex::encode(&h.finalize()[..8])
 }
 
-/// Builds a bundle. See the crate README for the format.
-pub fn build(opts: &BuildOptions) -> Result<BuildReport> {
-    let mut seconds = Vec::new();
-    let t = Instant::now();
-    let scanned = scan(&opts.corpus, opts.check)?;
-    if opts.strict && scanned.errors() > 0 {
+/// Scans `corpus` ([`scan`]); with `strict`, any corpus error fails with
+/// [`BuildError::CorpusErrors`] listing the error findings (warnings are not errors).
+pub fn scan_corpus(corpus: &Path, check: CheckOptions, strict: bool) -> Result<Scan> {
+    let scanned = scan(corpus, check)?;
+    if strict && scanned.errors() > 0 {
         return Err(BuildError::CorpusErrors {
             findings: scanned
                 .findings
@@ -182,6 +181,14 @@ pub fn build(opts: &BuildOptions) -> Result<BuildReport> {
                 .collect(),
         });
     }
+    Ok(scanned)
+}
+
+/// Builds a bundle. See the crate README for the format.
+pub fn build(opts: &BuildOptions) -> Result<BuildReport> {
+    let mut seconds = Vec::new();
+    let t = Instant::now();
+    let scanned = scan_corpus(&opts.corpus, opts.check, opts.strict)?;
     let quarantined = match &opts.quarantine {
         Some(dir) => quarantine(&opts.corpus, &scanned.rejected, dir)?,
         None => Vec::new(),

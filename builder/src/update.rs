@@ -39,10 +39,10 @@ use sha2::{Digest, Sha256};
 
 use crate::build::{
     calibrate, chunk_file, embed_passages, hanja_table, index_records, load_build_embedder,
-    model_info, source_entry, updated_of, write_bundle, BundleParts, Chunking,
+    model_info, scan_corpus, source_entry, updated_of, write_bundle, BundleParts, Chunking,
 };
 use crate::chunker::ChunkParams;
-use crate::corpus::{quarantine, scan, CheckOptions, Finding, Severity};
+use crate::corpus::{quarantine, CheckOptions, Finding};
 use crate::error::{BuildError, Result};
 
 /// Options of `jikji update`.
@@ -197,16 +197,7 @@ pub fn update(opts: &UpdateOptions) -> Result<UpdateReport> {
         .push(("open".into(), t.elapsed().as_secs_f64()));
 
     let t = Instant::now();
-    let scanned = scan(&opts.corpus, opts.check)?;
-    if opts.strict && scanned.errors() > 0 {
-        return Err(BuildError::CorpusErrors {
-            findings: scanned
-                .findings
-                .into_iter()
-                .filter(|f| f.severity == Severity::Error)
-                .collect(),
-        });
-    }
+    let scanned = scan_corpus(&opts.corpus, opts.check, opts.strict)?;
     if let Some(dir) = &opts.quarantine {
         quarantine(&opts.corpus, &scanned.rejected, dir)?;
     }
