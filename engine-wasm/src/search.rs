@@ -478,24 +478,9 @@ mod tests {
             recs.push(ChunkRecord {
                 id: i.to_string(),
                 source: "t".into(),
-                source_url: None,
-                tier: None,
-                heading_path: vec![],
                 lang: "en".into(),
-                section: 0,
-                start: 0,
-                end: 0,
                 text: d.to_string(),
-                title: None,
-                author: None,
-                version: None,
-                updated: None,
-                expires: None,
-                provenance: None,
-                doc_id: None,
-                archived: false,
-                parent_id: None,
-                parent_doc: None,
+                ..ChunkRecord::default()
             });
         }
         let (f, p) = w.finish().unwrap();

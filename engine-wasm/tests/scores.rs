@@ -40,24 +40,10 @@ fn bundle(calibration: Option<Calibration>) -> Bundle {
             ChunkRecord {
                 id: format!("c{i}"),
                 source: format!("doc{i}.md"),
-                source_url: None,
-                tier: None,
-                heading_path: vec![],
                 lang: "en".into(),
-                section: 0,
-                start: 0,
                 end: d.chars().count(),
                 text: d.to_string(),
-                title: None,
-                author: None,
-                version: None,
-                updated: None,
-                expires: None,
-                provenance: None,
-                doc_id: None,
-                archived: false,
-                parent_id: None,
-                parent_doc: None,
+                ..ChunkRecord::default()
             }
         })
         .collect();

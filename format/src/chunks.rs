@@ -23,7 +23,9 @@ const MAGIC: &[u8; 4] = b"JKCH";
 const VERSION: u32 = 1;
 
 /// One chunk: a piece of a source file that is indexed and returned as a search result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// `Default` is an empty record (empty strings, no heading path, offsets 0, every optional
+/// field absent), for code and tests that set only the fields they need.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ChunkRecord {
     /// Stable id: hex of SHA-256 over (source path, section index, position in section),
     /// first 16 hex digits. Unchanged when other files change.
@@ -207,26 +209,10 @@ mod tests {
     #[test]
     fn indexed_text_adds_title_and_headings_not_in_text() {
         let mut rec = ChunkRecord {
-            id: "ab".into(),
-            source: "a.md".into(),
-            source_url: None,
-            tier: None,
             heading_path: vec!["論語".into(), "學而篇".into()],
-            lang: "zh".into(),
-            section: 0,
-            start: 0,
-            end: 5,
             text: "## 學而篇\n\n學而時習之".into(),
             title: Some("The Analects".into()),
-            author: None,
-            version: None,
-            updated: None,
-            expires: None,
-            provenance: None,
-            doc_id: None,
-            archived: false,
-            parent_id: None,
-            parent_doc: None,
+            ..ChunkRecord::default()
         };
         // The heading line is in the text: only the title and the outer heading are added.
         assert_eq!(
