@@ -1308,6 +1308,7 @@ fn eval_cmd(dir: &Path, o: &EvalOpts) -> anyhow::Result<()> {
                 "prefix": o.expansion.prefix, "fuzzy": o.expansion.fuzzy, "hanja": o.expansion.hanja,
                 "hangul_norm": o.expansion.hangul_norm},
             "chunks": report.chunks, "bundle_bytes": bytes, "build_s": build_s, "calibrated": calibrated,
+            "calibration": m.calibration,
             "query_embed_median_ms": percentile(&embed_ms, 0.5), "modes": v});
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
