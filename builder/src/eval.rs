@@ -153,6 +153,26 @@ pub fn bands(top1: &[(f32, bool)]) -> Vec<Band> {
     out
 }
 
+/// Expected calibration error of the top-1 scores (Naeini, Cooper & Hauskrecht 2015;
+/// Guo et al. 2017): the `(score, relevant?)` pairs are split into `bins` equal-width score
+/// bins over [0, 1], and each bin's |mean score − share relevant| is weighted by its share
+/// of the queries. 0 is perfect; 0 for no queries.
+pub fn ece(top1: &[(f32, bool)], bins: usize) -> f64 {
+    let bins = bins.max(1);
+    let mut sum = vec![(0.0f64, 0.0f64, 0usize); bins];
+    for &(s, rel) in top1 {
+        let i = ((s.clamp(0.0, 1.0) as f64 * bins as f64) as usize).min(bins - 1);
+        sum[i].0 += s as f64;
+        sum[i].1 += f64::from(u8::from(rel));
+        sum[i].2 += 1;
+    }
+    let n = top1.len().max(1) as f64;
+    sum.iter()
+        .filter(|b| b.2 > 0)
+        .map(|&(s, r, c)| (s / c as f64 - r / c as f64).abs() * c as f64 / n)
+        .sum()
+}
+
 impl EvalSet {
     /// Reads `dir/{corpus.jsonl, queries.jsonl, qrels.tsv}`; errors name the file and line.
     pub fn load(dir: &Path) -> Result<Self> {
@@ -299,5 +319,15 @@ mod tests {
         assert!((m.recall_10 - 2.0 / 3.0).abs() < 1e-12);
         assert!((m.mrr_10 - 0.5).abs() < 1e-12);
         assert_eq!(metrics(&[], &judged), Metrics::default());
+    }
+
+    #[test]
+    fn ece_matches_a_hand_computed_value() {
+        // Bin [0.9, 1]: scores 0.95, 0.95, one right → |0.95 − 0.5| · 2/4.
+        // Bin [0.2, 0.3): scores 0.25, 0.25, both wrong → |0.25 − 0| · 2/4.
+        let top1 = [(0.95, true), (0.95, false), (0.25, false), (0.25, false)];
+        assert!((ece(&top1, 10) - (0.45 * 0.5 + 0.25 * 0.5)).abs() < 1e-6);
+        assert_eq!(ece(&[(1.0, true)], 10), 0.0);
+        assert_eq!(ece(&[], 10), 0.0);
     }
 }

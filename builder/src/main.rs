@@ -371,6 +371,11 @@ enum Cmd {
         /// with the same ids, for cross-lingual retrieval).
         #[arg(long)]
         queries: Option<PathBuf>,
+        /// Treat every query as having no answer in the corpus (use with --queries from another
+        /// set): runs all queries and reports where their top-1 scores fall, i.e. how often a
+        /// query the bundle cannot answer still gets a "reliable" (>= 0.6) top hit.
+        #[arg(long, requires = "queries")]
+        unanswerable: bool,
         /// Comma-separated hybrid fusions to evaluate: rrf, weighted, weighted:W.
         #[arg(long, default_value = "weighted")]
         fusion: String,
@@ -478,6 +483,7 @@ fn main() -> anyhow::Result<()> {
             cache,
             limit,
             queries,
+            unanswerable,
             fusion,
             run,
             json,
@@ -501,6 +507,7 @@ fn main() -> anyhow::Result<()> {
                 cache: &cache,
                 limit,
                 queries: queries.as_deref(),
+                unanswerable,
                 run: run.as_deref(),
                 json,
                 analyzer: &analyzer,
@@ -1140,6 +1147,7 @@ struct EvalOpts<'a> {
     cache: &'a Path,
     limit: Option<usize>,
     queries: Option<&'a Path>,
+    unanswerable: bool,
     run: Option<&'a Path>,
     json: bool,
     analyzer: &'a AnalyzerArgs,
@@ -1149,7 +1157,7 @@ struct EvalOpts<'a> {
 
 fn eval_cmd(dir: &Path, o: &EvalOpts) -> anyhow::Result<()> {
     use jikji_builder::corpus::{FrontMatter, SourceFile};
-    use jikji_builder::eval::{bands, load_queries, mean, metrics, percentile, EvalSet};
+    use jikji_builder::eval::{bands, ece, load_queries, mean, metrics, percentile, EvalSet};
     use std::collections::HashSet;
     use std::io::Write;
     use std::time::Instant;
@@ -1211,13 +1219,23 @@ fn eval_cmd(dir: &Path, o: &EvalOpts) -> anyhow::Result<()> {
     if needs_model {
         engine.set_embedder(jikji_builder::build::load_build_embedder(o.model)?);
     }
+    // Unanswerable runs: every query, none with a relevant document.
+    if o.unanswerable {
+        set.qrels = set
+            .queries
+            .iter()
+            .map(|(id, _)| (id.clone(), std::collections::HashMap::new()))
+            .collect();
+    }
     let judged: Vec<&(String, String)> = set
         .queries
         .iter()
         .filter(|(id, _)| {
-            set.qrels
-                .get(id)
-                .is_some_and(|j| j.values().any(|&g| g > 0))
+            o.unanswerable
+                || set
+                    .qrels
+                    .get(id)
+                    .is_some_and(|j| j.values().any(|&g| g > 0))
         })
         .take(o.limit.unwrap_or(usize::MAX))
         .collect();
@@ -1294,16 +1312,17 @@ fn eval_cmd(dir: &Path, o: &EvalOpts) -> anyhow::Result<()> {
             percentile(&ms, 0.5),
             percentile(&ms, 0.95),
             bands(&top1),
+            ece(&top1, 10),
         ));
     }
     let calibrated = engine.bundle().manifest.calibration.is_some();
     if o.json {
         let v: Vec<_> = rows
             .iter()
-            .map(|(m, x, med, p95, b)| serde_json::json!({"mode": m, "metrics": x, "median_ms": med, "p95_ms": p95, "top1_bands": b}))
+            .map(|(m, x, med, p95, b, e)| serde_json::json!({"mode": m, "metrics": x, "median_ms": med, "p95_ms": p95, "top1_bands": b, "top1_ece": e}))
             .collect();
         let m = &engine.bundle().manifest;
-        let doc = serde_json::json!({"set": dir, "queries_file": o.queries, "documents": set.corpus.len(), "queries": judged.len(),
+        let doc = serde_json::json!({"set": dir, "queries_file": o.queries, "unanswerable": o.unanswerable, "documents": set.corpus.len(), "queries": judged.len(),
             "bm25": m.bm25, "analyzer": m.analyzer, "chunk_size": m.chunk_size, "overlap": m.overlap, "expansion": {
                 "prefix": o.expansion.prefix, "fuzzy": o.expansion.fuzzy, "hanja": o.expansion.hanja,
                 "hangul_norm": o.expansion.hangul_norm},
@@ -1321,6 +1340,11 @@ fn eval_cmd(dir: &Path, o: &EvalOpts) -> anyhow::Result<()> {
             bytes,
             build_s
         );
+        if o.unanswerable {
+            println!(
+                "unanswerable: every query counts as having no answer here; read the top-1 bands"
+            );
+        }
         if !embed_ms.is_empty() {
             println!(
                 "query embedding: median {:.1} ms (not included in the latencies below)",
@@ -1328,16 +1352,16 @@ fn eval_cmd(dir: &Path, o: &EvalOpts) -> anyhow::Result<()> {
             );
         }
         println!(
-            "{:<14}{:>9}{:>9}{:>10}{:>9}{:>11}{:>9}   top-1 relevant by score band",
-            "mode", "nDCG@10", "R@10", "R@100", "MRR@10", "median ms", "p95 ms"
+            "{:<14}{:>9}{:>9}{:>10}{:>9}{:>11}{:>9}{:>8}   top-1 relevant by score band",
+            "mode", "nDCG@10", "R@10", "R@100", "MRR@10", "median ms", "p95 ms", "ECE"
         );
-        for (m, x, med, p95, b) in &rows {
+        for (m, x, med, p95, b, e) in &rows {
             let bands: Vec<String> = b
                 .iter()
                 .map(|b| format!("[{:.1},{:.1}): {}/{}", b.from, b.to, b.relevant, b.queries))
                 .collect();
             println!(
-                "{:<14}{:>9.4}{:>9.4}{:>10.4}{:>9.4}{:>11.2}{:>9.2}   {}",
+                "{:<14}{:>9.4}{:>9.4}{:>10.4}{:>9.4}{:>11.2}{:>9.2}{:>8.3}   {}",
                 m,
                 x.ndcg_10,
                 x.recall_10,
@@ -1345,6 +1369,7 @@ fn eval_cmd(dir: &Path, o: &EvalOpts) -> anyhow::Result<()> {
                 x.mrr_10,
                 med,
                 p95,
+                e,
                 bands.join("  ")
             );
         }

@@ -13,7 +13,7 @@
 //! reading in every mode and bundle; how well that holds on labeled sets is measured by
 //! `jikji eval` (score bands).
 
-use jikji_format::{Bundle, Calibration, Platt, Result};
+use jikji_format::{Bundle, Calibration, MarginPlatt, Platt, Result, ScoreFits};
 
 use crate::fusion::{bm25_normalised, bm25_upper_bound, dense_background, dense_z, weighted};
 use crate::search::{bm25, dense, rrf, Lexical};
@@ -24,7 +24,8 @@ pub const PSEUDO_QUERIES: usize = 300;
 /// v2: Korean pseudo-queries keep 3+ words of a 5–9 word span (v1: 2+ of 3–6, which e5
 /// could not place, so the dense fit came out with a negative slope), and fits are
 /// monotone (see [`fit_platt`]).
-pub const METHOD: &str = "platt-pseudo-queries-v2";
+/// v3: adds the margin-aware fits for reported scores ([`ScoreFits`]).
+pub const METHOD: &str = "platt-pseudo-queries-v3";
 /// Default weight of the dense score in weighted fusion, chosen on the eval sets (README,
 /// "Retrieval quality"): 0.6 is the one measured weight (0.4–0.7) at which SciFact's hybrid
 /// reaches nDCG@10 0.72 (0.7208; 0.4 gives 0.7054) while classical-zh's hybrid still beats
@@ -319,6 +320,159 @@ pub fn fit_platt(samples: &[(f32, bool)]) -> Platt {
     }
 }
 
+/// Fits `p = 1 / (1 + exp(−(a·x + m·g + b)))` to labeled `([x, g], right?)` samples (a
+/// hit's raw score and its margin, see [`margin`]) by the same regularised maximum
+/// likelihood as [`fit_platt`] (smoothed targets, Newton steps with backtracking), in three
+/// parameters. Both slopes must be non-negative (a higher score or a wider margin never
+/// means a worse answer): if the best fit has a negative slope, that feature is dropped
+/// and the other fitted alone ([`fit_platt`]; flat if that fails too).
+pub fn fit_margin_platt(samples: &[([f32; 2], bool)]) -> MarginPlatt {
+    let pos = samples.iter().filter(|s| s.1).count() as f64;
+    let neg = samples.len() as f64 - pos;
+    let (hi, lo) = ((pos + 1.0) / (pos + 2.0), 1.0 / (neg + 2.0));
+    let rows: Vec<([f64; 3], f64)> = samples
+        .iter()
+        .map(|(f, y)| ([f[0] as f64, f[1] as f64, 1.0], if *y { hi } else { lo }))
+        .collect();
+    // Parameters θ of the log-odds θ·[x, g, 1].
+    let loss = |th: &[f64; 3]| -> f64 {
+        rows.iter()
+            .map(|(f, t)| {
+                let z = th[0] * f[0] + th[1] * f[1] + th[2] * f[2];
+                // −[t·ln σ(z) + (1 − t)·ln(1 − σ(z))], computed stably.
+                if z >= 0.0 {
+                    (1.0 - t) * z + (1.0 + (-z).exp()).ln()
+                } else {
+                    -t * z + (1.0 + z.exp()).ln()
+                }
+            })
+            .sum()
+    };
+    let mut th = [0.0, 0.0, ((pos + 1.0) / (neg + 1.0)).ln()];
+    let mut fval = loss(&th);
+    for _ in 0..100 {
+        let mut g = [0.0f64; 3];
+        let mut h = [[0.0f64; 3]; 3];
+        for (f, t) in &rows {
+            let z = th[0] * f[0] + th[1] * f[1] + th[2] * f[2];
+            let p = 1.0 / (1.0 + (-z).exp());
+            for i in 0..3 {
+                g[i] += (p - t) * f[i];
+                for j in 0..3 {
+                    h[i][j] += p * (1.0 - p) * f[i] * f[j];
+                }
+            }
+        }
+        if g.iter().all(|v| v.abs() < 1e-5) {
+            break;
+        }
+        for (i, row) in h.iter_mut().enumerate() {
+            row[i] += 1e-9;
+        }
+        let Some(d) = solve3(h, g) else { break };
+        let gd: f64 = -(0..3).map(|i| g[i] * d[i]).sum::<f64>();
+        let mut step = 1.0;
+        let mut moved = false;
+        while step >= 1e-10 {
+            let n = [
+                th[0] - step * d[0],
+                th[1] - step * d[1],
+                th[2] - step * d[2],
+            ];
+            let nf = loss(&n);
+            if nf < fval + 1e-4 * step * gd {
+                (th, fval, moved) = (n, nf, true);
+                break;
+            }
+            step /= 2.0;
+        }
+        if !moved {
+            break;
+        }
+    }
+    if th[0] >= 0.0 && th[1] >= 0.0 {
+        return MarginPlatt {
+            a: th[0] as f32,
+            m: th[1] as f32,
+            b: th[2] as f32,
+        };
+    }
+    // One slope came out negative: fit the other feature alone.
+    let keep = usize::from(th[0] < 0.0);
+    let one: Vec<(f32, bool)> = samples.iter().map(|(f, y)| (f[keep], *y)).collect();
+    let p = fit_platt(&one);
+    let (a, m) = if keep == 0 { (p.a, 0.0) } else { (0.0, p.a) };
+    MarginPlatt { a, m, b: p.b }
+}
+
+/// Solves the 3×3 system `h·x = g` by Gaussian elimination with partial pivoting; `None`
+/// if `h` is singular.
+fn solve3(mut h: [[f64; 3]; 3], mut g: [f64; 3]) -> Option<[f64; 3]> {
+    for c in 0..3 {
+        let p = (c..3).max_by(|&i, &j| h[i][c].abs().total_cmp(&h[j][c].abs()))?;
+        if h[p][c].abs() < 1e-15 {
+            return None;
+        }
+        h.swap(c, p);
+        g.swap(c, p);
+        for r in c + 1..3 {
+            let f = h[r][c] / h[c][c];
+            for k in c..3 {
+                h[r][k] -= f * h[c][k];
+            }
+            g[r] -= f * g[c];
+        }
+    }
+    let mut x = [0.0; 3];
+    for r in (0..3).rev() {
+        let s: f64 = (r + 1..3).map(|k| h[r][k] * x[k]).sum();
+        x[r] = (g[r] - s) / h[r][r];
+    }
+    Some(x)
+}
+
+/// A chunk has at most four neighbours (two either side in its file, see [`apart`]), so
+/// the best hit apart from any hit is among the first `MARGIN_DEPTH` of a ranked list:
+/// margins need lists at least this deep.
+pub const MARGIN_DEPTH: usize = 6;
+
+/// True if chunks `a` and `b` are apart: in different files (`file[doc]`, a file number
+/// per chunk), or more than two chunks away from each other in the same file. Overlapping
+/// neighbours share text, so they are not "another answer".
+pub fn apart(file: &[u32], a: u32, b: u32) -> bool {
+    file.get(a as usize) != file.get(b as usize) || a.abs_diff(b) > 2
+}
+
+/// The margin of chunk `doc` with input `value`: `value` minus the value of the first entry
+/// of `list` (sorted by value, descending) that is apart from `doc` (see [`apart`]), its
+/// best competitor. Positive only for a hit that beats every other answer; 0 when the list
+/// holds no competitor (a rare word that only one passage has: standing out from nothing
+/// is no evidence, and such a hit is judged by its input alone).
+pub fn margin(doc: u32, value: f32, list: &[(u32, f32)], file: &[u32]) -> f32 {
+    list.iter()
+        .find(|&&(d, _)| d != doc && apart(file, doc, d))
+        .map_or(0.0, |&(_, v)| value - v)
+}
+
+/// A file number per chunk of `bundle` (chunks of one source file share it), for
+/// [`apart`].
+///
+/// Errors only if the chunk store bytes are corrupt.
+pub fn file_numbers(bundle: &Bundle) -> Result<Vec<u32>> {
+    #[derive(serde::Deserialize)]
+    struct Source {
+        source: String,
+    }
+    let mut ids = std::collections::HashMap::new();
+    (0..bundle.chunks.len() as u32)
+        .map(|d| {
+            let s: Source = bundle.chunks.get_as(d)?;
+            let next = ids.len() as u32;
+            Ok(*ids.entry(s.source).or_insert(next))
+        })
+        .collect()
+}
+
 /// Depth of the ranked lists searched for the best wrong answer of each pseudo-query.
 pub const NEGATIVE_DEPTH: usize = 50;
 
@@ -337,6 +491,41 @@ fn pairs(
     }
     if let Some(s) = random {
         out.push((s, false));
+    }
+    out
+}
+
+/// The labeled samples one pseudo-query contributes to a ranker's margin-aware fit: the
+/// three of [`pairs`], each with its margin in `list` (see [`margin`]; `source` and
+/// `random` are `(chunk, input)`), and with `no_answer` the top hit of `list` without the
+/// right chunks (its margin taken within that rest), labeled wrong. [`calibrate`] sets
+/// `no_answer` for every other pseudo-query, so the fit assumes about one top hit in three
+/// comes from a query the bundle cannot answer.
+fn margin_pairs(
+    list: &[(u32, f32)],
+    wrong: &dyn Fn(u32) -> bool,
+    source: (u32, f32),
+    random: Option<(u32, f32)>,
+    file: &[u32],
+    no_answer: bool,
+) -> Vec<([f32; 2], bool)> {
+    let with_margin = |(d, v): (u32, f32)| [v, margin(d, v, list, file)];
+    let mut out = vec![(with_margin(source), true)];
+    if let Some(&hit) = list.iter().find(|(d, _)| wrong(*d)) {
+        out.push((with_margin(hit), false));
+    }
+    if let Some(r) = random {
+        out.push((with_margin(r), false));
+    }
+    // The same query on the bundle without its answer (the list's wrong chunks only): its
+    // top hit stands out from the rest as a top hit does, but is wrong, as for a query the
+    // bundle cannot answer. Without these, any top hit that stands out reads as right: on
+    // unanswerable queries (another set's questions), 3–37% of BM25 top-1s scored ≥ 0.6.
+    if no_answer {
+        let rest: Vec<(u32, f32)> = list.iter().copied().filter(|(d, _)| wrong(*d)).collect();
+        if let Some(&(d, v)) = rest.first() {
+            out.push(([v, margin(d, v, &rest, file)], false));
+        }
     }
     out
 }
@@ -383,9 +572,11 @@ pub fn calibrate(
     };
     let score_in =
         |list: &[(u32, f32)], d: u32| list.iter().find(|s| s.0 == d).map_or(0.0, |s| s.1);
+    let file = file_numbers(b)?;
     let mut bm25_pairs = Vec::new();
+    let mut bm25_margin = Vec::new();
     let mut lists = Vec::new();
-    for q in queries {
+    for (i, q) in queries.iter().enumerate() {
         let wrong = wrong_for(q);
         let lex = bm25(&Lexical::of(b), &q.text, NEGATIVE_DEPTH.max(200))?;
         let ub = bm25_upper_bound(&b.lexical, &b.analyzer, b.manifest.bm25, &q.text)?;
@@ -393,10 +584,21 @@ pub fn calibrate(
             .iter()
             .map(|&(d, s)| (d, bm25_normalised(s, ub)))
             .collect();
-        let rnd = random_doc(q, &wrong).map(|d| score_in(&norm, d));
-        bm25_pairs.extend(pairs(&norm, &wrong, score_in(&norm, q.doc), rnd));
+        let rnd_doc = random_doc(q, &wrong);
+        let rnd = rnd_doc.map(|d| score_in(&norm, d));
+        let src = score_in(&norm, q.doc);
+        bm25_pairs.extend(pairs(&norm, &wrong, src, rnd));
+        bm25_margin.extend(margin_pairs(
+            &norm,
+            &wrong,
+            (q.doc, src),
+            rnd_doc.zip(rnd),
+            &file,
+            i % 2 == 0,
+        ));
         lists.push((lex, ub));
     }
+    let bm25_scores = fit_margin_platt(&bm25_margin);
     let mut cal = Calibration {
         method: METHOD.to_string(),
         queries: queries.len(),
@@ -406,28 +608,41 @@ pub fn calibrate(
         weighted: None,
         rrf: None,
         dense_weight,
+        scores: Some(ScoreFits {
+            bm25: bm25_scores,
+            dense: None,
+            weighted: None,
+            rrf: None,
+        }),
     };
     let (Some(vecs), Some(v)) = (query_vectors, b.vectors.as_ref()) else {
         return Ok(cal);
     };
     let mut dense_pairs = Vec::new();
+    let mut dense_margin = Vec::new();
     let mut dense_lists = Vec::new();
-    for (q, qv) in queries.iter().zip(vecs) {
+    for (i, (q, qv)) in queries.iter().zip(vecs).enumerate() {
         let wrong = wrong_for(q);
         let den = dense(v, qv, NEGATIVE_DEPTH.max(100));
         let bg = dense_background(v, qv);
         let z: Vec<(u32, f32)> = den.iter().map(|&(d, c)| (d, dense_z(c, bg))).collect();
-        let rnd = random_doc(q, &wrong).map(|d| dense_z(v.dot(d as usize, qv), bg));
-        dense_pairs.extend(pairs(
+        let rnd_doc = random_doc(q, &wrong);
+        let rnd = rnd_doc.map(|d| dense_z(v.dot(d as usize, qv), bg));
+        let src = dense_z(v.dot(q.doc as usize, qv), bg);
+        dense_pairs.extend(pairs(&z, &wrong, src, rnd));
+        dense_margin.extend(margin_pairs(
             &z,
             &wrong,
-            dense_z(v.dot(q.doc as usize, qv), bg),
-            rnd,
+            (q.doc, src),
+            rnd_doc.zip(rnd),
+            &file,
+            i % 2 == 0,
         ));
         dense_lists.push(den);
     }
     cal.dense = Some(fit_platt(&dense_pairs));
     let (mut w_pairs, mut r_pairs) = (Vec::new(), Vec::new());
+    let (mut w_margin, mut r_margin) = (Vec::new(), Vec::new());
     for (i, q) in queries.iter().enumerate() {
         let wrong = wrong_for(q);
         let (lex, ub) = &lists[i];
@@ -442,17 +657,37 @@ pub fn calibrate(
                 .map_or(0.0, |p| p.logit(dense_z(v.dot(d as usize, &vecs[i]), bg)));
             dense_weight * l_d + (1.0 - dense_weight) * l_b
         };
-        w_pairs.extend(pairs(&w, &wrong, fused_of(q.doc), rnd.map(fused_of)));
+        let src = fused_of(q.doc);
+        w_pairs.extend(pairs(&w, &wrong, src, rnd.map(fused_of)));
+        w_margin.extend(margin_pairs(
+            &w,
+            &wrong,
+            (q.doc, src),
+            rnd.map(|d| (d, fused_of(d))),
+            &file,
+            i % 2 == 0,
+        ));
         let r = rrf(&[lex.clone(), den.clone()], NEGATIVE_DEPTH.max(100));
-        r_pairs.extend(pairs(
+        let src = score_in(&r, q.doc);
+        let rnd = rnd.map(|d| (d, score_in(&r, d)));
+        r_pairs.extend(pairs(&r, &wrong, src, rnd.map(|x| x.1)));
+        r_margin.extend(margin_pairs(
             &r,
             &wrong,
-            score_in(&r, q.doc),
-            rnd.map(|d| score_in(&r, d)),
+            (q.doc, src),
+            rnd,
+            &file,
+            i % 2 == 0,
         ));
     }
     cal.weighted = Some(fit_platt(&w_pairs));
     cal.rrf = Some(fit_platt(&r_pairs));
+    cal.scores = Some(ScoreFits {
+        bm25: bm25_scores,
+        dense: Some(fit_margin_platt(&dense_margin)),
+        weighted: Some(fit_margin_platt(&w_margin)),
+        rrf: Some(fit_margin_platt(&r_margin)),
+    });
     Ok(cal)
 }
 
@@ -502,6 +737,57 @@ mod tests {
             (p - fit.apply(5.0)).abs() < 1e-6 && (0.3..0.36).contains(&p),
             "{p}"
         );
+    }
+
+    #[test]
+    fn margin_platt_recovers_a_known_sigmoid() {
+        // Deterministic samples from p = σ(4x + 6g − 3) on a grid of (x, g).
+        let truth = MarginPlatt {
+            a: 4.0,
+            m: 6.0,
+            b: -3.0,
+        };
+        let mut samples = Vec::new();
+        for i in 0..6000u64 {
+            let (x, g) = ((i % 21) as f32 / 20.0, ((i / 21) % 17) as f32 / 16.0 - 0.5);
+            let u = (mix(i) % 1_000_000) as f32 / 1e6;
+            samples.push(([x, g], u < truth.apply(x, g)));
+        }
+        let fit = fit_margin_platt(&samples);
+        assert!((fit.a - 4.0).abs() < 0.8, "{fit:?}");
+        assert!((fit.m - 6.0).abs() < 1.0, "{fit:?}");
+        assert!((fit.b + 3.0).abs() < 0.6, "{fit:?}");
+    }
+
+    #[test]
+    fn margin_platt_drops_a_feature_that_points_the_wrong_way() {
+        // Right answers have higher x but narrower margins: the margin slope would be < 0.
+        let mut samples = Vec::new();
+        for i in 0..300u64 {
+            let u = (mix(i) % 1000) as f32 / 1000.0;
+            samples.push(([0.6 + 0.4 * u, 0.1 * u], true));
+            samples.push(([0.5 * u, 0.3 + 0.5 * u], false));
+        }
+        let fit = fit_margin_platt(&samples);
+        assert_eq!(fit.m, 0.0, "{fit:?}");
+        assert!(fit.a > 0.0, "{fit:?}");
+        assert!(
+            fit.apply(0.9, 0.0) > 0.8 && fit.apply(0.1, 0.5) < 0.2,
+            "{fit:?}"
+        );
+    }
+
+    #[test]
+    fn margins_skip_the_hit_itself_and_its_neighbours() {
+        // Chunks 0–3 are one file, 4–5 another.
+        let file = [0, 0, 0, 0, 1, 1];
+        assert!(!apart(&file, 1, 3) && apart(&file, 0, 3) && apart(&file, 3, 4));
+        let list = [(1, 0.9), (2, 0.8), (4, 0.5), (0, 0.4)];
+        // The top hit's margin is over chunk 4 (chunk 2 is its neighbour).
+        assert!((margin(1, 0.9, &list, &file) - 0.4).abs() < 1e-6);
+        assert!((margin(4, 0.5, &list, &file) + 0.4).abs() < 1e-6);
+        // No competitor in the list: no evidence either way.
+        assert_eq!(margin(1, 0.9, &list[..2], &file), 0.0);
     }
 
     #[test]

@@ -148,6 +148,7 @@ mod tests {
             weighted: None,
             rrf: None,
             dense_weight: w,
+            scores: None,
         }
     }
 

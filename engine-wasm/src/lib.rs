@@ -198,6 +198,9 @@ struct Lifecycle {
     /// Per doc: bit 0 archived, bit 1 has an expiry (then in `expiry_of`).
     flags: Vec<u8>,
     expiry_of: HashMap<u32, i64>,
+    /// Per doc: its file number (chunks of one source file share it), for score margins
+    /// (see [`calibrate::apart`]).
+    file: Vec<u32>,
 }
 
 impl Lifecycle {
@@ -208,14 +211,18 @@ impl Lifecycle {
             archived: bool,
             #[serde(default)]
             expires: Option<String>,
+            source: String,
         }
         let n = b.chunks.len();
         let mut l = Lifecycle {
             flags: vec![0; n],
             ..Default::default()
         };
+        let mut files = HashMap::new();
         for doc in 0..n as u32 {
             let m: Meta = b.chunks.get_as(doc)?;
+            let next = files.len() as u32;
+            l.file.push(*files.entry(m.source).or_insert(next));
             if m.archived {
                 l.archived.push(doc);
                 l.flags[doc as usize] |= 1;
@@ -259,6 +266,25 @@ impl Lifecycle {
             None => 0,
         };
         a + e
+    }
+}
+
+/// How a ranked list's calibration inputs become reported scores.
+#[derive(Debug, Clone, Copy)]
+struct Scale {
+    /// The ranker's one-feature fit (bundles calibrated before margins).
+    plain: jikji_format::Platt,
+    /// The margin-aware fit, if the bundle has one.
+    margin: Option<jikji_format::MarginPlatt>,
+}
+
+impl Scale {
+    /// The reported score of `doc` with input `x` among the hits `list` (sorted, descending).
+    fn score(&self, doc: u32, x: f32, list: &[(u32, f32)], file: &[u32]) -> f32 {
+        match self.margin {
+            Some(m) => m.apply(x, calibrate::margin(doc, x, list, file)),
+            None => self.plain.apply(x),
+        }
     }
 }
 
@@ -480,7 +506,8 @@ impl Engine {
         let life = self.lifecycle()?;
         let extra = life.excluded(opts);
         let top_k_asked = top_k;
-        let top_k = top_k + extra;
+        // Margins need the first few hits of the full ranking (see calibrate::MARGIN_DEPTH).
+        let top_k = top_k.max(calibrate::MARGIN_DEPTH) + extra;
         let b = &self.bundle;
         let dense = |k: usize| -> Result<Vec<Scored>, EngineError> {
             let v = b.vectors.as_ref().ok_or(EngineError::NoVectors(mode))?;
@@ -496,36 +523,43 @@ impl Engine {
         // Parent-child bundles rank children, then return each child's parent once.
         let (results, top_k) = (top_k, parents::rank_depth(b, top_k));
         let cal = b.manifest.calibration.as_ref();
+        let fits = cal.and_then(|c| c.scores);
         let upper_bound =
             || fusion::bm25_upper_bound(&b.lexical, &b.analyzer, b.manifest.bm25, query);
-        // Dense hits with their calibrated scores (if the bundle has a dense calibration).
-        let dense_calibrated = |den: Vec<Scored>| -> Vec<(u32, f32, Option<f32>)> {
-            let platt = cal.and_then(|c| c.dense);
-            let bg = match (platt, b.vectors.as_ref(), qvec) {
+        // Dense hits with their calibration inputs (cosine z-scores) if the bundle has a
+        // dense calibration.
+        let dense_scaled = |den: Vec<Scored>| -> (Vec<(u32, f32, f32)>, Option<Scale>) {
+            let scale = cal.and_then(|c| c.dense).map(|p| Scale {
+                plain: p,
+                margin: fits.and_then(|f| f.dense),
+            });
+            let bg = match (scale, b.vectors.as_ref(), qvec) {
                 (Some(_), Some(v), Some(q)) => fusion::dense_background(v, q),
                 _ => (0.0, 1.0),
             };
-            den.into_iter()
-                .map(|(d, s)| (d, s, platt.map(|p| p.apply(fusion::dense_z(s, bg)))))
-                .collect()
+            let ranked = den
+                .into_iter()
+                .map(|(d, s)| (d, s, fusion::dense_z(s, bg)))
+                .collect();
+            (ranked, scale)
         };
         let mut fusion_used = None;
-        // (doc, raw score, calibrated score)
-        let ranked: Vec<(u32, f32, Option<f32>)> = match mode {
+        // (doc, raw score, calibration input) and how the inputs become scores.
+        let (ranked, scale): (Vec<(u32, f32, f32)>, Option<Scale>) = match mode {
             Mode::Bm25 => {
                 let lex = search::bm25(&self.lexical(), query, top_k)?;
                 let ub = if cal.is_some() { upper_bound()? } else { 0.0 };
-                lex.into_iter()
-                    .map(|(d, s)| {
-                        (
-                            d,
-                            s,
-                            cal.map(|c| c.bm25.apply(fusion::bm25_normalised(s, ub))),
-                        )
-                    })
-                    .collect()
+                let ranked = lex
+                    .into_iter()
+                    .map(|(d, s)| (d, s, fusion::bm25_normalised(s, ub)))
+                    .collect();
+                let scale = cal.map(|c| Scale {
+                    plain: c.bm25,
+                    margin: fits.map(|f| f.bm25),
+                });
+                (ranked, scale)
             }
-            Mode::Dense => dense_calibrated(dense(top_k)?),
+            Mode::Dense => dense_scaled(dense(top_k)?),
             Mode::Hybrid => {
                 let depth = top_k.max(FUSION_DEPTH);
                 let lex = search::bm25(&self.lexical(), query, depth)?;
@@ -535,7 +569,7 @@ impl Engine {
                     // English bundle): BM25 gives no evidence either way, so its low
                     // log-odds would only drag every fused score under 0.3 (measured on
                     // xquad-zh → xquad-en). The ranking is dense's in every fusion anyway.
-                    _ if lex.is_empty() => dense_calibrated(den.into_iter().take(top_k).collect()),
+                    _ if lex.is_empty() => dense_scaled(den.into_iter().take(top_k).collect()),
                     (Fusion::Weighted { dense_weight }, Some(c)) if c.dense.is_some() => {
                         fusion_used = Some(self.fusion);
                         let c = jikji_format::Calibration {
@@ -544,31 +578,58 @@ impl Engine {
                         };
                         let v = b.vectors.as_ref().ok_or(EngineError::NoVectors(mode))?;
                         let q = qvec.ok_or(EngineError::NoModel(mode))?;
-                        fusion::weighted(&lex, upper_bound()?, &den, v, q, &c, top_k)
+                        let ranked = fusion::weighted(&lex, upper_bound()?, &den, v, q, &c, top_k)
                             .into_iter()
-                            .map(|(d, s)| (d, s, c.weighted.map(|p| p.apply(s))))
-                            .collect()
+                            .map(|(d, s)| (d, s, s))
+                            .collect();
+                        let scale = c.weighted.map(|p| Scale {
+                            plain: p,
+                            margin: fits.and_then(|f| f.weighted),
+                        });
+                        (ranked, scale)
                     }
                     _ => {
                         fusion_used = Some(Fusion::Rrf);
-                        search::rrf(&[lex, den], top_k)
+                        let ranked = search::rrf(&[lex, den], top_k)
                             .into_iter()
-                            .map(|(d, s)| (d, s, cal.and_then(|c| c.rrf).map(|p| p.apply(s))))
-                            .collect()
+                            .map(|(d, s)| (d, s, s))
+                            .collect();
+                        let scale = cal.and_then(|c| c.rrf).map(|p| Scale {
+                            plain: p,
+                            margin: fits.and_then(|f| f.rrf),
+                        });
+                        (ranked, scale)
                     }
                 }
             }
         };
         let ranked = parents::collapse(b, ranked, results, |r| &mut r.0)?;
-        let calibrated = ranked.first().is_none_or(|r| r.2.is_some()) && cal.is_some();
+        let calibrated = scale.is_some() && cal.is_some();
         let mut ranked = ranked;
         if extra > 0 {
             ranked.retain(|(doc, _, _)| life.allows(*doc, opts));
         }
-        ranked.truncate(top_k_asked);
+        // Scores of the hits the user may see, each with its margin over the rest of them.
+        // A hit never scores above one ranked before it (a neighbour of the top hit can have
+        // a wider margin than the next other answer), so scores stay sorted.
+        let inputs: Vec<(u32, f32)> = ranked.iter().map(|r| (r.0, r.2)).collect();
+        let mut cap = f32::INFINITY;
+        let ranked: Vec<(u32, f32, f32)> = ranked
+            .iter()
+            .take(top_k_asked)
+            .map(|&(doc, raw, x)| {
+                let score = match scale {
+                    Some(s) => {
+                        cap = cap.min(s.score(doc, x, &inputs, &life.file));
+                        cap
+                    }
+                    None => raw,
+                };
+                (doc, raw, score)
+            })
+            .collect();
         let mut hits = Vec::with_capacity(ranked.len());
-        for (doc, raw, cal_score) in ranked {
-            let score = cal_score.unwrap_or(raw);
+        for (doc, raw, score) in ranked {
             if score < self.min_score {
                 continue;
             }

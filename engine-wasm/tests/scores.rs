@@ -195,3 +195,54 @@ fn hybrid_without_lexical_match_scored_everything_low() {
         .unwrap();
     assert_eq!(r.fusion, Some(Fusion::Rrf));
 }
+
+/// Reported scores come from the margin-aware fits: the top hit's input and its margin
+/// over the next hit of another file (every chunk here is its own file).
+#[test]
+fn scores_use_the_hit_margin() {
+    use jikji_engine::fusion::{bm25_normalised, bm25_upper_bound};
+    let cal = fitted();
+    let fits = cal.scores.expect("margin fits");
+    assert!(fits.bm25.a >= 0.0 && fits.bm25.m >= 0.0, "{fits:?}");
+    let b = bundle(Some(cal.clone()));
+    let ub = bm25_upper_bound(&b.lexical, &b.analyzer, b.manifest.bm25, "the lamp").unwrap();
+    let e = Engine::new(b);
+    let r = e.search("the lamp", Mode::Bm25, 1).unwrap();
+    // One hit asked for; its margin still counts the second hit.
+    assert_eq!(r.hits.len(), 1);
+    let all = e.search("the lamp", Mode::Bm25, 6).unwrap();
+    let x: Vec<f32> = all
+        .hits
+        .iter()
+        .map(|h| bm25_normalised(h.raw_score, ub))
+        .collect();
+    let want = fits.bm25.apply(x[0], x[0] - x[1]);
+    assert!(
+        (r.hits[0].score - want).abs() < 1e-6,
+        "{} vs {want}",
+        r.hits[0].score
+    );
+    assert!(all.hits.windows(2).all(|w| w[0].score >= w[1].score));
+}
+
+/// A bundle calibrated before margin fits existed (no `scores` in its manifest) keeps
+/// reporting its one-feature Platt scores.
+#[test]
+fn calibration_without_margin_fits_keeps_the_plain_scores() {
+    use jikji_engine::fusion::{bm25_normalised, bm25_upper_bound};
+    let mut cal = fitted();
+    cal.scores = None;
+    let json = serde_json::to_string(&cal).unwrap();
+    assert!(!json.contains("scores"), "{json}");
+    let old: Calibration = serde_json::from_str(&json).unwrap();
+    assert_eq!(old, cal);
+    let b = bundle(Some(old));
+    let ub = bm25_upper_bound(&b.lexical, &b.analyzer, b.manifest.bm25, "the lamp").unwrap();
+    let e = Engine::new(b);
+    let r = e.search("the lamp", Mode::Bm25, 3).unwrap();
+    assert!(r.calibrated);
+    for h in &r.hits {
+        let want = cal.bm25.apply(bm25_normalised(h.raw_score, ub));
+        assert!((h.score - want).abs() < 1e-6);
+    }
+}

@@ -187,6 +187,51 @@ impl Platt {
     }
 }
 
+/// A two-feature Platt sigmoid `p = 1 / (1 + exp(−(a·x + m·g + b)))` over a hit's raw
+/// score `x` and its **margin** `g`: `x` minus the raw score of the best other hit of the
+/// same ranked list that is not a neighbour of it (another file, or more than two chunks
+/// away in the same file). How far a hit stands out from the rest predicts a right answer
+/// far better than its score alone when queries share few words with their passages
+/// (measured on the eval sets, README "Scores"); `m = 0` is a plain [`Platt`].
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MarginPlatt {
+    /// Slope per unit of the raw score.
+    pub a: f32,
+    /// Slope per unit of the margin.
+    pub m: f32,
+    /// Intercept.
+    pub b: f32,
+}
+
+impl MarginPlatt {
+    /// The calibrated score in [0, 1] of raw score `x` with margin `g`.
+    pub fn apply(&self, x: f32, g: f32) -> f32 {
+        Platt {
+            a: 1.0,
+            b: self.m * g + self.b,
+        }
+        .apply(self.a * x)
+    }
+}
+
+/// The sigmoids a hit's reported score comes from, one per mode and fusion (see
+/// [`MarginPlatt`]; the inputs are those of the matching [`Calibration`] field). Weighted
+/// fusion keeps using the one-feature [`Platt`] log-odds, so rankings do not depend on them.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ScoreFits {
+    /// BM25 mode.
+    pub bm25: MarginPlatt,
+    /// Dense mode (and hybrid when no chunk shares a term with the query).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dense: Option<MarginPlatt>,
+    /// Weighted hybrid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weighted: Option<MarginPlatt>,
+    /// RRF hybrid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rrf: Option<MarginPlatt>,
+}
+
 /// Per-bundle score calibration: one [`Platt`] sigmoid per ranker, fitted at build time on
 /// pseudo-queries drawn from the bundle's own chunks (see `jikji_engine::calibrate`), so
 /// that a calibrated score means the same in every mode and every bundle.
@@ -214,6 +259,10 @@ pub struct Calibration {
     pub rrf: Option<Platt>,
     /// Weight of the dense score in weighted fusion, in [0, 1].
     pub dense_weight: f32,
+    /// Margin-aware sigmoids for reported scores (`platt-pseudo-queries-v3` and later);
+    /// absent in older bundles, whose reported scores come from the plain fits above.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scores: Option<ScoreFits>,
 }
 
 impl Manifest {

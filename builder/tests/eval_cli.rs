@@ -1,0 +1,186 @@
+//! `jikji eval` end to end on a tiny labeled set: metrics, the top-1 calibration report,
+//! the settings recorded in `--json`, and `--unanswerable` runs.
+
+use std::path::Path;
+use std::process::Command;
+
+fn write_set(dir: &Path, queries: &[(&str, &str)], qrels: &[(&str, &str)]) {
+    std::fs::create_dir_all(dir).unwrap();
+    let topics = [
+        (
+            "lighthouse",
+            "The lighthouse keeper climbed the stairs at dusk to light the lamp.",
+        ),
+        (
+            "harbour",
+            "Fishing boats returned to the harbour before the storm broke over the bay.",
+        ),
+        (
+            "orchard",
+            "The orchard behind the mill gave apples every autumn to the village.",
+        ),
+        (
+            "caravan",
+            "A caravan crossed the desert by night, guided by the stars alone.",
+        ),
+        (
+            "library",
+            "The library kept its oldest maps in a locked room under the hall.",
+        ),
+        (
+            "monastery",
+            "Snow closed the mountain pass for four months; the monastery waited.",
+        ),
+        (
+            "quarry",
+            "Workers cut granite blocks from the quarry and hauled them down by cart.",
+        ),
+        (
+            "meadow",
+            "Cows grazed the meadow by the river while the farmer mended the fence.",
+        ),
+        (
+            "forge",
+            "The smith kept the forge burning and hammered copper into bowls.",
+        ),
+        (
+            "glacier",
+            "The glacier crept down the valley, grinding stones into fine grey sand.",
+        ),
+        (
+            "market",
+            "On market day the square filled with cheese, cloth and loud bargaining.",
+        ),
+        (
+            "observatory",
+            "From the observatory the astronomer charted comets through the winter.",
+        ),
+    ];
+    let corpus: String = topics
+        .iter()
+        .map(|(id, text)| {
+            serde_json::json!({"id": id, "title": id.to_uppercase(), "text": text}).to_string()
+                + "\n"
+        })
+        .collect();
+    std::fs::write(dir.join("corpus.jsonl"), corpus).unwrap();
+    let q: String = queries
+        .iter()
+        .map(|(id, text)| serde_json::json!({"id": id, "text": text}).to_string() + "\n")
+        .collect();
+    std::fs::write(dir.join("queries.jsonl"), q).unwrap();
+    let r: String = qrels
+        .iter()
+        .map(|(q, d)| format!("{q}\t{d}\t1\n"))
+        .collect();
+    std::fs::write(dir.join("qrels.tsv"), r).unwrap();
+}
+
+fn eval(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_jikji"))
+        .arg("eval")
+        .args(args)
+        .env_remove("RUST_BACKTRACE")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn eval_reports_metrics_calibration_and_settings() {
+    let tmp = tempfile::tempdir().unwrap();
+    let set = tmp.path().join("set");
+    write_set(
+        &set,
+        &[
+            ("q1", "who lights the lamp at dusk"),
+            ("q2", "apples from the orchard"),
+            ("q3", "no label"),
+        ],
+        &[("q1", "lighthouse"), ("q2", "orchard")],
+    );
+    let cache = tmp.path().join("cache");
+    let out = eval(&[
+        set.to_str().unwrap(),
+        "--json",
+        "--k1",
+        "1.1",
+        "--cache",
+        cache.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // Only judged queries count; both find their document first.
+    assert_eq!(v["queries"], 2);
+    let bm25 = &v["modes"][0];
+    assert_eq!(bm25["mode"], "bm25");
+    assert_eq!(bm25["metrics"]["ndcg_10"], 1.0);
+    assert_eq!(bm25["metrics"]["mrr_10"], 1.0);
+    let ece = bm25["top1_ece"].as_f64().unwrap();
+    assert!((0.0..=1.0).contains(&ece), "{ece}");
+    let in_bands: u64 = bm25["top1_bands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["queries"].as_u64().unwrap())
+        .sum();
+    assert_eq!(in_bands, 2);
+    // The settings the run used are recorded.
+    assert_eq!(v["bm25"]["k1"].as_f64().unwrap() as f32, 1.1);
+    assert_eq!(v["unanswerable"], false);
+    assert!(v["expansion"]["hangul_norm"].is_number());
+    assert!(v["analyzer"].is_object());
+}
+
+#[test]
+fn unanswerable_runs_count_every_query_as_wrong() {
+    let tmp = tempfile::tempdir().unwrap();
+    let set = tmp.path().join("set");
+    write_set(&set, &[("q1", "the lamp at dusk")], &[("q1", "lighthouse")]);
+    let other = tmp.path().join("other.jsonl");
+    std::fs::write(
+        &other,
+        "{\"id\": \"x1\", \"text\": \"the storm over the bay\"}\n{\"id\": \"x2\", \"text\": \"stars in the desert\"}\n",
+    )
+    .unwrap();
+    let cache = tmp.path().join("cache");
+    let args = [
+        set.to_str().unwrap(),
+        "--json",
+        "--cache",
+        cache.to_str().unwrap(),
+    ];
+    // Needs the queries of another set.
+    let out = eval(&[&args[..], &["--unanswerable"]].concat());
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--queries"));
+    let out = eval(
+        &[
+            &args[..],
+            &["--unanswerable", "--queries", other.to_str().unwrap()],
+        ]
+        .concat(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["unanswerable"], true);
+    assert_eq!(v["queries"], 2);
+    let bm25 = &v["modes"][0];
+    assert_eq!(bm25["metrics"]["ndcg_10"], 0.0);
+    let bands = bm25["top1_bands"].as_array().unwrap();
+    assert_eq!(
+        bands
+            .iter()
+            .map(|b| b["queries"].as_u64().unwrap())
+            .sum::<u64>(),
+        2
+    );
+    assert!(bands.iter().all(|b| b["relevant"] == 0));
+}
