@@ -530,6 +530,33 @@ fn margin_pairs(
     out
 }
 
+/// One ranker's labeled samples over all pseudo-queries: one-feature (for [`fit_platt`])
+/// and with margins (for [`fit_margin_platt`]).
+#[derive(Default)]
+struct Samples {
+    plain: Vec<(f32, bool)>,
+    margin: Vec<([f32; 2], bool)>,
+}
+
+impl Samples {
+    /// Adds one pseudo-query's samples from its ranked `list` (see [`pairs`] and
+    /// [`margin_pairs`]); `source` and `random` are `(chunk, input)`.
+    fn add(
+        &mut self,
+        list: &[(u32, f32)],
+        wrong: &dyn Fn(u32) -> bool,
+        source: (u32, f32),
+        random: Option<(u32, f32)>,
+        file: &[u32],
+        no_answer: bool,
+    ) {
+        let plain = pairs(list, wrong, source.1, random.map(|r| r.1));
+        self.plain.extend(plain);
+        self.margin
+            .extend(margin_pairs(list, wrong, source, random, file, no_answer));
+    }
+}
+
 /// Fits the bundle's [`Calibration`]: BM25 always; dense, weighted and RRF hybrid when
 /// `query_vectors` (one L2-normalised query embedding per pseudo-query, same order) is given
 /// and the bundle has vectors. `dense_weight` is stored for weighted fusion.
@@ -573,8 +600,7 @@ pub fn calibrate(
     let score_in =
         |list: &[(u32, f32)], d: u32| list.iter().find(|s| s.0 == d).map_or(0.0, |s| s.1);
     let file = file_numbers(b)?;
-    let mut bm25_pairs = Vec::new();
-    let mut bm25_margin = Vec::new();
+    let mut bm25_samples = Samples::default();
     let mut lists = Vec::new();
     for (i, q) in queries.iter().enumerate() {
         let wrong = wrong_for(q);
@@ -584,26 +610,17 @@ pub fn calibrate(
             .iter()
             .map(|&(d, s)| (d, bm25_normalised(s, ub)))
             .collect();
-        let rnd_doc = random_doc(q, &wrong);
-        let rnd = rnd_doc.map(|d| score_in(&norm, d));
-        let src = score_in(&norm, q.doc);
-        bm25_pairs.extend(pairs(&norm, &wrong, src, rnd));
-        bm25_margin.extend(margin_pairs(
-            &norm,
-            &wrong,
-            (q.doc, src),
-            rnd_doc.zip(rnd),
-            &file,
-            i % 2 == 0,
-        ));
+        let rnd = random_doc(q, &wrong).map(|d| (d, score_in(&norm, d)));
+        let src = (q.doc, score_in(&norm, q.doc));
+        bm25_samples.add(&norm, &wrong, src, rnd, &file, i % 2 == 0);
         lists.push((lex, ub));
     }
-    let bm25_scores = fit_margin_platt(&bm25_margin);
+    let bm25_scores = fit_margin_platt(&bm25_samples.margin);
     let mut cal = Calibration {
         method: METHOD.to_string(),
         queries: queries.len(),
-        pairs: bm25_pairs.len(),
-        bm25: fit_platt(&bm25_pairs),
+        pairs: bm25_samples.plain.len(),
+        bm25: fit_platt(&bm25_samples.plain),
         dense: None,
         weighted: None,
         rrf: None,
@@ -618,31 +635,20 @@ pub fn calibrate(
     let (Some(vecs), Some(v)) = (query_vectors, b.vectors.as_ref()) else {
         return Ok(cal);
     };
-    let mut dense_pairs = Vec::new();
-    let mut dense_margin = Vec::new();
+    let mut dense_samples = Samples::default();
     let mut dense_lists = Vec::new();
     for (i, (q, qv)) in queries.iter().zip(vecs).enumerate() {
         let wrong = wrong_for(q);
         let den = dense(v, qv, NEGATIVE_DEPTH.max(100));
         let bg = dense_background(v, qv);
         let z: Vec<(u32, f32)> = den.iter().map(|&(d, c)| (d, dense_z(c, bg))).collect();
-        let rnd_doc = random_doc(q, &wrong);
-        let rnd = rnd_doc.map(|d| dense_z(v.dot(d as usize, qv), bg));
-        let src = dense_z(v.dot(q.doc as usize, qv), bg);
-        dense_pairs.extend(pairs(&z, &wrong, src, rnd));
-        dense_margin.extend(margin_pairs(
-            &z,
-            &wrong,
-            (q.doc, src),
-            rnd_doc.zip(rnd),
-            &file,
-            i % 2 == 0,
-        ));
+        let rnd = random_doc(q, &wrong).map(|d| (d, dense_z(v.dot(d as usize, qv), bg)));
+        let src = (q.doc, dense_z(v.dot(q.doc as usize, qv), bg));
+        dense_samples.add(&z, &wrong, src, rnd, &file, i % 2 == 0);
         dense_lists.push(den);
     }
-    cal.dense = Some(fit_platt(&dense_pairs));
-    let (mut w_pairs, mut r_pairs) = (Vec::new(), Vec::new());
-    let (mut w_margin, mut r_margin) = (Vec::new(), Vec::new());
+    cal.dense = Some(fit_platt(&dense_samples.plain));
+    let (mut w_samples, mut r_samples) = (Samples::default(), Samples::default());
     for (i, q) in queries.iter().enumerate() {
         let wrong = wrong_for(q);
         let (lex, ub) = &lists[i];
@@ -655,38 +661,22 @@ pub fn calibrate(
             let l_d = cal
                 .dense
                 .map_or(0.0, |p| p.logit(dense_z(v.dot(d as usize, &vecs[i]), bg)));
-            dense_weight * l_d + (1.0 - dense_weight) * l_b
+            (d, dense_weight * l_d + (1.0 - dense_weight) * l_b)
         };
-        let src = fused_of(q.doc);
-        w_pairs.extend(pairs(&w, &wrong, src, rnd.map(fused_of)));
-        w_margin.extend(margin_pairs(
-            &w,
-            &wrong,
-            (q.doc, src),
-            rnd.map(|d| (d, fused_of(d))),
-            &file,
-            i % 2 == 0,
-        ));
+        let (src, w_rnd) = (fused_of(q.doc), rnd.map(fused_of));
+        w_samples.add(&w, &wrong, src, w_rnd, &file, i % 2 == 0);
         let r = rrf(&[lex.clone(), den.clone()], NEGATIVE_DEPTH.max(100));
-        let src = score_in(&r, q.doc);
-        let rnd = rnd.map(|d| (d, score_in(&r, d)));
-        r_pairs.extend(pairs(&r, &wrong, src, rnd.map(|x| x.1)));
-        r_margin.extend(margin_pairs(
-            &r,
-            &wrong,
-            (q.doc, src),
-            rnd,
-            &file,
-            i % 2 == 0,
-        ));
+        let r_rnd = rnd.map(|d| (d, score_in(&r, d)));
+        let src = (q.doc, score_in(&r, q.doc));
+        r_samples.add(&r, &wrong, src, r_rnd, &file, i % 2 == 0);
     }
-    cal.weighted = Some(fit_platt(&w_pairs));
-    cal.rrf = Some(fit_platt(&r_pairs));
+    cal.weighted = Some(fit_platt(&w_samples.plain));
+    cal.rrf = Some(fit_platt(&r_samples.plain));
     cal.scores = Some(ScoreFits {
         bm25: bm25_scores,
-        dense: Some(fit_margin_platt(&dense_margin)),
-        weighted: Some(fit_margin_platt(&w_margin)),
-        rrf: Some(fit_margin_platt(&r_margin)),
+        dense: Some(fit_margin_platt(&dense_samples.margin)),
+        weighted: Some(fit_margin_platt(&w_samples.margin)),
+        rrf: Some(fit_margin_platt(&r_samples.margin)),
     });
     Ok(cal)
 }
