@@ -1166,6 +1166,36 @@ fn eval_cmd(dir: &Path, o: &EvalOpts) -> anyhow::Result<()> {
     if let Some(q) = o.queries {
         set.queries = load_queries(q)?;
     }
+    // A queries file must match the run: judged queries, or (--unanswerable) none judged.
+    let judged_ids = set
+        .queries
+        .iter()
+        .filter(|(id, _)| {
+            set.qrels
+                .get(id)
+                .is_some_and(|j| j.values().any(|&g| g > 0))
+        })
+        .count();
+    if o.unanswerable && judged_ids > 0 {
+        anyhow::bail!(
+            "--unanswerable: {judged_ids} of the {} queries have relevant documents in {}; \
+             it is for queries this corpus cannot answer (another set's queries.jsonl)",
+            set.queries.len(),
+            dir.join("qrels.tsv").display()
+        );
+    }
+    if !o.unanswerable && judged_ids == 0 {
+        anyhow::bail!(
+            "none of the {} queries has a relevant document in {}{}",
+            set.queries.len(),
+            dir.join("qrels.tsv").display(),
+            if o.queries.is_some() {
+                " (queries of another set? add --unanswerable to measure their top-1 scores)"
+            } else {
+                ""
+            }
+        );
+    }
     let modes: Vec<Mode> = o
         .modes
         .split(',')
@@ -1280,6 +1310,7 @@ fn eval_cmd(dir: &Path, o: &EvalOpts) -> anyhow::Result<()> {
         };
         let mut per_query = Vec::new();
         let mut top1 = Vec::new();
+        let mut no_hit = 0usize;
         let mut ms = Vec::new();
         for ((qid, q), qv) in judged.iter().zip(&qvecs) {
             let t = Instant::now();
@@ -1299,8 +1330,9 @@ fn eval_cmd(dir: &Path, o: &EvalOpts) -> anyhow::Result<()> {
                 }
             }
             let judged = &set.qrels[qid];
-            if let Some((d, s)) = ranked.first() {
-                top1.push((*s, judged.get(d).is_some_and(|&g| g > 0)));
+            match ranked.first() {
+                Some((d, s)) => top1.push((*s, judged.get(d).is_some_and(|&g| g > 0))),
+                None => no_hit += 1,
             }
             let ids: Vec<String> = ranked.into_iter().map(|(d, _)| d).collect();
             per_query.push(metrics(&ids, judged));
@@ -1313,13 +1345,14 @@ fn eval_cmd(dir: &Path, o: &EvalOpts) -> anyhow::Result<()> {
             percentile(&ms, 0.95),
             bands(&top1),
             ece(&top1, 10),
+            no_hit,
         ));
     }
     let calibrated = engine.bundle().manifest.calibration.is_some();
     if o.json {
         let v: Vec<_> = rows
             .iter()
-            .map(|(m, x, med, p95, b, e)| serde_json::json!({"mode": m, "metrics": x, "median_ms": med, "p95_ms": p95, "top1_bands": b, "top1_ece": e}))
+            .map(|(m, x, med, p95, b, e, nh)| serde_json::json!({"mode": m, "metrics": x, "median_ms": med, "p95_ms": p95, "top1_bands": b, "top1_ece": e, "no_hit": nh}))
             .collect();
         let m = &engine.bundle().manifest;
         let doc = serde_json::json!({"set": dir, "queries_file": o.queries, "unanswerable": o.unanswerable, "documents": set.corpus.len(), "queries": judged.len(),
@@ -1355,13 +1388,18 @@ fn eval_cmd(dir: &Path, o: &EvalOpts) -> anyhow::Result<()> {
             "{:<14}{:>9}{:>9}{:>10}{:>9}{:>11}{:>9}{:>8}   top-1 relevant by score band",
             "mode", "nDCG@10", "R@10", "R@100", "MRR@10", "median ms", "p95 ms", "ECE"
         );
-        for (m, x, med, p95, b, e) in &rows {
+        for (m, x, med, p95, b, e, nh) in &rows {
             let bands: Vec<String> = b
                 .iter()
                 .map(|b| format!("[{:.1},{:.1}): {}/{}", b.from, b.to, b.relevant, b.queries))
                 .collect();
+            let no_hit = if *nh > 0 {
+                format!("  no hit: {nh}")
+            } else {
+                String::new()
+            };
             println!(
-                "{:<14}{:>9.4}{:>9.4}{:>10.4}{:>9.4}{:>11.2}{:>9.2}{:>8.3}   {}",
+                "{:<14}{:>9.4}{:>9.4}{:>10.4}{:>9.4}{:>11.2}{:>9.2}{:>8.3}   {}{}",
                 m,
                 x.ndcg_10,
                 x.recall_10,
@@ -1370,7 +1408,8 @@ fn eval_cmd(dir: &Path, o: &EvalOpts) -> anyhow::Result<()> {
                 med,
                 p95,
                 e,
-                bands.join("  ")
+                bands.join("  "),
+                no_hit
             );
         }
     }

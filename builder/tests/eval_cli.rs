@@ -157,6 +157,24 @@ fn unanswerable_runs_count_every_query_as_wrong() {
     let out = eval(&[&args[..], &["--unanswerable"]].concat());
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--queries"));
+    // Newcomer run: another set's queries without --unanswerable printed NaN and exited 0,
+    // and --unanswerable on the set's own queries counted every right answer as wrong.
+    let with = |extra: &[&str]| eval(&[&args[..], extra].concat());
+    let out = with(&["--queries", other.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("none of the 2 queries") && err.contains("--unanswerable"),
+        "{err}"
+    );
+    let own = set.join("queries.jsonl");
+    let out = with(&["--unanswerable", "--queries", own.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("1 of the 1 queries have relevant documents"),
+        "{err}"
+    );
     let out = eval(
         &[
             &args[..],
@@ -183,4 +201,5 @@ fn unanswerable_runs_count_every_query_as_wrong() {
         2
     );
     assert!(bands.iter().all(|b| b["relevant"] == 0));
+    assert_eq!(bm25["no_hit"], 0);
 }
