@@ -168,10 +168,19 @@ pub fn chunk_id(rel: &str, section: u32, position: u32) -> String {
     hex::encode(&h.finalize()[..8])
 }
 
-/// Scans `corpus` ([`scan`]); with `strict`, any corpus error fails with
+/// Scans `corpus` ([`scan`]) and adds `jikji check`'s expiry warnings by the system clock
+/// (`expired`, `bad-expires`); with `strict`, any corpus error fails with
 /// [`BuildError::CorpusErrors`] listing the error findings (warnings are not errors).
 pub fn scan_corpus(corpus: &Path, check: CheckOptions, strict: bool) -> Result<Scan> {
-    let scanned = scan(corpus, check)?;
+    let mut scanned = scan(corpus, check)?;
+    // What `jikji check` says about `expires` (already expired, or not a date) is worth
+    // seeing when the bundle is made, by the system clock.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    scanned
+        .findings
+        .extend(crate::corpus::expiry_findings(&scanned.files, now, 0));
     if strict && scanned.errors() > 0 {
         return Err(BuildError::CorpusErrors {
             findings: scanned

@@ -444,6 +444,34 @@ fn check_lists_expired_and_soon_expiring_files() {
     );
 }
 
+/// Carried-over note: `jikji build` did not say that a file had expired (only `jikji check`
+/// did), so a bundle could silently leave a file's chunks out of every search.
+#[test]
+fn build_did_not_warn_about_expired_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = corpus(tmp.path());
+    std::fs::write(
+        corpus.join("2. support/bad-date.md"),
+        "---\ntitle: Console move\nexpires: next tuesday\n---\nSource: https://support.example.com/move\n\nThe billing console moves.\n",
+    )
+    .unwrap();
+    let report = build(&BuildOptions::new(&corpus, &tmp.path().join("bundle"))).unwrap();
+    let expiry: Vec<(&str, &str)> = report
+        .findings
+        .iter()
+        .filter(|f| f.code.contains("expire"))
+        .map(|f| (f.code, f.path.as_str()))
+        .collect();
+    // holiday-notice.md expires 2026-10-05, before this test could first run.
+    assert_eq!(
+        expiry,
+        [
+            ("bad-expires", "2. support/bad-date.md"),
+            ("expired", "2. support/holiday-notice.md")
+        ]
+    );
+}
+
 /// Runs `jikji update` with `JIKJI_CRASH_AT=point`: the process aborts there.
 fn crash_update(bundle: &Path, corpus: &Path, point: &str) {
     let out = Command::new(env!("CARGO_BIN_EXE_jikji"))
