@@ -495,41 +495,6 @@ fn pairs(
     out
 }
 
-/// The labeled samples one pseudo-query contributes to a ranker's margin-aware fit: the
-/// three of [`pairs`], each with its margin in `list` (see [`margin`]; `source` and
-/// `random` are `(chunk, input)`), and with `no_answer` the top hit of `list` without the
-/// right chunks (its margin taken within that rest), labeled wrong. [`calibrate`] sets
-/// `no_answer` for every other pseudo-query, so the fit assumes about one top hit in three
-/// comes from a query the bundle cannot answer.
-fn margin_pairs(
-    list: &[(u32, f32)],
-    wrong: &dyn Fn(u32) -> bool,
-    source: (u32, f32),
-    random: Option<(u32, f32)>,
-    file: &[u32],
-    no_answer: bool,
-) -> Vec<([f32; 2], bool)> {
-    let with_margin = |(d, v): (u32, f32)| [v, margin(d, v, list, file)];
-    let mut out = vec![(with_margin(source), true)];
-    if let Some(&hit) = list.iter().find(|(d, _)| wrong(*d)) {
-        out.push((with_margin(hit), false));
-    }
-    if let Some(r) = random {
-        out.push((with_margin(r), false));
-    }
-    // The same query on the bundle without its answer (the list's wrong chunks only): its
-    // top hit stands out from the rest as a top hit does, but is wrong, as for a query the
-    // bundle cannot answer. Without these, any top hit that stands out reads as right: on
-    // unanswerable queries (another set's questions), 3–37% of BM25 top-1s scored ≥ 0.6.
-    if no_answer {
-        let rest: Vec<(u32, f32)> = list.iter().copied().filter(|(d, _)| wrong(*d)).collect();
-        if let Some(&(d, v)) = rest.first() {
-            out.push(([v, margin(d, v, &rest, file)], false));
-        }
-    }
-    out
-}
-
 /// One ranker's labeled samples over all pseudo-queries: one-feature (for [`fit_platt`])
 /// and with margins (for [`fit_margin_platt`]).
 #[derive(Default)]
@@ -539,8 +504,13 @@ struct Samples {
 }
 
 impl Samples {
-    /// Adds one pseudo-query's samples from its ranked `list` (see [`pairs`] and
-    /// [`margin_pairs`]); `source` and `random` are `(chunk, input)`.
+    /// Adds one pseudo-query's samples from its ranked `list`: the three of [`pairs`] to
+    /// `plain`, and to `margin` the same three each with its margin in `list` (see
+    /// [`margin`]), plus with `no_answer` the top hit of `list` without the right chunks
+    /// (its margin taken within that rest), labeled wrong. `source` and `random` are
+    /// `(chunk, input)`. [`calibrate`] sets `no_answer` for every other pseudo-query, so the
+    /// margin fit assumes about one top hit in three comes from a query the bundle cannot
+    /// answer.
     fn add(
         &mut self,
         list: &[(u32, f32)],
@@ -550,10 +520,27 @@ impl Samples {
         file: &[u32],
         no_answer: bool,
     ) {
-        let plain = pairs(list, wrong, source.1, random.map(|r| r.1));
-        self.plain.extend(plain);
-        self.margin
-            .extend(margin_pairs(list, wrong, source, random, file, no_answer));
+        self.plain
+            .extend(pairs(list, wrong, source.1, random.map(|r| r.1)));
+        let with_margin = |(d, v): (u32, f32)| [v, margin(d, v, list, file)];
+        self.margin.push((with_margin(source), true));
+        if let Some(&hit) = list.iter().find(|(d, _)| wrong(*d)) {
+            self.margin.push((with_margin(hit), false));
+        }
+        if let Some(r) = random {
+            self.margin.push((with_margin(r), false));
+        }
+        // The same query on the bundle without its answer (the list's wrong chunks only):
+        // its top hit stands out from the rest as a top hit does, but is wrong, as for a
+        // query the bundle cannot answer. Without these, any top hit that stands out reads
+        // as right: on unanswerable queries (another set's questions), 3–37% of BM25 top-1s
+        // scored ≥ 0.6.
+        if no_answer {
+            let rest: Vec<(u32, f32)> = list.iter().copied().filter(|(d, _)| wrong(*d)).collect();
+            if let Some(&(d, v)) = rest.first() {
+                self.margin.push(([v, margin(d, v, &rest, file)], false));
+            }
+        }
     }
 }
 
