@@ -54,6 +54,13 @@ pub fn read_queries(path: &Path) -> Result<Vec<CoreQuery>> {
                 message: "min_score is not a number".into(),
             });
         }
+        if let Some(Err(e)) = q.mode.as_deref().map(str::parse::<Mode>) {
+            return Err(BuildError::InvalidInput {
+                path: path.to_path_buf(),
+                line: Some(line),
+                message: e.to_string(),
+            });
+        }
         out.push(q);
     }
     if out.is_empty() {
@@ -250,4 +257,25 @@ pub fn print_run(run: &Run) {
         run.gaps(),
         run.drops()
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Carried-over note: an unknown `mode` in a queries file failed only when its query
+    /// ran, without naming the file or the line.
+    #[test]
+    fn unknown_mode_did_not_name_the_file_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("core.jsonl");
+        std::fs::write(
+            &path,
+            "{\"query\": \"lamp\", \"min_score\": 0.5}\n{\"query\": \"bay\", \"min_score\": 0.5, \"mode\": \"fuzzy\"}\n",
+        )
+        .unwrap();
+        let e = read_queries(&path).unwrap_err().to_string();
+        assert!(e.contains("core.jsonl:2"), "{e}");
+        assert!(e.contains("fuzzy"), "{e}");
+    }
 }
