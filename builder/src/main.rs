@@ -1108,9 +1108,17 @@ fn print_results(results: &[jikji_engine::SearchResult], json: bool) -> std::io:
         }
         for h in &r.hits {
             let tier = h.tier.map(|t| t.to_string()).unwrap_or_else(|| "-".into());
+            // Tags a reader must see without --json: an older version, an AI-written draft.
+            let mut tags = String::new();
+            if h.archived {
+                tags.push_str("  (archived: an older version)");
+            }
+            if h.provenance.as_deref() == Some("ai-draft") {
+                tags.push_str("  (ai-draft)");
+            }
             writeln!(
                 out,
-                "{:>3}. {:.4}  {}  [{}]  tier {}  {}",
+                "{:>3}. {:.4}  {}  [{}]  tier {}  {}{tags}",
                 h.rank,
                 h.score,
                 h.source,

@@ -472,6 +472,46 @@ fn build_did_not_warn_about_expired_files() {
     );
 }
 
+/// Carried-over note: `jikji search --include-archived` printed archived versions like
+/// current ones; only `--json` said `archived`.
+#[test]
+fn text_output_did_not_mark_archived_hits() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bundle = tmp.path().join("bundle");
+    build(&BuildOptions::new(&fixture(), &bundle)).unwrap();
+    let search = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_jikji"))
+            .args(["search", "--mode", "bm25", "--top-k", "10"])
+            .arg(&bundle)
+            .arg("object storage per project")
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let with = search(&["--include-archived"]);
+    let marked: Vec<&str> = with
+        .lines()
+        .filter(|l| l.contains("(archived: an older version)"))
+        .collect();
+    assert!(!marked.is_empty(), "{with}");
+    assert!(
+        marked
+            .iter()
+            .all(|l| l.contains("plan_v1.md") || l.contains("pricing-2025.md")),
+        "{with}"
+    );
+    assert!(with
+        .lines()
+        .any(|l| l.contains("plan_v2.md") && !l.contains("archived")));
+    assert!(!search(&[]).contains("archived"));
+}
+
 /// Runs `jikji update` with `JIKJI_CRASH_AT=point`: the process aborts there.
 fn crash_update(bundle: &Path, corpus: &Path, point: &str) {
     let out = Command::new(env!("CARGO_BIN_EXE_jikji"))
