@@ -1166,7 +1166,7 @@ struct EvalOpts<'a> {
 fn eval_cmd(dir: &Path, o: &EvalOpts) -> anyhow::Result<()> {
     use jikji_builder::corpus::{FrontMatter, SourceFile};
     use jikji_builder::eval::{bands, ece, load_queries, mean, metrics, percentile, EvalSet};
-    use std::collections::HashSet;
+    use std::collections::{HashMap, HashSet};
     use std::io::Write;
     use std::time::Instant;
 
@@ -1175,14 +1175,13 @@ fn eval_cmd(dir: &Path, o: &EvalOpts) -> anyhow::Result<()> {
         set.queries = load_queries(q)?;
     }
     // A queries file must match the run: judged queries, or (--unanswerable) none judged.
+    let has_relevant = |qrels: &HashMap<String, HashMap<String, i32>>, id: &str| {
+        qrels.get(id).is_some_and(|j| j.values().any(|&g| g > 0))
+    };
     let judged_ids = set
         .queries
         .iter()
-        .filter(|(id, _)| {
-            set.qrels
-                .get(id)
-                .is_some_and(|j| j.values().any(|&g| g > 0))
-        })
+        .filter(|(id, _)| has_relevant(&set.qrels, id))
         .count();
     if o.unanswerable && judged_ids > 0 {
         anyhow::bail!(
@@ -1262,19 +1261,13 @@ fn eval_cmd(dir: &Path, o: &EvalOpts) -> anyhow::Result<()> {
         set.qrels = set
             .queries
             .iter()
-            .map(|(id, _)| (id.clone(), std::collections::HashMap::new()))
+            .map(|(id, _)| (id.clone(), HashMap::new()))
             .collect();
     }
     let judged: Vec<&(String, String)> = set
         .queries
         .iter()
-        .filter(|(id, _)| {
-            o.unanswerable
-                || set
-                    .qrels
-                    .get(id)
-                    .is_some_and(|j| j.values().any(|&g| g > 0))
-        })
+        .filter(|(id, _)| o.unanswerable || has_relevant(&set.qrels, id))
         .take(o.limit.unwrap_or(usize::MAX))
         .collect();
     // Embed each query once; every dense and hybrid run reuses the vector.

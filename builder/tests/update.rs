@@ -402,17 +402,18 @@ fn expired_chunks_are_filtered_at_search_time_with_the_clock_given() {
 
 #[test]
 fn check_lists_expired_and_soon_expiring_files() {
-    let out = Command::new(env!("CARGO_BIN_EXE_jikji"))
-        .args(["check", "--json", "--now", "2026-09-20", "--expiring", "30"])
-        .arg(fixture())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let dir = fixture();
+    let f = dir.to_str().unwrap();
+    let out = common::jikji_ok([
+        "check",
+        "--json",
+        "--now",
+        "2026-09-20",
+        "--expiring",
+        "30",
+        f,
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let codes: Vec<(String, String)> = v["findings"]
         .as_array()
         .unwrap()
@@ -480,19 +481,13 @@ fn text_output_did_not_mark_archived_hits() {
     let bundle = tmp.path().join("bundle");
     build(&BuildOptions::new(&fixture(), &bundle)).unwrap();
     let search = |extra: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_jikji"))
-            .args(["search", "--mode", "bm25", "--top-k", "10"])
-            .arg(&bundle)
-            .arg("object storage per project")
-            .args(extra)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        let b = bundle.to_str().unwrap();
+        let base = ["search", "--mode", "bm25", "--top-k", "10", b];
+        common::jikji_ok(
+            base.iter()
+                .chain(&["object storage per project"])
+                .chain(extra),
+        )
     };
     let with = search(&["--include-archived"]);
     let marked: Vec<&str> = with

@@ -455,7 +455,7 @@ pub fn margin(doc: u32, value: f32, list: &[(u32, f32)], file: &[u32]) -> f32 {
 }
 
 /// A file number per chunk of `bundle` (chunks of one source file share it), for
-/// [`apart`].
+/// [`apart`]; see [`number_files`].
 ///
 /// Errors only if the chunk store bytes are corrupt.
 pub fn file_numbers(bundle: &Bundle) -> Result<Vec<u32>> {
@@ -463,12 +463,21 @@ pub fn file_numbers(bundle: &Bundle) -> Result<Vec<u32>> {
     struct Source {
         source: String,
     }
+    let sources = (0..bundle.chunks.len() as u32)
+        .map(|d| Ok(bundle.chunks.get_as::<Source>(d)?.source))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(number_files(sources))
+}
+
+/// Numbers source paths in order of first appearance: one `u32` per item, equal for equal
+/// paths (the per-chunk file numbers [`apart`] compares).
+pub fn number_files(sources: impl IntoIterator<Item = String>) -> Vec<u32> {
     let mut ids = std::collections::HashMap::new();
-    (0..bundle.chunks.len() as u32)
-        .map(|d| {
-            let s: Source = bundle.chunks.get_as(d)?;
+    sources
+        .into_iter()
+        .map(|s| {
             let next = ids.len() as u32;
-            Ok(*ids.entry(s.source).or_insert(next))
+            *ids.entry(s).or_insert(next)
         })
         .collect()
 }

@@ -218,11 +218,10 @@ impl Lifecycle {
             flags: vec![0; n],
             ..Default::default()
         };
-        let mut files = HashMap::new();
+        let mut sources = Vec::with_capacity(n);
         for doc in 0..n as u32 {
             let m: Meta = b.chunks.get_as(doc)?;
-            let next = files.len() as u32;
-            l.file.push(*files.entry(m.source).or_insert(next));
+            sources.push(m.source);
             if m.archived {
                 l.archived.push(doc);
                 l.flags[doc as usize] |= 1;
@@ -237,6 +236,7 @@ impl Lifecycle {
                 l.flags[doc as usize] |= 2;
             }
         }
+        l.file = calibrate::number_files(sources);
         Ok(l)
     }
 

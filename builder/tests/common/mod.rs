@@ -66,3 +66,18 @@ pub const REAL_SUBSET: &[&str] = &[
     "99. 온라인 자료 (정리 X)/16_When_Buckwheat_Flowers_Blossom.md",
     "99. 온라인 자료 (정리 X)/23_Spring_Spring.md",
 ];
+
+/// Runs the built `jikji` binary with `args` and returns its stdout; panics with its
+/// stderr if it exits with an error.
+pub fn jikji_ok<S: AsRef<std::ffi::OsStr>>(args: impl IntoIterator<Item = S>) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_jikji"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
