@@ -434,7 +434,7 @@ pub fn check_new_files(
             path: bundle_dir.to_path_buf(),
             message: "the bundle has no vectors (built with --no-embed); dedup needs them".into(),
         })?;
-    let info = crate::build::model_info(model_dir)?;
+    let info = crate::ingest::model_info(model_dir)?;
     if let Some(m) = &b.manifest.model {
         if m.sha256 != info.sha256 {
             return Err(crate::BuildError::Model {
@@ -451,12 +451,17 @@ pub fn check_new_files(
         .map(|i| b.chunks.get(i))
         .collect::<Result<_, _>>()?;
     // New files are chunked as the bundle was.
-    let chunking = crate::build::Chunking::of_manifest(&b.manifest, Some(model_dir))?;
+    let chunking = crate::ingest::Chunking::of_manifest(&b.manifest, Some(model_dir))?;
     let scanned = crate::corpus::scan(dir, crate::corpus::CheckOptions::default())?;
     let mut new: Vec<ChunkRecord> = Vec::new();
     for f in &scanned.files {
         new.extend(
-            crate::build::chunk_file(f, &chunking, &crate::versions::VersionInfo::default()).chunks,
+            crate::ingest::chunk::chunk_file(
+                f,
+                &chunking,
+                &crate::versions::VersionInfo::default(),
+            )
+            .chunks,
         );
     }
     let known: HashSet<[u8; 32]> = records.iter().map(|r| text_hash(&r.text)).collect();
@@ -466,8 +471,9 @@ pub fn check_new_files(
     let texts: Vec<&str> = todo.iter().map(|&i| new[i].text.as_str()).collect();
     let mut vecs: HashMap<usize, Vec<f32>> = HashMap::new();
     if !texts.is_empty() {
-        let e =
-            crate::build::embed_passages(&texts, model_dir, cache_dir, threads, false, &mut None)?;
+        let e = crate::ingest::embed::embed_passages(
+            &texts, model_dir, cache_dir, threads, false, &mut None,
+        )?;
         vecs = todo.iter().copied().zip(e.vectors).collect();
     }
     let pairs: Vec<(ChunkRecord, Option<Vec<f32>>)> = new

@@ -125,6 +125,16 @@ pub enum BuildError {
         message: String,
     },
 
+    /// An eval run's inputs do not fit together: a queries file with no judged query
+    /// without `--unanswerable`, or judged queries with it. Message: `{set}: {message}`.
+    #[error("{}: {message}", path.display())]
+    Eval {
+        /// The eval set folder.
+        path: PathBuf,
+        /// What is wrong and what to do.
+        message: String,
+    },
+
     /// `--strict` and the corpus check found errors; `findings` are those errors (each
     /// names its file and line), in corpus order.
     #[error("{} corpus error(s) with --strict:\n{}", findings.len(), join_lines(findings))]

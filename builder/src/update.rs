@@ -37,53 +37,14 @@ use jikji_format::{sha256_hex, Bundle, ChunkRecord};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::build::{
-    calibrate, chunk_file, embed_passages, hanja_table, index_records, load_build_embedder,
-    model_info, scan_corpus, source_entry, updated_of, write_bundle, BundleParts, Chunking,
-};
-use crate::chunker::ChunkParams;
-use crate::corpus::{quarantine, CheckOptions, Finding};
+use crate::corpus::{CheckOptions, Finding};
 use crate::error::{BuildError, Result};
-
-/// Options of `jikji update`.
-#[derive(Debug, Clone)]
-pub struct UpdateOptions {
-    /// The bundle to update (replaced atomically; the old one is kept as `BUNDLE.prev`).
-    pub bundle: PathBuf,
-    /// The corpus folder.
-    pub corpus: PathBuf,
-    /// Model folder, needed only when the bundle has vectors and some chunk text is new.
-    pub model_dir: Option<PathBuf>,
-    /// Embedding cache folder for the new chunks (`None`: no cache).
-    pub cache_dir: Option<PathBuf>,
-    /// Embedding threads.
-    pub threads: usize,
-    /// Progress bar on stderr.
-    pub progress: bool,
-    /// What the corpus check accepts.
-    pub check: CheckOptions,
-    /// Fail on any corpus error instead of leaving the bad files out.
-    pub strict: bool,
-    /// Copy files with errors into this folder.
-    pub quarantine: Option<PathBuf>,
-}
-
-impl UpdateOptions {
-    /// Defaults: no model, no cache, one thread, no progress, default checks.
-    pub fn new(bundle: impl Into<PathBuf>, corpus: impl Into<PathBuf>) -> Self {
-        UpdateOptions {
-            bundle: bundle.into(),
-            corpus: corpus.into(),
-            model_dir: None,
-            cache_dir: None,
-            threads: 1,
-            progress: false,
-            check: CheckOptions::default(),
-            strict: false,
-            quarantine: None,
-        }
-    }
-}
+use crate::ingest::chunk::{chunk_file, source_entry, updated_of};
+use crate::ingest::embed::embed_passages;
+use crate::ingest::write::{write_bundle, BundleParts};
+use crate::ingest::{
+    checked_corpus, index, load_build_embedder, model_info, BundleSettings, Chunking, IngestOptions,
+};
 
 /// What an update did.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -128,13 +89,15 @@ fn text_key(text: &str) -> [u8; 32] {
     Sha256::digest(text.as_bytes()).into()
 }
 
-/// Updates `opts.bundle` from `opts.corpus`. See the module doc. Errors: the bundle cannot
-/// be opened or has no sources table (built by an older `jikji`: build it once), the model
-/// differs from the bundle's, a corpus error with `strict`, or an I/O error.
+/// Updates `opts.bundle` from `opts.corpus` with the bundle's own [`BundleSettings`] (its
+/// manifest's; `allow_ai_draft` true also admits AI drafts if the bundle did not). See the
+/// module doc. Errors: the bundle cannot be opened or has no sources table (built by an
+/// older `jikji`: build it once), the model differs from the bundle's, a corpus error with
+/// `strict`, or an I/O error.
 ///
 /// When nothing changed (same files, hashes, version facts and `updated` dates) the bundle
 /// is left as it is and `written` is false.
-pub fn update(opts: &UpdateOptions) -> Result<UpdateReport> {
+pub fn update(opts: &IngestOptions, allow_ai_draft: bool) -> Result<UpdateReport> {
     let mut report = UpdateReport::default();
     let t = Instant::now();
     let prev = PathBuf::from(format!("{}.prev", opts.bundle.display()));
@@ -160,10 +123,8 @@ pub fn update(opts: &UpdateOptions) -> Result<UpdateReport> {
                     .into(),
         });
     }
-    let params = ChunkParams {
-        size: m.chunk_size,
-        overlap: m.overlap,
-    };
+    let mut settings = BundleSettings::of_manifest(m)?;
+    settings.allow_ai_draft |= allow_ai_draft;
     if m.parents() > 0 {
         return Err(BuildError::Bundle {
             path: opts.bundle.clone(),
@@ -197,16 +158,10 @@ pub fn update(opts: &UpdateOptions) -> Result<UpdateReport> {
         .push(("open".into(), t.elapsed().as_secs_f64()));
 
     let t = Instant::now();
-    let scanned = scan_corpus(&opts.corpus, opts.check, opts.strict)?;
-    if let Some(dir) = &opts.quarantine {
-        quarantine(&opts.corpus, &scanned.rejected, dir)?;
-    }
-    if scanned.files.is_empty() {
-        return Err(BuildError::Corpus {
-            path: opts.corpus.clone(),
-            message: "no usable .md or .txt files".into(),
-        });
-    }
+    let check = CheckOptions {
+        allow_ai_draft: settings.allow_ai_draft,
+    };
+    let (scanned, _quarantined) = checked_corpus(opts, check)?;
     let files = &scanned.files;
     report.findings = scanned.findings.clone();
     let versions = crate::versions::resolve(files);
@@ -292,18 +247,9 @@ pub fn update(opts: &UpdateOptions) -> Result<UpdateReport> {
     }
 
     let t = Instant::now();
-    // The bundle's own analyzer options (a version 1 bundle is rebuilt with the defaults).
-    let analyzer_options = if m.analyzer_version >= 2 {
-        m.analyzer
-    } else {
-        jikji_format::analyzer::AnalyzerOptions::default()
-    };
-    let analyzer = jikji_format::analyzer::Analyzer::new(
-        jikji_format::analyzer::ANALYZER_VERSION,
-        analyzer_options,
-    )?;
-    let (terms_fst, postings, terms) = index_records(&records, &analyzer)?;
-    let hanja = hanja_table(&records, &analyzer)?;
+    // The bundle's own analyzer options, hanja choice and BM25 parameters (a version 1
+    // bundle is rebuilt with the current analyzer's defaults).
+    let indexed = index::index(&records, &settings)?;
     report
         .seconds
         .push(("index".into(), t.elapsed().as_secs_f64()));
@@ -399,8 +345,8 @@ pub fn update(opts: &UpdateOptions) -> Result<UpdateReport> {
             .is_some_and(|e| e.sha256 == sha256_hex(bytes))
     };
     let unchanged_data = same(jikji_format::chunks::CHUNKS_FILE, &chunks_bin)
-        && same(jikji_format::postings::TERMS_FILE, &terms_fst)
-        && same(jikji_format::postings::POSTINGS_FILE, &postings)
+        && same(jikji_format::postings::TERMS_FILE, &indexed.terms_fst)
+        && same(jikji_format::postings::POSTINGS_FILE, &indexed.postings)
         && match &vectors {
             Some((_, bytes)) => same(jikji_format::vectors::VECTORS_FILE, bytes),
             None => !m.files.contains_key(jikji_format::vectors::VECTORS_FILE),
@@ -414,15 +360,15 @@ pub fn update(opts: &UpdateOptions) -> Result<UpdateReport> {
             if let (Some(dir), None, Some(_)) = (model_dir, &embedder, &vectors) {
                 embedder = Some(load_build_embedder(dir)?);
             }
-            calibrate(
-                &terms_fst,
-                &postings,
+            crate::calibrate::calibrate(
+                &indexed.terms_fst,
+                &indexed.postings,
                 &chunks_bin,
                 vectors.as_ref().map(|(_, bytes)| bytes.clone()),
                 embedder.as_ref(),
                 opts.threads,
-                analyzer_options,
-                m.bm25,
+                settings.analyzer,
+                settings.bm25,
             )?
         }
     };
@@ -436,17 +382,12 @@ pub fn update(opts: &UpdateOptions) -> Result<UpdateReport> {
         BundleParts {
             records: &records,
             parents: &[],
-            chunking: Some(chunking.info(0)),
-            terms_fst,
-            postings,
-            terms,
+            chunking: chunking.info(0),
+            indexed,
             vectors,
-            params,
             sources,
             calibration,
-            analyzer: analyzer_options,
-            hanja,
-            bm25: m.bm25,
+            settings,
         },
     )?;
     report.written = true;

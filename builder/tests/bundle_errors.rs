@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use jikji_builder::build::{build, BuildOptions};
+use jikji_builder::ingest::{build, BundleSettings, IngestOptions};
 use jikji_engine::{Engine, Mode};
 use jikji_format::FormatError;
 
@@ -17,8 +17,8 @@ fn corpus(dir: &Path) -> std::path::PathBuf {
     dir.join("books")
 }
 
-fn opts(corpus: &Path, out: &Path) -> BuildOptions {
-    BuildOptions::new(corpus, out)
+fn opts(corpus: &Path, out: &Path) -> IngestOptions {
+    IngestOptions::new(corpus, out)
 }
 
 fn open_err(dir: &Path) -> String {
@@ -33,7 +33,11 @@ fn builds_from_good_files_and_reports_bad_ones_without_touching_them() {
     let tmp = tempfile::tempdir().unwrap();
     let books = corpus(tmp.path());
     let before: Vec<_> = walk(&books);
-    let r = build(&opts(&books, &tmp.path().join("bundle"))).unwrap();
+    let r = build(
+        &opts(&books, &tmp.path().join("bundle")),
+        &BundleSettings::default(),
+    )
+    .unwrap();
     assert_eq!(r.files, 1);
     let skipped: Vec<String> = r.findings.iter().map(|f| f.to_string()).collect();
     assert_eq!(
@@ -82,7 +86,7 @@ fn corrupt_truncated_missing_and_foreign_version_files_are_refused_by_name() {
     let tmp = tempfile::tempdir().unwrap();
     let books = corpus(tmp.path());
     let out = tmp.path().join("bundle");
-    build(&opts(&books, &out)).unwrap();
+    build(&opts(&books, &out), &BundleSettings::default()).unwrap();
     let fresh = |name: &str| {
         let d = tmp.path().join(name);
         std::fs::create_dir_all(&d).unwrap();
@@ -156,14 +160,14 @@ fn rebuild_replaces_atomically_and_keeps_the_previous_bundle() {
     let tmp = tempfile::tempdir().unwrap();
     let books = corpus(tmp.path());
     let out = tmp.path().join("bundle");
-    build(&opts(&books, &out)).unwrap();
+    build(&opts(&books, &out), &BundleSettings::default()).unwrap();
     let first = std::fs::read(out.join("manifest.json")).unwrap();
     std::fs::write(
         books.join("1. classics/c.md"),
         "Source: https://example.org/c\n\nA new book about foxes.\n",
     )
     .unwrap();
-    build(&opts(&books, &out)).unwrap();
+    build(&opts(&books, &out), &BundleSettings::default()).unwrap();
     assert_eq!(
         std::fs::read(tmp.path().join("bundle.prev/manifest.json")).unwrap(),
         first

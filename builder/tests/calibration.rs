@@ -3,7 +3,8 @@
 //! `calibrated: true`, so `--min-score 0.6` dropped everything. Such bundles now carry no
 //! calibration and report raw scores.
 
-use jikji_builder::build::{build, BuildOptions, MIN_CALIBRATION_CHUNKS};
+use jikji_builder::calibrate::MIN_CALIBRATION_CHUNKS;
+use jikji_builder::ingest::{build, BundleSettings, IngestOptions};
 use jikji_engine::{Engine, Mode};
 
 #[test]
@@ -19,7 +20,11 @@ fn tiny_bundle_scored_everything_one_half() {
         .unwrap();
     }
     let out = tmp.path().join("bundle");
-    build(&BuildOptions::new(&corpus, &out)).unwrap();
+    build(
+        &IngestOptions::new(&corpus, &out),
+        &BundleSettings::default(),
+    )
+    .unwrap();
     let engine = Engine::open_dir(&out).unwrap();
     assert!(4 < MIN_CALIBRATION_CHUNKS);
     assert_eq!(engine.bundle().manifest.calibration, None);
@@ -55,7 +60,11 @@ fn search_accepted_impossible_min_score_and_top_k_zero() {
         .unwrap();
     }
     let out = tmp.path().join("bundle");
-    build(&BuildOptions::new(&corpus, &out)).unwrap();
+    build(
+        &IngestOptions::new(&corpus, &out),
+        &BundleSettings::default(),
+    )
+    .unwrap();
     assert!(Engine::open_dir(&out)
         .unwrap()
         .bundle()

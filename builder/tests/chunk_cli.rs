@@ -5,9 +5,9 @@ mod common;
 
 use std::process::Command;
 
-use jikji_builder::build::TokenSizer;
 use jikji_builder::chunker::{ChunkParams, Limits, Sizer, Strategy, TokenLimit, STRATEGY_NAMES};
 use jikji_builder::corpus::{front_matter, skip_source_lines};
+use jikji_builder::ingest::TokenSizer;
 
 #[test]
 fn chunk_report_compares_every_strategy() {

@@ -4,8 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use jikji_builder::build::{build, BuildOptions};
 use jikji_builder::corpus::{scan, CheckOptions, Severity};
+use jikji_builder::ingest::{build, BundleSettings, IngestOptions};
 use jikji_engine::{Engine, Mode};
 
 fn fixture() -> PathBuf {
@@ -62,12 +62,13 @@ fn ai_draft_is_included_and_tagged_when_allowed() {
     assert!(!s.findings.iter().any(|f| f.code == "ai-draft"));
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("bundle");
-    build(&BuildOptions {
-        check: CheckOptions {
+    build(
+        &IngestOptions::new(fixture(), &out),
+        &BundleSettings {
             allow_ai_draft: true,
+            ..BundleSettings::default()
         },
-        ..BuildOptions::new(fixture(), &out)
-    })
+    )
     .unwrap();
     let e = Engine::open_dir(&out).unwrap();
     let hit = &e
@@ -90,10 +91,13 @@ fn build_uses_the_good_files_and_leaves_every_input_in_place() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("bundle");
     let q = tmp.path().join("quarantine");
-    let r = build(&BuildOptions {
-        quarantine: Some(q.clone()),
-        ..BuildOptions::new(fixture(), &out)
-    })
+    let r = build(
+        &IngestOptions {
+            quarantine: Some(q.clone()),
+            ..IngestOptions::new(fixture(), &out)
+        },
+        &BundleSettings::default(),
+    )
     .unwrap();
     assert_eq!(r.files, 3);
     assert_eq!(
@@ -123,10 +127,13 @@ fn build_uses_the_good_files_and_leaves_every_input_in_place() {
 fn strict_build_fails_on_any_error_and_writes_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("bundle");
-    let err = build(&BuildOptions {
-        strict: true,
-        ..BuildOptions::new(fixture(), &out)
-    })
+    let err = build(
+        &IngestOptions {
+            strict: true,
+            ..IngestOptions::new(fixture(), &out)
+        },
+        &BundleSettings::default(),
+    )
     .unwrap_err()
     .to_string();
     assert!(err.starts_with("6 corpus error(s) with --strict"), "{err}");

@@ -10,8 +10,8 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use jikji_builder::build::embed_passages;
 use jikji_builder::dedup::{exact_pairs, lsh_candidates, FlatVectors, LshParams};
+use jikji_builder::ingest::embed::embed_passages;
 use jikji_format::vectors::quantize;
 use jikji_format::Bundle;
 

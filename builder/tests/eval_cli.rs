@@ -1,80 +1,10 @@
 //! `jikji eval` end to end on a tiny labeled set: metrics, the top-1 calibration report,
 //! the settings recorded in `--json`, and `--unanswerable` runs.
 
-use std::path::Path;
 use std::process::Command;
 
-fn write_set(dir: &Path, queries: &[(&str, &str)], qrels: &[(&str, &str)]) {
-    std::fs::create_dir_all(dir).unwrap();
-    let topics = [
-        (
-            "lighthouse",
-            "The lighthouse keeper climbed the stairs at dusk to light the lamp.",
-        ),
-        (
-            "harbour",
-            "Fishing boats returned to the harbour before the storm broke over the bay.",
-        ),
-        (
-            "orchard",
-            "The orchard behind the mill gave apples every autumn to the village.",
-        ),
-        (
-            "caravan",
-            "A caravan crossed the desert by night, guided by the stars alone.",
-        ),
-        (
-            "library",
-            "The library kept its oldest maps in a locked room under the hall.",
-        ),
-        (
-            "monastery",
-            "Snow closed the mountain pass for four months; the monastery waited.",
-        ),
-        (
-            "quarry",
-            "Workers cut granite blocks from the quarry and hauled them down by cart.",
-        ),
-        (
-            "meadow",
-            "Cows grazed the meadow by the river while the farmer mended the fence.",
-        ),
-        (
-            "forge",
-            "The smith kept the forge burning and hammered copper into bowls.",
-        ),
-        (
-            "glacier",
-            "The glacier crept down the valley, grinding stones into fine grey sand.",
-        ),
-        (
-            "market",
-            "On market day the square filled with cheese, cloth and loud bargaining.",
-        ),
-        (
-            "observatory",
-            "From the observatory the astronomer charted comets through the winter.",
-        ),
-    ];
-    let corpus: String = topics
-        .iter()
-        .map(|(id, text)| {
-            serde_json::json!({"id": id, "title": id.to_uppercase(), "text": text}).to_string()
-                + "\n"
-        })
-        .collect();
-    std::fs::write(dir.join("corpus.jsonl"), corpus).unwrap();
-    let q: String = queries
-        .iter()
-        .map(|(id, text)| serde_json::json!({"id": id, "text": text}).to_string() + "\n")
-        .collect();
-    std::fs::write(dir.join("queries.jsonl"), q).unwrap();
-    let r: String = qrels
-        .iter()
-        .map(|(q, d)| format!("{q}\t{d}\t1\n"))
-        .collect();
-    std::fs::write(dir.join("qrels.tsv"), r).unwrap();
-}
+mod common;
+use common::write_eval_set as write_set;
 
 fn eval(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_jikji"))

@@ -7,12 +7,12 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use jikji_builder::build::{build, BuildOptions};
 use jikji_builder::conflicts::{find_conflicts, SIMILAR};
 use jikji_builder::dedup::{
     check_new_files, near_duplicate_pairs, Class, FlatVectors, LshParams, DUPLICATE, PARTIAL,
     SELF_DUPLICATE,
 };
+use jikji_builder::ingest::{build, BundleSettings, IngestOptions};
 use jikji_format::{Bundle, ChunkRecord};
 
 fn fixture(name: &str) -> PathBuf {
@@ -34,12 +34,15 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 fn build_with_model(corpus: &Path, out: &Path) {
-    build(&BuildOptions {
-        model_dir: Some(common::model_dir()),
-        cache_dir: Some(common::cache_dir()),
-        threads: 2,
-        ..BuildOptions::new(corpus, out)
-    })
+    build(
+        &IngestOptions {
+            model_dir: Some(common::model_dir()),
+            cache_dir: Some(common::cache_dir()),
+            threads: 2,
+            ..IngestOptions::new(corpus, out)
+        },
+        &BundleSettings::default(),
+    )
     .unwrap();
 }
 
@@ -108,7 +111,11 @@ fn exact_duplicates_are_found_by_hash_without_vectors() {
     )
     .unwrap();
     let bundle = tmp.path().join("b");
-    build(&BuildOptions::new(&corpus, &bundle)).unwrap();
+    build(
+        &IngestOptions::new(&corpus, &bundle),
+        &BundleSettings::default(),
+    )
+    .unwrap();
     let b = Bundle::open_dir(&bundle).unwrap();
     assert!(b.vectors.is_none());
     let recs = records(&b);
@@ -212,7 +219,11 @@ fn gaps_report_missing_topics_and_drops_and_keep_a_history() {
     let corpus = tmp.path().join("c");
     copy_dir(&fixture("service-docs"), &corpus);
     let bundle = tmp.path().join("b");
-    build(&BuildOptions::new(&corpus, &bundle)).unwrap();
+    build(
+        &IngestOptions::new(&corpus, &bundle),
+        &BundleSettings::default(),
+    )
+    .unwrap();
     let queries = tmp.path().join("core.jsonl");
     std::fs::write(
         &queries,
@@ -245,8 +256,11 @@ fn gaps_report_missing_topics_and_drops_and_keep_a_history() {
 
     // The FAQ is removed: the password query now finds nothing, a gap and a sharp drop.
     std::fs::remove_file(corpus.join("2. support/faq.md")).unwrap();
-    jikji_builder::update::update(&jikji_builder::update::UpdateOptions::new(&bundle, &corpus))
-        .unwrap();
+    jikji_builder::update::update(
+        &jikji_builder::ingest::IngestOptions::new(&corpus, &bundle),
+        false,
+    )
+    .unwrap();
     let (code, second) = run(&[]);
     assert_eq!(code, 1);
     let r = second["results"].as_array().unwrap();

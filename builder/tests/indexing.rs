@@ -3,7 +3,7 @@
 //! nDCG@10 0.6530; 0.6730 once every chunk carries its title and heading path). Chunks are
 //! now indexed under `ChunkRecord::indexed_text`.
 
-use jikji_builder::build::{build, BuildOptions};
+use jikji_builder::ingest::{build, BundleSettings, IngestOptions};
 use jikji_engine::{Engine, Mode};
 use jikji_format::Bm25Params;
 
@@ -38,7 +38,11 @@ fn title_was_indexed_with_the_first_chunk_only() {
     )
     .unwrap();
     let out = tmp.path().join("bundle");
-    build(&BuildOptions::new(&corpus, &out)).unwrap();
+    build(
+        &IngestOptions::new(&corpus, &out),
+        &BundleSettings::default(),
+    )
+    .unwrap();
     let engine = Engine::open_dir(&out).unwrap();
     let chunks = engine.bundle().manifest.counts.chunks;
     assert!(
@@ -77,10 +81,13 @@ fn bm25_parameters_are_recorded_in_the_manifest() {
     .unwrap();
     let out = tmp.path().join("bundle");
     let params = Bm25Params { k1: 0.9, b: 0.4 };
-    build(&BuildOptions {
-        bm25: params,
-        ..BuildOptions::new(&corpus, &out)
-    })
+    build(
+        &IngestOptions::new(&corpus, &out),
+        &BundleSettings {
+            bm25: params,
+            ..BundleSettings::default()
+        },
+    )
     .unwrap();
     let engine = Engine::open_dir(&out).unwrap();
     assert_eq!(engine.bundle().manifest.bm25, params);

@@ -7,8 +7,10 @@ mod common;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use jikji_builder::build::{build, load_build_embedder, model_info, BuildOptions};
 use jikji_builder::chunker::{ChunkParams, Strategy};
+use jikji_builder::ingest::{
+    build, load_build_embedder, model_info, BundleSettings, IngestOptions,
+};
 use jikji_engine::{Engine, Mode};
 
 /// One book with three heading sections, each several child chunks long; every sentence
@@ -29,14 +31,14 @@ fn corpus(dir: &Path) -> PathBuf {
     dir.join("books")
 }
 
-fn opts(books: &Path, out: &Path) -> BuildOptions {
-    BuildOptions {
+fn settings() -> BundleSettings {
+    BundleSettings {
         params: ChunkParams {
             size: 120,
             overlap: 0,
         },
         strategy: Strategy::ParentChild { parent_size: 1000 },
-        ..BuildOptions::new(books, out)
+        ..BundleSettings::default()
     }
 }
 
@@ -45,7 +47,7 @@ fn parent_child_bundle_returns_parent_sections_once() {
     let tmp = tempfile::tempdir().unwrap();
     let books = corpus(tmp.path());
     let out = tmp.path().join("bundle");
-    let report = build(&opts(&books, &out)).unwrap();
+    let report = build(&IngestOptions::new(&books, &out), &settings()).unwrap();
     assert_eq!(report.strategy, "parent-child");
     assert_eq!(report.parents, 3, "{report:?}");
     assert!(report.chunks >= 3 * 6, "{report:?}");
@@ -90,11 +92,14 @@ fn parent_child_hybrid_with_the_model() {
     let books = corpus(tmp.path());
     let out = tmp.path().join("bundle");
     let model = common::model_dir();
-    let report = build(&BuildOptions {
-        model_dir: Some(model.clone()),
-        cache_dir: Some(common::cache_dir()),
-        ..opts(&books, &out)
-    })
+    let report = build(
+        &IngestOptions {
+            model_dir: Some(model.clone()),
+            cache_dir: Some(common::cache_dir()),
+            ..IngestOptions::new(&books, &out)
+        },
+        &settings(),
+    )
     .unwrap();
     assert_eq!(report.truncated, 0);
     let tokens = report.chunk_tokens.unwrap();
@@ -128,7 +133,11 @@ fn bundle_without_chunking_info_still_opens() {
     let tmp = tempfile::tempdir().unwrap();
     let books = corpus(tmp.path());
     let out = tmp.path().join("bundle");
-    build(&BuildOptions::new(&books, &out)).unwrap();
+    build(
+        &IngestOptions::new(&books, &out),
+        &BundleSettings::default(),
+    )
+    .unwrap();
     let path = out.join("manifest.json");
     let mut m: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     assert_eq!(m["chunking"]["strategy"], "hierarchical");

@@ -3,7 +3,9 @@
 
 mod common;
 
-use jikji_builder::build::{build, load_build_embedder, model_info, BuildOptions, BuildReport};
+use jikji_builder::ingest::{
+    build, load_build_embedder, model_info, BuildReport, BundleSettings, IngestOptions,
+};
 use jikji_engine::{Engine, Mode, SearchResult};
 
 /// One bundle for all tests of this file (built once; embedding is the slow part).
@@ -106,14 +108,15 @@ fn build_engine_of(files: &[&str]) -> (Engine, BuildReport) {
     let corpus = common::subset_corpus(tmp.path(), files);
     let out = tmp.path().join("bundle");
     let model = common::model_dir();
-    let report = build(&BuildOptions {
-        model_dir: Some(model.clone()),
-        cache_dir: Some(common::cache_dir()),
-        threads: std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1),
-        ..BuildOptions::new(corpus, &out)
-    })
+    let report = build(
+        &IngestOptions {
+            model_dir: Some(model.clone()),
+            cache_dir: Some(common::cache_dir()),
+            threads: jikji_builder::ingest::default_threads(),
+            ..IngestOptions::new(corpus, &out)
+        },
+        &BundleSettings::default(),
+    )
     .unwrap();
     let mut engine = Engine::open_dir(&out).unwrap();
     engine

@@ -8,8 +8,8 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use jikji_builder::build::{build, BuildOptions};
-use jikji_builder::update::{update, UpdateOptions, UpdateReport};
+use jikji_builder::ingest::{build, BundleSettings, IngestOptions};
+use jikji_builder::update::{update, UpdateReport};
 use jikji_engine::{Engine, Mode, SearchOptions};
 use jikji_format::Bundle;
 
@@ -126,7 +126,7 @@ fn assert_same_bundle(updated: &Path, full: &Path, modes: &[Mode], noisy_rows: u
     let eb = Engine::open_dir(full).unwrap();
     let qvec_engine = modes.iter().any(|m| *m != Mode::Bm25).then(|| {
         let mut e = Engine::open_dir(full).unwrap();
-        e.set_embedder(jikji_builder::build::load_build_embedder(&common::model_dir()).unwrap());
+        e.set_embedder(jikji_builder::ingest::load_build_embedder(&common::model_dir()).unwrap());
         e
     });
     for q in [
@@ -201,12 +201,20 @@ fn update_equals_full_rebuild_bm25() {
     let tmp = tempfile::tempdir().unwrap();
     let corpus = corpus(tmp.path());
     let bundle = tmp.path().join("bundle");
-    build(&BuildOptions::new(&corpus, &bundle)).unwrap();
+    build(
+        &IngestOptions::new(&corpus, &bundle),
+        &BundleSettings::default(),
+    )
+    .unwrap();
     edit(&corpus);
-    let r = update(&UpdateOptions::new(&bundle, &corpus)).unwrap();
+    let r = update(&IngestOptions::new(&corpus, &bundle), false).unwrap();
     check_edit_report(&r);
     let full = tmp.path().join("full");
-    build(&BuildOptions::new(&corpus, &full)).unwrap();
+    build(
+        &IngestOptions::new(&corpus, &full),
+        &BundleSettings::default(),
+    )
+    .unwrap();
     assert_same_bundle(&bundle, &full, &[Mode::Bm25], 0);
     // The replaced bundle is kept as BUNDLE.prev and is still the old one.
     let prev = Bundle::open_dir(&tmp.path().join("bundle.prev")).unwrap();
@@ -222,22 +230,17 @@ fn update_equals_full_rebuild_with_vectors_without_the_cache() {
     let tmp = tempfile::tempdir().unwrap();
     let corpus = corpus(tmp.path());
     let bundle = tmp.path().join("bundle");
-    let with_model = |out: &Path, cache: Option<PathBuf>| BuildOptions {
+    let with_model = |out: &Path, cache: Option<PathBuf>| IngestOptions {
         model_dir: Some(common::model_dir()),
         cache_dir: cache,
         threads: 2,
-        ..BuildOptions::new(&corpus, out)
+        ..IngestOptions::new(&corpus, out)
     };
-    build(&with_model(&bundle, Some(common::cache_dir()))).unwrap();
+    let defaults = BundleSettings::default();
+    build(&with_model(&bundle, Some(common::cache_dir())), &defaults).unwrap();
     edit(&corpus);
     // No cache: unchanged chunks' vectors must come from the old bundle itself.
-    let r = update(&UpdateOptions {
-        model_dir: Some(common::model_dir()),
-        cache_dir: None,
-        threads: 2,
-        ..UpdateOptions::new(&bundle, &corpus)
-    })
-    .unwrap();
+    let r = update(&with_model(&bundle, None), false).unwrap();
     check_edit_report(&r);
     assert_eq!(
         r.vectors_new, r.embedded,
@@ -250,7 +253,7 @@ fn update_equals_full_rebuild_with_vectors_without_the_cache() {
     assert_eq!(r.vectors_reused + r.vectors_new, r.chunks);
     // A full build with the shared cache (vectors embedded earlier, in other batches).
     let full = tmp.path().join("full");
-    build(&with_model(&full, Some(common::cache_dir()))).unwrap();
+    build(&with_model(&full, Some(common::cache_dir())), &defaults).unwrap();
     // The update embedded its new texts itself (no cache), the full build took them from
     // the cache, filled by other batches: those rows may differ by float noise.
     assert_same_bundle(
@@ -266,9 +269,13 @@ fn unchanged_corpus_writes_nothing_and_touch_alone_is_not_a_change() {
     let tmp = tempfile::tempdir().unwrap();
     let corpus = corpus(tmp.path());
     let bundle = tmp.path().join("bundle");
-    build(&BuildOptions::new(&corpus, &bundle)).unwrap();
+    build(
+        &IngestOptions::new(&corpus, &bundle),
+        &BundleSettings::default(),
+    )
+    .unwrap();
     let before = std::fs::read(bundle.join("manifest.json")).unwrap();
-    let r = update(&UpdateOptions::new(&bundle, &corpus)).unwrap();
+    let r = update(&IngestOptions::new(&corpus, &bundle), false).unwrap();
     assert!(!r.written && r.changed.is_empty() && r.added.is_empty() && r.deleted.is_empty());
     assert_eq!(std::fs::read(bundle.join("manifest.json")).unwrap(), before);
     assert!(!tmp.path().join("bundle.prev").exists());
@@ -283,7 +290,7 @@ fn unchanged_corpus_writes_nothing_and_touch_alone_is_not_a_change() {
     )
     .unwrap();
     drop(f);
-    let r = update(&UpdateOptions::new(&bundle, &corpus)).unwrap();
+    let r = update(&IngestOptions::new(&corpus, &bundle), false).unwrap();
     assert!(r.changed.is_empty() && r.added.is_empty());
     assert_eq!(r.chunks_new, 0);
     assert!(
@@ -291,7 +298,11 @@ fn unchanged_corpus_writes_nothing_and_touch_alone_is_not_a_change() {
         "same data files: same calibration"
     );
     let full = tmp.path().join("full");
-    build(&BuildOptions::new(&corpus, &full)).unwrap();
+    build(
+        &IngestOptions::new(&corpus, &full),
+        &BundleSettings::default(),
+    )
+    .unwrap();
     assert_same_bundle(&bundle, &full, &[Mode::Bm25], 0);
 }
 
@@ -300,7 +311,11 @@ fn older_versions_are_archived_and_searchable_only_on_request() {
     let tmp = tempfile::tempdir().unwrap();
     let corpus = corpus(tmp.path());
     let bundle = tmp.path().join("bundle");
-    build(&BuildOptions::new(&corpus, &bundle)).unwrap();
+    build(
+        &IngestOptions::new(&corpus, &bundle),
+        &BundleSettings::default(),
+    )
+    .unwrap();
     let mut e = Engine::open_dir(&bundle).unwrap();
     // Sources of the hits that are plans or price lists (other files match common words).
     let sources = |e: &Engine, q: &str, only: &str| {
@@ -346,7 +361,7 @@ fn older_versions_are_archived_and_searchable_only_on_request() {
 
     // v3 arrives: the next update retires v2.
     edit(&corpus);
-    update(&UpdateOptions::new(&bundle, &corpus)).unwrap();
+    update(&IngestOptions::new(&corpus, &bundle), false).unwrap();
     let e = Engine::open_dir(&bundle).unwrap();
     assert_eq!(sources(&e, q, "plan_v"), ["1. platform/plan_v3.md"]);
     let m = Bundle::open_dir(&bundle).unwrap().manifest;
@@ -371,7 +386,11 @@ fn expired_chunks_are_filtered_at_search_time_with_the_clock_given() {
     let tmp = tempfile::tempdir().unwrap();
     let corpus = corpus(tmp.path());
     let bundle = tmp.path().join("bundle");
-    build(&BuildOptions::new(&corpus, &bundle)).unwrap();
+    build(
+        &IngestOptions::new(&corpus, &bundle),
+        &BundleSettings::default(),
+    )
+    .unwrap();
     let mut e = Engine::open_dir(&bundle).unwrap();
     let q = "billing console maintenance";
     let hit_sources = |e: &Engine| -> Vec<String> {
@@ -456,7 +475,11 @@ fn build_did_not_warn_about_expired_files() {
         "---\ntitle: Console move\nexpires: next tuesday\n---\nSource: https://support.example.com/move\n\nThe billing console moves.\n",
     )
     .unwrap();
-    let report = build(&BuildOptions::new(&corpus, &tmp.path().join("bundle"))).unwrap();
+    let report = build(
+        &IngestOptions::new(&corpus, &tmp.path().join("bundle")),
+        &BundleSettings::default(),
+    )
+    .unwrap();
     let expiry: Vec<(&str, &str)> = report
         .findings
         .iter()
@@ -479,7 +502,11 @@ fn build_did_not_warn_about_expired_files() {
 fn text_output_did_not_mark_archived_hits() {
     let tmp = tempfile::tempdir().unwrap();
     let bundle = tmp.path().join("bundle");
-    build(&BuildOptions::new(&fixture(), &bundle)).unwrap();
+    build(
+        &IngestOptions::new(&fixture(), &bundle),
+        &BundleSettings::default(),
+    )
+    .unwrap();
     let search = |extra: &[&str]| {
         let b = bundle.to_str().unwrap();
         let base = ["search", "--mode", "bm25", "--top-k", "10", b];
@@ -529,21 +556,29 @@ fn a_crash_at_any_point_of_the_write_leaves_a_valid_bundle() {
         let tmp = tempfile::tempdir().unwrap();
         let corpus = corpus(tmp.path());
         let bundle = tmp.path().join("bundle");
-        build(&BuildOptions::new(&corpus, &bundle)).unwrap();
+        build(
+            &IngestOptions::new(&corpus, &bundle),
+            &BundleSettings::default(),
+        )
+        .unwrap();
         let old_sources = Bundle::open_dir(&bundle).unwrap().manifest.sources;
         edit(&corpus);
         crash_update(&bundle, &corpus, point);
         let b = Bundle::open_dir(&bundle)
             .unwrap_or_else(|e| panic!("{point}: no valid bundle after the crash: {e}"));
         let full = tmp.path().join("full");
-        build(&BuildOptions::new(&corpus, &full)).unwrap();
+        build(
+            &IngestOptions::new(&corpus, &full),
+            &BundleSettings::default(),
+        )
+        .unwrap();
         let new_sources = Bundle::open_dir(&full).unwrap().manifest.sources;
         match point {
             "before-swap" => assert_eq!(b.manifest.sources, old_sources, "{point}"),
             _ => assert_eq!(b.manifest.sources, new_sources, "{point}"),
         }
         // The next update completes and equals a full build.
-        update(&UpdateOptions::new(&bundle, &corpus)).unwrap();
+        update(&IngestOptions::new(&corpus, &bundle), false).unwrap();
         assert_same_bundle(&bundle, &full, &[Mode::Bm25], 0);
     }
 }

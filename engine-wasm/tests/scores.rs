@@ -66,6 +66,8 @@ fn bundle(calibration: Option<Calibration>) -> Bundle {
             calibration,
             sources: Vec::new(),
             chunking: None,
+            hanja: true,
+            allow_ai_draft: false,
             analyzer: Default::default(),
         },
         lexical: jikji_format::postings::LexicalIndex::open(fst, postings).unwrap(),

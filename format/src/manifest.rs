@@ -156,6 +156,20 @@ pub struct Manifest {
     /// (those are `hierarchical` with `chunk_size` and `overlap`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chunking: Option<ChunkingInfo>,
+    /// Whether the build was asked to write the Hangul ↔ Hanja reading table (`hanja.fst`,
+    /// written only when the corpus has Han or Hangul text); `jikji build --no-hanja` makes
+    /// it false. `jikji update` follows it. Absent in manifests from before it was recorded:
+    /// read as true, the default of those builds.
+    #[serde(default = "yes")]
+    pub hanja: bool,
+    /// Whether files whose front matter says `provenance: ai-draft` were admitted
+    /// (`--allow-ai-draft`); `jikji update` keeps admitting them. Absent: false.
+    #[serde(default)]
+    pub allow_ai_draft: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// A Platt sigmoid `p(x) = 1 / (1 + exp(−(a·x + b)))` mapping a raw score `x` to the

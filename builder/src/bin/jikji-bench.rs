@@ -19,10 +19,10 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::Parser;
-use jikji_builder::build::{build, load_build_embedder, BuildOptions};
 use jikji_builder::chunker::{chunk_text, ChunkParams};
 use jikji_builder::corpus::{scan, CheckOptions};
 use jikji_builder::eval::percentile;
+use jikji_builder::ingest::{build, load_build_embedder, BundleSettings, IngestOptions};
 use jikji_embed::Prefix;
 use jikji_engine::{Engine, Mode};
 use serde_json::json;
@@ -69,10 +69,13 @@ fn main() -> anyhow::Result<()> {
     let mut chunks_total = 0;
     for _ in 0..a.reps {
         let t = Instant::now();
-        let r = build(&BuildOptions {
-            threads,
-            ..BuildOptions::new(&a.corpus, tmp.join("bm25"))
-        })?;
+        let r = build(
+            &IngestOptions {
+                threads,
+                ..IngestOptions::new(&a.corpus, tmp.join("bm25"))
+            },
+            &BundleSettings::default(),
+        )?;
         lex_secs.push(t.elapsed().as_secs_f64());
         chunks_total = r.chunks;
     }

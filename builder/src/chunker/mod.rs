@@ -76,7 +76,7 @@ impl Default for ChunkParams {
 }
 
 /// Measures a text in some unit (characters, model tokens, …). Implemented by
-/// [`CharSizer`] here and by the builder's tokenizer sizer (`build::TokenSizer`).
+/// [`CharSizer`] here and by the builder's tokenizer sizer (`ingest::TokenSizer`).
 pub trait Sizer: Sync {
     /// Length of `text` in this sizer's unit.
     fn len(&self, text: &str) -> usize;

@@ -11,6 +11,10 @@
 //! Queries with no relevant document in the qrels are skipped (as trec_eval does); metrics
 //! are means over the remaining queries.
 
+mod run;
+
+pub use run::{run, EvalOptions, EvalReport, ModeRow};
+
 use std::collections::HashMap;
 use std::io::BufRead;
 use std::path::Path;

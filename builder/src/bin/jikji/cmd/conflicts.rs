@@ -1,0 +1,63 @@
+//! `jikji conflicts`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use jikji_builder::conflicts::{find_conflicts, SIMILAR};
+use jikji_builder::dedup::{FlatVectors, LshParams};
+
+/// Arguments of `jikji conflicts`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Bundle folder.
+    bundle: PathBuf,
+    /// Compare chunk pairs at or above this cosine.
+    #[arg(long, default_value_t = SIMILAR)]
+    similar: f32,
+    /// Show at most this many in text output.
+    #[arg(long, default_value_t = 50)]
+    limit: usize,
+    /// JSON output.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Lists contradiction candidates.
+pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    let b = super::open_bundle(&a.bundle)?;
+    let v = b.vectors.as_ref().ok_or_else(|| {
+        anyhow::anyhow!(
+            "{}: no vectors (built with --no-embed); conflicts needs them",
+            a.bundle.display()
+        )
+    })?;
+    let records = super::all_records(&b)?;
+    let flat = FlatVectors::from_vectors(v);
+    let found = find_conflicts(&records, &flat, a.similar, LshParams::default());
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&found)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    for c in found.iter().take(a.limit) {
+        println!(
+            "cosine {:.3}\n  newer: {} [{}] updated {}\n  older: {} [{}] updated {}",
+            c.cosine,
+            c.newer.source,
+            c.newer.heading_path.join(" › "),
+            c.newer.updated.as_deref().unwrap_or("?"),
+            c.older.source,
+            c.older.heading_path.join(" › "),
+            c.older.updated.as_deref().unwrap_or("?"),
+        );
+        for d in &c.differences {
+            println!(
+                "  {}: {} (newer) vs {} (older)",
+                d.subject,
+                d.newer.join(", "),
+                d.older.join(", ")
+            );
+        }
+    }
+    println!("{} contradiction candidate(s)", found.len());
+    Ok(ExitCode::SUCCESS)
+}

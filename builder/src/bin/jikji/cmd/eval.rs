@@ -1,0 +1,100 @@
+//! `jikji eval`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use jikji_builder::eval::{run as run_eval, EvalOptions};
+use jikji_engine::{Expansion, Fusion, Mode};
+
+use crate::args::{
+    parse_fusion, ChunkingArgs, EmbedArgs, IndexArgs, ModeArg, ModelArgs, StrategyArg,
+};
+
+/// Arguments of `jikji eval`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Folder with corpus.jsonl, queries.jsonl, qrels.tsv.
+    dir: PathBuf,
+    /// Comma-separated modes (dense and hybrid embed the whole corpus first).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "bm25")]
+    modes: Vec<ModeArg>,
+    #[command(flatten)]
+    model: ModelArgs,
+    #[command(flatten)]
+    embed: EmbedArgs,
+    /// Evaluate only the first N judged queries.
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Queries file to use instead of DIR/queries.jsonl (e.g. another language's queries
+    /// with the same ids, for cross-lingual retrieval).
+    #[arg(long)]
+    queries: Option<PathBuf>,
+    /// Treat every query as having no answer in the corpus (use with --queries from another
+    /// set): runs all queries and reports where their top-1 scores fall, i.e. how often a
+    /// query the bundle cannot answer still gets a "reliable" (>= 0.6) top hit.
+    #[arg(long, requires = "queries")]
+    unanswerable: bool,
+    /// Comma-separated hybrid fusions to evaluate: rrf, weighted, weighted:W.
+    #[arg(long, value_delimiter = ',', default_value = "weighted", value_parser = parse_fusion)]
+    fusion: Vec<Fusion>,
+    /// Write a TREC run file (qid Q0 docid rank score jikji-MODE).
+    #[arg(long)]
+    run: Option<PathBuf>,
+    /// JSON output.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    index: IndexArgs,
+    #[command(flatten)]
+    chunking: ChunkingArgs,
+    /// Chunking strategy.
+    #[arg(long, value_enum, default_value_t = StrategyArg::Hierarchical)]
+    strategy: StrategyArg,
+    /// Weight of prefix expansions of the last query word (0 = off).
+    #[arg(long, default_value_t = Expansion::default().prefix)]
+    prefix_weight: f32,
+    /// Weight of typo (Levenshtein) expansions (0 = off).
+    #[arg(long, default_value_t = Expansion::default().fuzzy)]
+    fuzzy_weight: f32,
+    /// Weight of Hangul ↔ Hanja expansions (0 = off).
+    #[arg(long, default_value_t = Expansion::default().hanja)]
+    hanja_weight: f32,
+    /// Korean query word normalisation: each of a word's n terms weighs n^-α (0 = off).
+    #[arg(long, default_value_t = Expansion::default().hangul_norm)]
+    hangul_norm: f32,
+}
+
+/// Runs the set and prints the report.
+pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    let opts = EvalOptions {
+        modes: a.modes.iter().map(|&m| Mode::from(m)).collect(),
+        fusions: a.fusion,
+        model: a.model.model,
+        // The eval's bundle is a temp folder: the cache defaults to the current folder.
+        cache: a
+            .embed
+            .cache
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(".jikji-cache")),
+        threads: a.embed.threads()?,
+        limit: a.limit,
+        queries: a.queries,
+        unanswerable: a.unanswerable,
+        run: a.run,
+        progress: !a.json,
+        settings: a.index.settings(&a.chunking, a.strategy, false)?,
+        expansion: Expansion {
+            prefix: a.prefix_weight,
+            fuzzy: a.fuzzy_weight,
+            hanja: a.hanja_weight,
+            hangul_norm: a.hangul_norm,
+        },
+    };
+    let report = run_eval(&a.dir, &opts)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.to_text());
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,146 @@
+//! `jikji search`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use jikji_engine::{Fusion, Mode, SearchOptions, SearchResult};
+
+use crate::args::{parse_fusion, ClockArgs, ModeArg, ModelArgs};
+
+/// Arguments of `jikji search`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Bundle folder.
+    bundle: PathBuf,
+    /// Queries.
+    #[arg(required = true)]
+    queries: Vec<String>,
+    /// Results per query.
+    #[arg(long, default_value_t = 10)]
+    top_k: usize,
+    /// Ranking mode. Default: hybrid when the bundle has vectors, else bm25.
+    #[arg(long, value_enum)]
+    mode: Option<ModeArg>,
+    /// Hybrid fusion: rrf, weighted (the bundle's dense weight) or weighted:W (0 ≤ W ≤ 1).
+    /// Default: weighted when the bundle is calibrated, else rrf.
+    #[arg(long, value_parser = parse_fusion)]
+    fusion: Option<Fusion>,
+    /// Drop hits whose score is below this. On a calibrated bundle scores are in 0..1:
+    /// ≥ 0.6 reliable, 0.3–0.6 use with care, < 0.3 noise; an uncalibrated bundle (built
+    /// before calibration, or too small to calibrate) reports raw scores, filtered as such.
+    #[arg(long, default_value_t = 0.0)]
+    min_score: f32,
+    /// JSON output: an array with one {query, mode, hits} object per query.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Also return archived chunks (older versions of a document).
+    #[arg(long)]
+    include_archived: bool,
+    #[command(flatten)]
+    clock: ClockArgs,
+}
+
+/// Runs every query and prints the results.
+pub fn run(a: Args) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(a.top_k > 0, "--top-k must be at least 1");
+    let mut engine = super::open_engine(&a.bundle)?;
+    anyhow::ensure!(
+        a.min_score.is_finite() && a.min_score >= 0.0,
+        "--min-score must be a number ≥ 0, got {}",
+        a.min_score
+    );
+    anyhow::ensure!(
+        engine.bundle().manifest.calibration.is_none() || a.min_score <= 1.0,
+        "--min-score {}: {} is calibrated, so its scores lie in [0, 1] \
+         (≥ 0.6 reliable, 0.3–0.6 use with care, < 0.3 noise)",
+        a.min_score,
+        a.bundle.display()
+    );
+    let mode: Mode = match a.mode {
+        Some(m) => m.into(),
+        None if engine.bundle().vectors.is_some() => Mode::Hybrid,
+        None => Mode::Bm25,
+    };
+    if let Some(f) = a.fusion {
+        engine.set_fusion(f);
+    }
+    engine.set_min_score(a.min_score);
+    engine.set_search_options(SearchOptions {
+        now_ms: Some(a.clock.now_ms()?),
+        include_archived: a.include_archived,
+    });
+    if mode != Mode::Bm25 {
+        if engine.bundle().vectors.is_none() {
+            // Say so before looking for a model the bundle could not use anyway.
+            return Err(jikji_engine::EngineError::NoVectors(mode).into());
+        }
+        super::load_model(&mut engine, &a.model.model)?;
+    }
+    let mut results = Vec::new();
+    for q in &a.queries {
+        results.push(engine.search(q, mode, a.top_k)?);
+    }
+    super::quiet_pipe(print_results(&results, a.json))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_results(results: &[SearchResult], json: bool) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if json {
+        serde_json::to_writer_pretty(&mut out, results)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    for r in results {
+        let how = match (r.mode, r.fusion) {
+            (Mode::Hybrid, None) => " — dense only: no word of the query is in the bundle",
+            _ => "",
+        };
+        let raw = if r.calibrated { "" } else { ", raw scores" };
+        writeln!(out, "# {} ({}{raw}{how})", r.query, r.mode)?;
+        if r.hits.is_empty() {
+            writeln!(out, "  no results")?;
+        }
+        for h in &r.hits {
+            let tier = h.tier.map(|t| t.to_string()).unwrap_or_else(|| "-".into());
+            // Tags a reader must see without --json: an older version, an AI-written draft.
+            let mut tags = String::new();
+            if h.archived {
+                tags.push_str("  (archived: an older version)");
+            }
+            if h.provenance.as_deref() == Some("ai-draft") {
+                tags.push_str("  (ai-draft)");
+            }
+            writeln!(
+                out,
+                "{:>3}. {:.4}  {}  [{}]  tier {}  {}{tags}",
+                h.rank,
+                h.score,
+                h.source,
+                h.heading_path.join(" › "),
+                tier,
+                h.lang
+            )?;
+            if let Some(u) = &h.source_url {
+                writeln!(out, "     {u}")?;
+            }
+            let snippet: String = h
+                .text
+                .chars()
+                .take(200)
+                .collect::<String>()
+                .replace('\n', " ");
+            let more = if h.text.chars().count() > 200 {
+                "…"
+            } else {
+                ""
+            };
+            writeln!(out, "     {snippet}{more}")?;
+        }
+        writeln!(out)?;
+    }
+    Ok(())
+}
