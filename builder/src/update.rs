@@ -99,85 +99,252 @@ fn text_key(text: &str) -> [u8; 32] {
 /// is left as it is and `written` is false.
 pub fn update(opts: &IngestOptions, allow_ai_draft: bool) -> Result<UpdateReport> {
     let mut report = UpdateReport::default();
+    let timed = |name: &str, t: Instant, report: &mut UpdateReport| {
+        report
+            .seconds
+            .push((name.to_string(), t.elapsed().as_secs_f64()))
+    };
+
     let t = Instant::now();
-    let prev = PathBuf::from(format!("{}.prev", opts.bundle.display()));
-    if !opts.bundle.exists() && prev.exists() {
-        return Err(BuildError::Bundle {
-            path: opts.bundle.clone(),
-            message: format!(
-                "missing, but {} exists (an interrupted write on a system without atomic exchange); move it back, then update",
-                prev.display()
-            ),
-        });
-    }
-    let old = Bundle::open_dir(&opts.bundle).map_err(|source| BuildError::OpenBundle {
-        path: opts.bundle.clone(),
-        source,
-    })?;
-    let m = &old.manifest;
-    if m.sources.is_empty() {
-        return Err(BuildError::Bundle {
-            path: opts.bundle.clone(),
-            message:
-                "the bundle has no sources table (built by an older jikji); run `jikji build` once"
-                    .into(),
-        });
-    }
+    let old = Old::open(&opts.bundle)?;
+    let m = &old.bundle.manifest;
     let mut settings = BundleSettings::of_manifest(m)?;
     settings.allow_ai_draft |= allow_ai_draft;
-    if m.parents() > 0 {
-        return Err(BuildError::Bundle {
-            path: opts.bundle.clone(),
-            message: "a parent-child bundle; jikji update does not re-link parent sections yet, run `jikji build --strategy parent-child`".into(),
-        });
-    }
     // Changed files are chunked as the bundle was (strategy, limits, tokenizer).
     let chunking = Chunking::of_manifest(m, opts.model_dir.as_deref())?;
-    // Old records per source path.
-    let mut old_records: Vec<ChunkRecord> = Vec::with_capacity(old.chunks.len());
-    for i in 0..old.chunks.len() {
-        old_records.push(old.chunks.get(i as u32)?);
-    }
-    let mut old_ranges: HashMap<&str, (usize, usize, usize)> = HashMap::new();
-    let mut at = 0;
-    for (k, s) in m.sources.iter().enumerate() {
-        old_ranges.insert(s.path.as_str(), (at, at + s.chunks, k));
-        at += s.chunks;
-    }
-    if at != old_records.len() {
-        return Err(BuildError::Bundle {
-            path: opts.bundle.clone(),
-            message: format!(
-                "the sources table counts {at} chunks but chunks.bin has {}; rebuild the bundle",
-                old_records.len()
-            ),
-        });
-    }
-    report
-        .seconds
-        .push(("open".into(), t.elapsed().as_secs_f64()));
+    timed("open", t, &mut report);
 
     let t = Instant::now();
     let check = CheckOptions {
         allow_ai_draft: settings.allow_ai_draft,
     };
     let (scanned, _quarantined) = checked_corpus(opts, check)?;
-    let files = &scanned.files;
     report.findings = scanned.findings.clone();
-    let versions = crate::versions::resolve(files);
-    report
-        .seconds
-        .push(("scan".into(), t.elapsed().as_secs_f64()));
+    let versions = crate::versions::resolve(&scanned.files);
+    timed("scan", t, &mut report);
 
     let t = Instant::now();
+    let chunked = chunk(&old, &scanned.files, &versions, &chunking, &mut report);
+    timed("chunk", t, &mut report);
+    let Some(Rechunked {
+        records,
+        from_old,
+        sources,
+    }) = chunked
+    else {
+        report.written = false;
+        return Ok(report);
+    };
+
+    let t = Instant::now();
+    // The bundle's own analyzer options, hanja choice and BM25 parameters (a version 1
+    // bundle is rebuilt with the current analyzer's defaults).
+    let indexed = index::index(&records, &settings)?;
+    timed("index", t, &mut report);
+
+    let t = Instant::now();
+    // A bundle with vectors needs its model: for new chunk texts and for the calibration.
+    // It is loaded at most once, and only when needed.
+    let mut embedder = None;
+    let model_dir = old.model_dir(opts)?;
+    let vectors = vectors(
+        &old,
+        &records,
+        &from_old,
+        model_dir,
+        opts,
+        &mut embedder,
+        &mut report,
+    )?;
+    timed("embed", t, &mut report);
+
+    let t = Instant::now();
+    let chunks_bin = write_chunks(&records)?;
+    let calibration = if old.same_data(&chunks_bin, &indexed, vectors.as_ref()) {
+        // The calibration is a function of the bundle's data files and the model: when
+        // those are byte for byte the old bundle's (only the sources table changed, e.g. a
+        // touched file), the old calibration is the one a full build would fit.
+        report.calibration_reused = true;
+        m.calibration.clone()
+    } else {
+        // Otherwise it is fitted on the whole new bundle exactly as `jikji build` does
+        // (its pseudo-queries are spread over all chunks, so it cannot be patched).
+        if let (Some(dir), None, Some(_)) = (model_dir, &embedder, &vectors) {
+            embedder = Some(load_build_embedder(dir)?);
+        }
+        crate::calibrate::calibrate(
+            &indexed.terms_fst,
+            &indexed.postings,
+            &chunks_bin,
+            vectors.as_ref().map(|(_, bytes)| bytes.clone()),
+            embedder.as_ref(),
+            opts.threads,
+            settings.analyzer,
+            settings.bm25,
+        )?
+    };
+    timed("calibrate", t, &mut report);
+
+    let t = Instant::now();
+    write_bundle(
+        &opts.bundle,
+        BundleParts {
+            records: &records,
+            parents: &[],
+            chunking: chunking.info(0),
+            indexed,
+            vectors,
+            sources,
+            calibration,
+            settings,
+        },
+    )?;
+    report.written = true;
+    timed("write", t, &mut report);
+    Ok(report)
+}
+
+/// The bundle being updated, with its chunk records and each source's record range.
+struct Old {
+    path: PathBuf,
+    bundle: Bundle,
+    records: Vec<ChunkRecord>,
+    /// Source path → (first record, end, index in the sources table).
+    ranges: HashMap<String, (usize, usize, usize)>,
+}
+
+impl Old {
+    /// Opens and checks the bundle: it exists (not only as `BUNDLE.prev`), has a sources
+    /// table that counts its chunks, and is not `parent-child`.
+    fn open(path: &Path) -> Result<Self> {
+        let bundle_error = |message: String| BuildError::Bundle {
+            path: path.to_path_buf(),
+            message,
+        };
+        let prev = PathBuf::from(format!("{}.prev", path.display()));
+        if !path.exists() && prev.exists() {
+            return Err(bundle_error(format!(
+                "missing, but {} exists (an interrupted write on a system without atomic exchange); move it back, then update",
+                prev.display()
+            )));
+        }
+        let bundle = Bundle::open_dir(path).map_err(|source| BuildError::OpenBundle {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let m = &bundle.manifest;
+        if m.sources.is_empty() {
+            return Err(bundle_error(
+                "the bundle has no sources table (built by an older jikji); run `jikji build` once"
+                    .into(),
+            ));
+        }
+        if m.parents() > 0 {
+            return Err(bundle_error("a parent-child bundle; jikji update does not re-link parent sections yet, run `jikji build --strategy parent-child`".into()));
+        }
+        let records = (0..bundle.chunks.len() as u32)
+            .map(|i| bundle.chunks.get(i))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let mut ranges = HashMap::new();
+        let mut at = 0;
+        for (k, s) in m.sources.iter().enumerate() {
+            ranges.insert(s.path.clone(), (at, at + s.chunks, k));
+            at += s.chunks;
+        }
+        if at != records.len() {
+            return Err(bundle_error(format!(
+                "the sources table counts {at} chunks but chunks.bin has {}; rebuild the bundle",
+                records.len()
+            )));
+        }
+        Ok(Old {
+            path: path.to_path_buf(),
+            bundle,
+            records,
+            ranges,
+        })
+    }
+
+    /// The model folder, checked against the bundle's model, when the bundle has vectors;
+    /// `None` for a BM25-only bundle.
+    fn model_dir<'a>(&self, opts: &'a IngestOptions) -> Result<Option<&'a Path>> {
+        let (Some(_), Some(info)) = (&self.bundle.vectors, &self.bundle.manifest.model) else {
+            return Ok(None);
+        };
+        let dir = opts.model_dir.as_deref().ok_or_else(|| BuildError::Bundle {
+            path: self.path.clone(),
+            message: "the bundle has vectors; give the model folder (--model DIR) to embed new chunks and calibrate".into(),
+        })?;
+        let now = model_info(dir)?;
+        if now.sha256 != info.sha256 {
+            return Err(BuildError::Model {
+                path: dir.to_path_buf(),
+                message: format!(
+                    "model sha256 {} differs from the bundle's {} ({}); run a full `jikji build`",
+                    now.sha256, info.sha256, info.id
+                ),
+            });
+        }
+        Ok(Some(dir))
+    }
+
+    /// True when the new data files equal the old bundle's byte for byte and the old
+    /// calibration is of the current method (so a full build would fit the same one).
+    fn same_data(
+        &self,
+        chunks_bin: &[u8],
+        indexed: &index::Indexed,
+        vectors: Option<&(jikji_format::ModelInfo, Vec<u8>)>,
+    ) -> bool {
+        let m = &self.bundle.manifest;
+        let same = |name: &str, bytes: &[u8]| {
+            m.files
+                .get(name)
+                .is_some_and(|e| e.sha256 == sha256_hex(bytes))
+        };
+        m.calibration
+            .as_ref()
+            .is_some_and(|c| c.method == jikji_engine::calibrate::METHOD)
+            && same(jikji_format::chunks::CHUNKS_FILE, chunks_bin)
+            && same(jikji_format::postings::TERMS_FILE, &indexed.terms_fst)
+            && same(jikji_format::postings::POSTINGS_FILE, &indexed.postings)
+            && match vectors {
+                Some((_, bytes)) => same(jikji_format::vectors::VECTORS_FILE, bytes),
+                None => !m.files.contains_key(jikji_format::vectors::VECTORS_FILE),
+            }
+    }
+}
+
+/// The chunk stage of an update: the new bundle's records, where each came from, and the
+/// sources table.
+struct Rechunked {
+    records: Vec<ChunkRecord>,
+    /// For each record, its index in the old bundle if taken from there.
+    from_old: Vec<Option<usize>>,
+    sources: Vec<jikji_format::SourceEntry>,
+}
+
+/// Classifies every file against the old sources table (new / changed / unchanged /
+/// deleted, by SHA-256), keeps unchanged files' records (recomputing `updated` and the
+/// version facts), chunks new and changed files with `chunking`, and fills the report.
+/// `None` when nothing at all changed.
+fn chunk(
+    old: &Old,
+    files: &[crate::corpus::SourceFile],
+    versions: &[crate::versions::VersionInfo],
+    chunking: &Chunking,
+    report: &mut UpdateReport,
+) -> Option<Rechunked> {
+    let m = &old.bundle.manifest;
     let present: BTreeSet<&str> = files.iter().map(|f| f.rel.as_str()).collect();
-    let mut records: Vec<ChunkRecord> = Vec::with_capacity(old_records.len());
-    let mut from_old: Vec<Option<usize>> = Vec::with_capacity(old_records.len());
+    let mut records: Vec<ChunkRecord> = Vec::with_capacity(old.records.len());
+    let mut from_old: Vec<Option<usize>> = Vec::with_capacity(old.records.len());
     let mut sources = Vec::with_capacity(files.len());
     let mut dirty = false;
-    for (f, v) in files.iter().zip(&versions) {
+    for (f, v) in files.iter().zip(versions) {
         let sha = sha256_hex(f.text.as_bytes());
-        let old_entry = old_ranges
+        let old_entry = old
+            .ranges
             .get(f.rel.as_str())
             .map(|&(a, b, k)| (a, b, &m.sources[k]));
         match old_entry {
@@ -192,7 +359,7 @@ pub fn update(opts: &IngestOptions, allow_ai_draft: bool) -> Result<UpdateReport
                     }
                 }
                 let updated = updated_of(f);
-                for (i, r) in old_records[a..b].iter().enumerate() {
+                for (i, r) in old.records[a..b].iter().enumerate() {
                     let mut r = r.clone();
                     if r.updated != updated || r.doc_id != v.doc_id || r.archived != v.archived {
                         dirty = true;
@@ -222,7 +389,7 @@ pub fn update(opts: &IngestOptions, allow_ai_draft: bool) -> Result<UpdateReport
                 if v.archived {
                     report.archived.push(f.rel.clone());
                 }
-                let recs = chunk_file(f, &chunking, v).chunks;
+                let recs = chunk_file(f, chunking, v).chunks;
                 report.chunks_new += recs.len();
                 sources.push(source_entry(f, v, recs.len()));
                 from_old.extend(std::iter::repeat_n(None, recs.len()));
@@ -230,171 +397,86 @@ pub fn update(opts: &IngestOptions, allow_ai_draft: bool) -> Result<UpdateReport
             }
         }
     }
-    for (k, s) in m.sources.iter().enumerate() {
+    for s in &m.sources {
         if !present.contains(s.path.as_str()) {
             dirty = true;
             report.deleted.push(s.path.clone());
-            report.chunks_dropped += m.sources[k].chunks;
+            report.chunks_dropped += s.chunks;
         }
     }
     report.chunks = records.len();
-    report
-        .seconds
-        .push(("chunk".into(), t.elapsed().as_secs_f64()));
-    if !dirty {
-        report.written = false;
-        return Ok(report);
+    dirty.then_some(Rechunked {
+        records,
+        from_old,
+        sources,
+    })
+}
+
+/// The embed stage of an update: `vectors.bin` for `records` when the old bundle has
+/// vectors. A record taken from the old bundle, or whose text some old record has, gets
+/// that old int8 row and scale copied bit for bit; only other texts are embedded
+/// (through the cache), loading the model into `embedder` if needed.
+fn vectors(
+    old: &Old,
+    records: &[ChunkRecord],
+    from_old: &[Option<usize>],
+    model_dir: Option<&Path>,
+    opts: &IngestOptions,
+    embedder: &mut Option<jikji_embed::Embedder>,
+    report: &mut UpdateReport,
+) -> Result<Option<(jikji_format::ModelInfo, Vec<u8>)>> {
+    let (Some(ov), Some(info)) = (&old.bundle.vectors, &old.bundle.manifest.model) else {
+        return Ok(None);
+    };
+    // Old vectors by text, for chunks of changed files whose text did not change.
+    let by_text: HashMap<[u8; 32], usize> = old
+        .records
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (text_key(&r.text), i))
+        .collect();
+    let mut rows: Vec<Option<usize>> = Vec::with_capacity(records.len());
+    let mut todo: Vec<usize> = Vec::new();
+    for (i, r) in records.iter().enumerate() {
+        let old_row = from_old[i].or_else(|| by_text.get(&text_key(&r.text)).copied());
+        if old_row.is_none() {
+            todo.push(i);
+        }
+        rows.push(old_row);
     }
-
-    let t = Instant::now();
-    // The bundle's own analyzer options, hanja choice and BM25 parameters (a version 1
-    // bundle is rebuilt with the current analyzer's defaults).
-    let indexed = index::index(&records, &settings)?;
-    report
-        .seconds
-        .push(("index".into(), t.elapsed().as_secs_f64()));
-
-    let t = Instant::now();
-    // A bundle with vectors needs its model: for new chunk texts and for the calibration.
-    // It is loaded at most once, and only when needed.
-    let mut embedder = None;
-    let model_dir = match (&old.vectors, &m.model) {
-        (Some(_), Some(info)) => {
-            let dir = opts.model_dir.as_deref().ok_or_else(|| BuildError::Bundle {
-                path: opts.bundle.clone(),
-                message: "the bundle has vectors; give the model folder (--model DIR) to embed new chunks and calibrate".into(),
-            })?;
-            let now = model_info(dir)?;
-            if now.sha256 != info.sha256 {
-                return Err(BuildError::Model {
-                    path: dir.to_path_buf(),
-                    message: format!(
-                        "model sha256 {} differs from the bundle's {} ({}); run a full `jikji build`",
-                        now.sha256, info.sha256, info.id
-                    ),
-                });
-            }
-            Some(dir)
+    report.vectors_reused = records.len() - todo.len();
+    report.vectors_new = todo.len();
+    let mut fresh: HashMap<usize, (f32, Vec<i8>)> = HashMap::new();
+    if !todo.is_empty() {
+        let dir = model_dir.ok_or_else(|| BuildError::Bundle {
+            path: old.path.clone(),
+            message: "the bundle has vectors; give the model folder (--model DIR)".into(),
+        })?;
+        let texts: Vec<&str> = todo.iter().map(|&i| records[i].text.as_str()).collect();
+        let e = embed_passages(
+            &texts,
+            dir,
+            opts.cache_dir.as_deref(),
+            opts.threads,
+            opts.progress,
+            embedder,
+        )?;
+        report.embedded = e.embedded;
+        for (&i, v) in todo.iter().zip(&e.vectors) {
+            fresh.insert(i, jikji_format::vectors::quantize(v));
         }
-        _ => None,
-    };
-    let vectors = match (&old.vectors, &m.model) {
-        (Some(ov), Some(info)) => {
-            // Old vectors by text, for chunks of changed files whose text did not change.
-            let by_text: HashMap<[u8; 32], usize> = old_records
-                .iter()
-                .enumerate()
-                .map(|(i, r)| (text_key(&r.text), i))
-                .collect();
-            let mut rows: Vec<Option<usize>> = Vec::with_capacity(records.len());
-            let mut todo: Vec<usize> = Vec::new();
-            for (i, r) in records.iter().enumerate() {
-                let old_row = from_old[i].or_else(|| by_text.get(&text_key(&r.text)).copied());
-                if old_row.is_none() {
-                    todo.push(i);
-                }
-                rows.push(old_row);
+    }
+    let bytes = write_quantized(
+        ov.dim(),
+        rows.iter().enumerate().map(|(i, r)| match r {
+            Some(o) => ov.row(*o),
+            None => {
+                let (s, q) = &fresh[&i];
+                (*s, q.as_slice())
             }
-            report.vectors_reused = records.len() - todo.len();
-            report.vectors_new = todo.len();
-            let mut fresh: HashMap<usize, (f32, Vec<i8>)> = HashMap::new();
-            if !todo.is_empty() {
-                let dir = model_dir.expect("checked above: a bundle with vectors needs the model");
-                let texts: Vec<&str> = todo.iter().map(|&i| records[i].text.as_str()).collect();
-                let e = embed_passages(
-                    &texts,
-                    dir,
-                    opts.cache_dir.as_deref(),
-                    opts.threads,
-                    opts.progress,
-                    &mut embedder,
-                )?;
-                report.embedded = e.embedded;
-                for (&i, v) in todo.iter().zip(&e.vectors) {
-                    fresh.insert(i, jikji_format::vectors::quantize(v));
-                }
-            }
-            let bytes = write_quantized(
-                ov.dim(),
-                rows.iter().enumerate().map(|(i, r)| match r {
-                    Some(o) => ov.row(*o),
-                    None => {
-                        let (s, q) = &fresh[&i];
-                        (*s, q.as_slice())
-                    }
-                }),
-            )?;
-            Some((info.clone(), bytes))
-        }
-        _ => None,
-    };
-    report
-        .seconds
-        .push(("embed".into(), t.elapsed().as_secs_f64()));
-
-    // The calibration is a function of the bundle's data files and the model: when those
-    // are byte for byte the old bundle's (only the sources table changed, e.g. a touched
-    // file), the old calibration is the one a full build would fit. Otherwise it is fitted
-    // on the whole new bundle exactly as `jikji build` does (its pseudo-queries are spread
-    // over all chunks, so it cannot be patched).
-    let t = Instant::now();
-    let chunks_bin = write_chunks(&records)?;
-    let same = |name: &str, bytes: &[u8]| {
-        m.files
-            .get(name)
-            .is_some_and(|e| e.sha256 == sha256_hex(bytes))
-    };
-    let unchanged_data = same(jikji_format::chunks::CHUNKS_FILE, &chunks_bin)
-        && same(jikji_format::postings::TERMS_FILE, &indexed.terms_fst)
-        && same(jikji_format::postings::POSTINGS_FILE, &indexed.postings)
-        && match &vectors {
-            Some((_, bytes)) => same(jikji_format::vectors::VECTORS_FILE, bytes),
-            None => !m.files.contains_key(jikji_format::vectors::VECTORS_FILE),
-        };
-    let calibration = match (&m.calibration, unchanged_data) {
-        (Some(c), true) if c.method == jikji_engine::calibrate::METHOD => {
-            report.calibration_reused = true;
-            Some(c.clone())
-        }
-        _ => {
-            if let (Some(dir), None, Some(_)) = (model_dir, &embedder, &vectors) {
-                embedder = Some(load_build_embedder(dir)?);
-            }
-            crate::calibrate::calibrate(
-                &indexed.terms_fst,
-                &indexed.postings,
-                &chunks_bin,
-                vectors.as_ref().map(|(_, bytes)| bytes.clone()),
-                embedder.as_ref(),
-                opts.threads,
-                settings.analyzer,
-                settings.bm25,
-            )?
-        }
-    };
-    report
-        .seconds
-        .push(("calibrate".into(), t.elapsed().as_secs_f64()));
-
-    let t = Instant::now();
-    write_bundle(
-        &opts.bundle,
-        BundleParts {
-            records: &records,
-            parents: &[],
-            chunking: chunking.info(0),
-            indexed,
-            vectors,
-            sources,
-            calibration,
-            settings,
-        },
+        }),
     )?;
-    report.written = true;
-    report
-        .seconds
-        .push(("write".into(), t.elapsed().as_secs_f64()));
-    Ok(report)
+    Ok(Some((info.clone(), bytes)))
 }
 
 /// Prints what changed and the time per phase (stderr).

@@ -57,9 +57,7 @@ struct Args {
 
 fn main() -> anyhow::Result<()> {
     let a = Args::parse();
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
+    let threads = jikji_builder::ingest::default_threads();
 
     // 1. Lexical build of the whole corpus.
     let files = scan(&a.corpus, CheckOptions::default())?.files;

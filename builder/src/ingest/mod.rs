@@ -144,13 +144,16 @@ impl IngestOptions {
     }
 }
 
-/// The embedding cache folder used when none is given: `.jikji-cache` beside the bundle.
+/// The name of the embedding cache folder when none is given.
+pub const CACHE_DIR_NAME: &str = ".jikji-cache";
+
+/// The embedding cache folder used when none is given: [`CACHE_DIR_NAME`] beside the bundle.
 pub fn default_cache_dir(bundle: &Path) -> PathBuf {
     bundle
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."))
-        .join(".jikji-cache")
+        .join(CACHE_DIR_NAME)
 }
 
 /// Threads to use when none are given: all cores (1 if unknown).

@@ -75,7 +75,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             .embed
             .cache
             .clone()
-            .unwrap_or_else(|| PathBuf::from(".jikji-cache")),
+            .unwrap_or_else(|| PathBuf::from(jikji_builder::ingest::CACHE_DIR_NAME)),
         threads: a.embed.threads()?,
         limit: a.limit,
         queries: a.queries,
