@@ -1,24 +1,29 @@
-//! Snapshot tests of the default chunking on real classics from ../shared/books: 論語 學而篇,
-//! the first act of Hamlet, and a Korean story (one sentence per line, no blank lines). The
-//! snapshots hold each chunk's section, heading path, char offsets, length, overlap with the
-//! previous chunk and a SHA-256 prefix of its text — not the text itself (the books are not
-//! committed). Any change to the chunker's boundaries shows up as a reviewed snapshot diff.
+//! Snapshot tests of the chunkers on real classics from ../shared/books (論語 學而篇, the
+//! first act of Hamlet, a Korean story written one sentence per line) and on a committed
+//! fixture with a code fence, a table and questions (`fixtures/chunking/fences-and-tables.md`).
+//! Each snapshot row holds a chunk's section, position in the section, heading path, char
+//! offsets in the file, length, overlap with the previous chunk **and its text** (line by line), so a change
+//! to the chunker shows up as a reviewable diff of the chunks themselves (as text-splitter's
+//! snapshot tests do). The books are read from ../shared and are not committed.
 
 mod common;
 
-use jikji_builder::chunker::{chunk_text, Chunk, ChunkParams};
+use jikji_builder::chunker::{chunk_text, Chunk, ChunkParams, Limits, Strategy, STRATEGY_NAMES};
 use jikji_builder::corpus::{front_matter, skip_source_lines};
 use serde::Serialize;
 
 #[derive(Serialize)]
 struct Row {
     section: u32,
+    position: u32,
     heading_path: String,
     start: usize,
     end: usize,
     chars: usize,
     overlap: usize,
-    sha: String,
+    /// The chunk text split at `\n` (joined with `\n` it is the text exactly), one YAML
+    /// item per line so that a diff shows which lines moved.
+    text: Vec<String>,
 }
 
 fn rows(chunks: &[Chunk]) -> Vec<Row> {
@@ -36,12 +41,13 @@ fn rows(chunks: &[Chunk]) -> Vec<Row> {
             prev_section = c.section;
             Row {
                 section: c.section,
+                position: c.position,
                 heading_path: c.heading_path.join(" › "),
                 start: c.start,
                 end: c.end,
                 chars: c.end - c.start,
                 overlap,
-                sha: jikji_format::sha256_hex(c.text.as_bytes())[..12].to_string(),
+                text: c.text.split('\n').map(String::from).collect(),
             }
         })
         .collect()
@@ -87,4 +93,25 @@ fn korean_story_one_sentence_per_line() {
     let chunks = chunk_text(&text, ChunkParams::default());
     assert!(chunks.iter().all(|c| c.text.chars().count() <= 512));
     insta::assert_yaml_snapshot!(rows(&chunks));
+}
+
+/// Every strategy on the fixture: a code fence and a table longer than a chunk (re-fenced
+/// and header-repeating parts), a question kept with its answer. `parent-child` also shows
+/// its parent sections.
+#[test]
+fn fences_and_tables_every_strategy() {
+    let path = common::root().join("builder/tests/fixtures/chunking/fences-and-tables.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let params = ChunkParams::default();
+    for name in STRATEGY_NAMES {
+        let strategy = Strategy::parse(name, 4 * params.size).unwrap();
+        let out = strategy.chunker().chunk(&text, &Limits::chars(params));
+        insta::assert_yaml_snapshot!(format!("fences_and_tables_{name}"), rows(&out.chunks));
+        if !out.parents.is_empty() {
+            insta::assert_yaml_snapshot!(
+                format!("fences_and_tables_{name}_parents"),
+                rows(&out.parents)
+            );
+        }
+    }
 }
