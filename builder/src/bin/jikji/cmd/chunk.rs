@@ -58,7 +58,6 @@ pub struct Args {
     /// A strategy, or `all` (with --report: one row per strategy).
     #[arg(long, value_enum, default_value_t = Which::Hierarchical)]
     strategy: Which,
-    /// Model folder whose tokenizer.json limits and counts tokens, as `jikji build` does.
     #[command(flatten)]
     model: ModelArgs,
     /// Characters only, no token limit (as a `--no-embed` build).

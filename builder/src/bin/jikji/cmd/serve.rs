@@ -21,7 +21,6 @@ pub struct Args {
     /// wasm-pack output folder.
     #[arg(long, default_value = "pkg")]
     pkg: PathBuf,
-    /// Model folder served at /model/.
     #[command(flatten)]
     model: ModelArgs,
 }
