@@ -3,6 +3,7 @@
 #![warn(missing_docs)]
 
 pub mod build;
+pub mod calibrate;
 pub mod chunker;
 pub mod conflicts;
 pub mod corpus;

@@ -745,14 +745,14 @@ fn main() -> anyhow::Result<()> {
             use jikji_builder::dedup::{FlatVectors, LshParams};
             let b = jikji_format::Bundle::open_dir(&bundle)
                 .with_context(|| format!("opening bundle {}", bundle.display()))?;
-            let v = b.vectors.as_ref().ok_or_else(|| {
+            let v = b.vectors().ok_or_else(|| {
                 anyhow::anyhow!(
                     "{}: no vectors (built with --no-embed); conflicts needs them",
                     bundle.display()
                 )
             })?;
-            let records: Vec<_> = (0..b.chunks.len() as u32)
-                .map(|i| b.chunks.get(i))
+            let records: Vec<_> = (0..b.chunks().len() as u32)
+                .map(|i| b.chunks().get(i))
                 .collect::<Result<_, _>>()?;
             let flat = FlatVectors::from_vectors(v);
             let found = jikji_builder::conflicts::find_conflicts(
@@ -807,14 +807,14 @@ fn main() -> anyhow::Result<()> {
                 "--min-score must be a number ≥ 0, got {min_score}"
             );
             anyhow::ensure!(
-                engine.bundle().manifest.calibration.is_none() || min_score <= 1.0,
+                engine.bundle().manifest().calibration.is_none() || min_score <= 1.0,
                 "--min-score {min_score}: {} is calibrated, so its scores lie in [0, 1] \
                  (≥ 0.6 reliable, 0.3–0.6 use with care, < 0.3 noise)",
                 bundle.display()
             );
             let mode: Mode = match mode {
                 Some(m) => m.parse()?,
-                None if engine.bundle().vectors.is_some() => Mode::Hybrid,
+                None if engine.bundle().vectors().is_some() => Mode::Hybrid,
                 None => Mode::Bm25,
             };
             if let Some(f) = fusion {
@@ -825,7 +825,7 @@ fn main() -> anyhow::Result<()> {
                 now_ms: Some(now_ms(now.as_deref())?),
                 include_archived,
             });
-            if mode != Mode::Bm25 && engine.bundle().vectors.is_none() {
+            if mode != Mode::Bm25 && engine.bundle().vectors().is_none() {
                 // Say so before looking for a model the bundle could not use anyway.
                 return Err(jikji_engine::EngineError::NoVectors(mode).into());
             }
@@ -928,10 +928,10 @@ fn dedup_cmd(
     }
     let b = jikji_format::Bundle::open_dir(bundle)
         .with_context(|| format!("opening bundle {}", bundle.display()))?;
-    let records: Vec<_> = (0..b.chunks.len() as u32)
-        .map(|i| b.chunks.get(i))
+    let records: Vec<_> = (0..b.chunks().len() as u32)
+        .map(|i| b.chunks().get(i))
         .collect::<Result<_, _>>()?;
-    let flat = b.vectors.as_ref().map(FlatVectors::from_vectors);
+    let flat = b.vectors().map(FlatVectors::from_vectors);
     let t = std::time::Instant::now();
     let pairs = near_duplicate_pairs(&records, flat.as_ref(), threshold, LshParams::default());
     let secs = t.elapsed().as_secs_f64();
@@ -1247,7 +1247,7 @@ fn eval_cmd(dir: &Path, o: &EvalOpts) -> anyhow::Result<()> {
     engine.set_expansion(o.expansion);
     let bytes: u64 = engine
         .bundle()
-        .manifest
+        .manifest()
         .files
         .values()
         .map(|f| f.bytes)
@@ -1349,13 +1349,13 @@ fn eval_cmd(dir: &Path, o: &EvalOpts) -> anyhow::Result<()> {
             no_hit,
         ));
     }
-    let calibrated = engine.bundle().manifest.calibration.is_some();
+    let calibrated = engine.bundle().manifest().calibration.is_some();
     if o.json {
         let v: Vec<_> = rows
             .iter()
             .map(|(m, x, med, p95, b, e, nh)| serde_json::json!({"mode": m, "metrics": x, "median_ms": med, "p95_ms": p95, "top1_bands": b, "top1_ece": e, "no_hit": nh}))
             .collect();
-        let m = &engine.bundle().manifest;
+        let m = engine.bundle().manifest();
         let doc = serde_json::json!({"set": dir, "queries_file": o.queries, "unanswerable": o.unanswerable, "documents": set.corpus.len(), "queries": judged.len(),
             "bm25": m.bm25, "analyzer": m.analyzer, "chunk_size": m.chunk_size, "overlap": m.overlap, "expansion": {
                 "prefix": o.expansion.prefix, "fuzzy": o.expansion.fuzzy, "hanja": o.expansion.hanja,

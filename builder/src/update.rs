@@ -38,9 +38,10 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::build::{
-    calibrate, chunk_file, embed_passages, hanja_table, index_records, load_build_embedder,
-    model_info, scan_corpus, source_entry, updated_of, write_bundle, BundleParts, Chunking,
+    chunk_file, embed_passages, hanja_table, index_records, load_build_embedder, model_info,
+    scan_corpus, source_entry, updated_of, write_bundle, BundleParts, Chunking,
 };
+use crate::calibrate::calibrate;
 use crate::chunker::ChunkParams;
 use crate::corpus::{quarantine, CheckOptions, Finding};
 use crate::error::{BuildError, Result};
@@ -151,7 +152,7 @@ pub fn update(opts: &UpdateOptions) -> Result<UpdateReport> {
         path: opts.bundle.clone(),
         source,
     })?;
-    let m = &old.manifest;
+    let m = old.manifest();
     if m.sources.is_empty() {
         return Err(BuildError::Bundle {
             path: opts.bundle.clone(),
@@ -173,9 +174,9 @@ pub fn update(opts: &UpdateOptions) -> Result<UpdateReport> {
     // Changed files are chunked as the bundle was (strategy, limits, tokenizer).
     let chunking = Chunking::of_manifest(m, opts.model_dir.as_deref())?;
     // Old records per source path.
-    let mut old_records: Vec<ChunkRecord> = Vec::with_capacity(old.chunks.len());
-    for i in 0..old.chunks.len() {
-        old_records.push(old.chunks.get(i as u32)?);
+    let mut old_records: Vec<ChunkRecord> = Vec::with_capacity(old.chunks().len());
+    for i in 0..old.chunks().len() {
+        old_records.push(old.chunks().get(i as u32)?);
     }
     let mut old_ranges: HashMap<&str, (usize, usize, usize)> = HashMap::new();
     let mut at = 0;
@@ -312,7 +313,7 @@ pub fn update(opts: &UpdateOptions) -> Result<UpdateReport> {
     // A bundle with vectors needs its model: for new chunk texts and for the calibration.
     // It is loaded at most once, and only when needed.
     let mut embedder = None;
-    let model_dir = match (&old.vectors, &m.model) {
+    let model_dir = match (old.vectors(), &m.model) {
         (Some(_), Some(info)) => {
             let dir = opts.model_dir.as_deref().ok_or_else(|| BuildError::Bundle {
                 path: opts.bundle.clone(),
@@ -332,7 +333,7 @@ pub fn update(opts: &UpdateOptions) -> Result<UpdateReport> {
         }
         _ => None,
     };
-    let vectors = match (&old.vectors, &m.model) {
+    let vectors = match (old.vectors(), &m.model) {
         (Some(ov), Some(info)) => {
             // Old vectors by text, for chunks of changed files whose text did not change.
             let by_text: HashMap<[u8; 32], usize> = old_records
@@ -406,7 +407,7 @@ pub fn update(opts: &UpdateOptions) -> Result<UpdateReport> {
             None => !m.files.contains_key(jikji_format::vectors::VECTORS_FILE),
         };
     let calibration = match (&m.calibration, unchanged_data) {
-        (Some(c), true) if c.method == jikji_engine::calibrate::METHOD => {
+        (Some(c), true) if c.method == crate::calibrate::METHOD => {
             report.calibration_reused = true;
             Some(c.clone())
         }

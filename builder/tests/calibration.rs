@@ -3,7 +3,8 @@
 //! `calibrated: true`, so `--min-score 0.6` dropped everything. Such bundles now carry no
 //! calibration and report raw scores.
 
-use jikji_builder::build::{build, BuildOptions, MIN_CALIBRATION_CHUNKS};
+use jikji_builder::build::{build, BuildOptions};
+use jikji_builder::calibrate::MIN_CALIBRATION_CHUNKS;
 use jikji_engine::{Engine, Mode};
 
 #[test]
@@ -22,7 +23,7 @@ fn tiny_bundle_scored_everything_one_half() {
     build(&BuildOptions::new(&corpus, &out)).unwrap();
     let engine = Engine::open_dir(&out).unwrap();
     assert!(4 < MIN_CALIBRATION_CHUNKS);
-    assert_eq!(engine.bundle().manifest.calibration, None);
+    assert_eq!(engine.bundle().manifest().calibration, None);
     let r = engine.search("beta testing", Mode::Bm25, 4).unwrap();
     assert!(!r.calibrated);
     assert_eq!(r.hits.len(), 4);
@@ -59,7 +60,7 @@ fn search_accepted_impossible_min_score_and_top_k_zero() {
     assert!(Engine::open_dir(&out)
         .unwrap()
         .bundle()
-        .manifest
+        .manifest()
         .calibration
         .is_some());
     let run = |args: &[&str]| {

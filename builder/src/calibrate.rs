@@ -1,22 +1,41 @@
-//! Per-bundle score calibration, fitted at build time.
+//! Per-bundle score calibration, fitted at build time (the engine applies it at query
+//! time, see `jikji_engine::scores`).
 //!
 //! Raw scores mean different things per ranker and per bundle: BM25 is unbounded and grows
 //! with query length, and E5's cosines are bunched (unrelated pairs score ~0.75). The
 //! builder therefore draws **pseudo-queries** from the bundle's own chunks — a short span of
 //! each sampled chunk (6–12 words of Latin-script text, 3–6 Korean words, 10–16 Han or kana
 //! characters, partly kept and mixed with words of another chunk, see [`pseudo_query`]) —
-//! and scores known-related and unrelated pairs with every ranker (see [`calibrate`]). One
+//! and scores known-related and unrelated pairs with every ranker (see [`fit`]). One
 //! Platt sigmoid per ranker is fitted to those labeled `(score, right?)` pairs (Platt 1999,
 //! with the target smoothing and Newton iteration of Lin, Lin & Weng 2007, "A note on Platt's
 //! probabilistic outputs for support vector machines"). A calibrated score is thus the
 //! estimated probability that a result with that raw score is a right answer, the same
 //! reading in every mode and bundle; how well that holds on labeled sets is measured by
 //! `jikji eval` (score bands).
+//!
+//! [`calibrate`] is the entry `jikji build` and `jikji update` call on the files of the
+//! bundle they are about to write. The rankers, calibration inputs and margins are the
+//! engine's own public functions (listed in `jikji_engine::scores`), so the fit sees what
+//! a search computes.
 
-use jikji_format::{Bundle, Calibration, MarginPlatt, Platt, Result, ScoreFits};
+use jikji_embed::{Embedder, Prefix};
+use jikji_engine::fusion::{
+    bm25_normalised, bm25_upper_bound, dense_background, dense_z, weighted,
+};
+use jikji_engine::scores::{file_numbers, margin};
+use jikji_engine::search::{bm25, dense, rrf, Lexical};
+use jikji_format::analyzer::{self, AnalyzerOptions};
+use jikji_format::chunks::ChunkStore;
+use jikji_format::postings::LexicalIndex;
+use jikji_format::vectors::Vectors;
+use jikji_format::{
+    Bm25Params, Bundle, Calibration, Counts, Manifest, MarginPlatt, Platt, ScoreFits,
+};
 
-use crate::fusion::{bm25_normalised, bm25_upper_bound, dense_background, dense_z, weighted};
-use crate::search::{bm25, dense, rrf, Lexical};
+use crate::error::{BuildError, Result};
+
+pub use jikji_engine::scores::DEFAULT_DENSE_WEIGHT;
 
 /// Pseudo-queries drawn per bundle (fewer if the bundle has fewer usable chunks).
 pub const PSEUDO_QUERIES: usize = 300;
@@ -26,13 +45,6 @@ pub const PSEUDO_QUERIES: usize = 300;
 /// monotone (see [`fit_platt`]).
 /// v3: adds the margin-aware fits for reported scores ([`ScoreFits`]).
 pub const METHOD: &str = "platt-pseudo-queries-v3";
-/// Default weight of the dense score in weighted fusion, chosen on the eval sets (README,
-/// "Retrieval quality"): 0.6 is the one measured weight (0.4–0.7) at which SciFact's hybrid
-/// reaches nDCG@10 0.72 (0.7208; 0.4 gives 0.7054) while classical-zh's hybrid still beats
-/// its BM25 (0.7559 vs 0.7391). 0.4 has the best mean over the six public runs (0.8690 vs
-/// 0.8667, all of the difference from classical-zh).
-pub const DEFAULT_DENSE_WEIGHT: f32 = 0.6;
-
 /// A query made from a span of chunk `doc`'s text (see [`pseudo_query`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PseudoQuery {
@@ -198,9 +210,9 @@ pub fn pseudo_query(text: &str, filler: &str, seed: u64) -> Option<(String, Stri
 /// when one is found among 64 draws), so the query stays in one language.
 ///
 /// Errors only if the chunk store bytes are corrupt.
-pub fn pseudo_queries(bundle: &Bundle, n: usize) -> Result<Vec<PseudoQuery>> {
-    let chunks = &bundle.chunks;
-    let total = bundle.lexical.num_docs().min(chunks.len());
+pub fn pseudo_queries(bundle: &Bundle, n: usize) -> jikji_format::Result<Vec<PseudoQuery>> {
+    let chunks = bundle.chunks();
+    let total = bundle.lexical().num_docs().min(chunks.len());
     let mut out = Vec::new();
     if total == 0 || n == 0 {
         return Ok(out);
@@ -321,7 +333,7 @@ pub fn fit_platt(samples: &[(f32, bool)]) -> Platt {
 }
 
 /// Fits `p = 1 / (1 + exp(−(a·x + m·g + b)))` to labeled `([x, g], right?)` samples (a
-/// hit's raw score and its margin, see [`margin`]) by the same regularised maximum
+/// hit's raw score and its margin, see [`jikji_engine::scores::margin`]) by the same regularised maximum
 /// likelihood as [`fit_platt`] (smoothed targets, Newton steps with backtracking), in three
 /// parameters. Both slopes must be non-negative (a higher score or a wider margin never
 /// means a worse answer): if the best fit has a negative slope, that feature is dropped
@@ -431,57 +443,6 @@ fn solve3(mut h: [[f64; 3]; 3], mut g: [f64; 3]) -> Option<[f64; 3]> {
     Some(x)
 }
 
-/// A chunk has at most four neighbours (two either side in its file, see [`apart`]), so
-/// the best hit apart from any hit is among the first `MARGIN_DEPTH` of a ranked list:
-/// margins need lists at least this deep.
-pub const MARGIN_DEPTH: usize = 6;
-
-/// True if chunks `a` and `b` are apart: in different files (`file[doc]`, a file number
-/// per chunk), or more than two chunks away from each other in the same file. Overlapping
-/// neighbours share text, so they are not "another answer".
-pub fn apart(file: &[u32], a: u32, b: u32) -> bool {
-    file.get(a as usize) != file.get(b as usize) || a.abs_diff(b) > 2
-}
-
-/// The margin of chunk `doc` with input `value`: `value` minus the value of the first entry
-/// of `list` (sorted by value, descending) that is apart from `doc` (see [`apart`]), its
-/// best competitor. Positive only for a hit that beats every other answer; 0 when the list
-/// holds no competitor (a rare word that only one passage has: standing out from nothing
-/// is no evidence, and such a hit is judged by its input alone).
-pub fn margin(doc: u32, value: f32, list: &[(u32, f32)], file: &[u32]) -> f32 {
-    list.iter()
-        .find(|&&(d, _)| d != doc && apart(file, doc, d))
-        .map_or(0.0, |&(_, v)| value - v)
-}
-
-/// A file number per chunk of `bundle` (chunks of one source file share it), for
-/// [`apart`]; see [`number_files`].
-///
-/// Errors only if the chunk store bytes are corrupt.
-pub fn file_numbers(bundle: &Bundle) -> Result<Vec<u32>> {
-    #[derive(serde::Deserialize)]
-    struct Source {
-        source: String,
-    }
-    let sources = (0..bundle.chunks.len() as u32)
-        .map(|d| Ok(bundle.chunks.get_as::<Source>(d)?.source))
-        .collect::<Result<Vec<_>>>()?;
-    Ok(number_files(sources))
-}
-
-/// Numbers source paths in order of first appearance: one `u32` per item, equal for equal
-/// paths (the per-chunk file numbers [`apart`] compares).
-pub fn number_files(sources: impl IntoIterator<Item = String>) -> Vec<u32> {
-    let mut ids = std::collections::HashMap::new();
-    sources
-        .into_iter()
-        .map(|s| {
-            let next = ids.len() as u32;
-            *ids.entry(s).or_insert(next)
-        })
-        .collect()
-}
-
 /// Depth of the ranked lists searched for the best wrong answer of each pseudo-query.
 pub const NEGATIVE_DEPTH: usize = 50;
 
@@ -517,7 +478,7 @@ impl Samples {
     /// `plain`, and to `margin` the same three each with its margin in `list` (see
     /// [`margin`]), plus with `no_answer` the top hit of `list` without the right chunks
     /// (its margin taken within that rest), labeled wrong. `source` and `random` are
-    /// `(chunk, input)`. [`calibrate`] sets `no_answer` for every other pseudo-query, so the
+    /// `(chunk, input)`. [`fit`] sets `no_answer` for every other pseudo-query, so the
     /// margin fit assumes about one top hit in three comes from a query the bundle cannot
     /// answer.
     fn add(
@@ -565,18 +526,18 @@ impl Samples {
 /// fit separates "the answer" from "the best of the rest".
 ///
 /// Errors only if bundle bytes are corrupt.
-pub fn calibrate(
+pub fn fit(
     bundle: &Bundle,
     queries: &[PseudoQuery],
     query_vectors: Option<&[Vec<f32>]>,
     dense_weight: f32,
-) -> Result<Calibration> {
+) -> jikji_format::Result<Calibration> {
     let b = bundle;
     // Indexed chunks only: parent records (parent-child bundles) follow them.
-    let n = b.lexical.num_docs().min(b.chunks.len());
+    let n = b.lexical().num_docs().min(b.chunks().len());
     let mut recs = Vec::with_capacity(n);
     for i in 0..n {
-        let r = b.chunks.get(i as u32)?;
+        let r = b.chunks().get(i as u32)?;
         recs.push((r.source, r.text));
     }
     let wrong_for = |q: &PseudoQuery| {
@@ -601,7 +562,7 @@ pub fn calibrate(
     for (i, q) in queries.iter().enumerate() {
         let wrong = wrong_for(q);
         let lex = bm25(&Lexical::of(b), &q.text, NEGATIVE_DEPTH.max(200))?;
-        let ub = bm25_upper_bound(&b.lexical, &b.analyzer, b.manifest.bm25, &q.text)?;
+        let ub = bm25_upper_bound(b.lexical(), b.analyzer(), b.manifest().bm25, &q.text)?;
         let norm: Vec<(u32, f32)> = lex
             .iter()
             .map(|&(d, s)| (d, bm25_normalised(s, ub)))
@@ -628,7 +589,7 @@ pub fn calibrate(
             rrf: None,
         }),
     };
-    let (Some(vecs), Some(v)) = (query_vectors, b.vectors.as_ref()) else {
+    let (Some(vecs), Some(v)) = (query_vectors, b.vectors()) else {
         return Ok(cal);
     };
     let mut dense_samples = Samples::default();
@@ -676,6 +637,88 @@ pub fn calibrate(
     });
     Ok(cal)
 }
+
+/// Fits the bundle's score calibration on an in-memory copy of the bundle's files
+/// (`terms.fst`, `postings.bin`, `chunks.bin` of the indexed chunks, `vectors.bin` if any,
+/// and the analyzer options and BM25 parameters of its manifest): [`PSEUDO_QUERIES`]
+/// pseudo-queries from its chunks ([`pseudo_queries`]), embedded with the `query: ` prefix
+/// on `threads` threads when an embedder is given and the bundle has vectors, then
+/// [`fit`] with [`DEFAULT_DENSE_WEIGHT`]. `jikji build` and `jikji update` both call it on
+/// the bundle they are about to write, so an update's calibration equals a full build's.
+/// `None` when fewer than [`MIN_CALIBRATION_CHUNKS`] chunks yield a pseudo-query (a few
+/// short files): a fit on so little would be noise, so such a bundle reports raw scores
+/// (`calibrated: false`) rather than made-up probabilities.
+///
+/// Errors: [`BuildError::Format`] if the files are corrupt or disagree on the number of
+/// chunks (checked by [`Bundle::from_parts`]), [`BuildError::Embedding`] if embedding the
+/// pseudo-queries fails.
+#[allow(clippy::too_many_arguments)]
+pub fn calibrate(
+    terms_fst: &[u8],
+    postings: &[u8],
+    chunks_bin: &[u8],
+    vectors_bin: Option<Vec<u8>>,
+    embedder: Option<&Embedder>,
+    threads: usize,
+    analyzer: AnalyzerOptions,
+    bm25: Bm25Params,
+) -> Result<Option<Calibration>> {
+    let lexical = LexicalIndex::open(terms_fst.to_vec(), postings.to_vec())?;
+    let vectors = vectors_bin.map(|b| Vectors::open(&b)).transpose()?;
+    let chunks = ChunkStore::open(chunks_bin.to_vec())?;
+    let manifest = Manifest {
+        format_version: jikji_format::FORMAT_VERSION,
+        analyzer_version: analyzer::ANALYZER_VERSION,
+        analyzer,
+        generator: String::new(),
+        built_at: 0,
+        chunk_size: 0,
+        overlap: 0,
+        bm25,
+        model: None,
+        counts: Counts {
+            chunks: lexical.num_docs(),
+            vectors: vectors.as_ref().map_or(0, Vectors::len),
+            ..Counts::default()
+        },
+        files: Default::default(),
+        calibration: None,
+        sources: Vec::new(),
+        chunking: None,
+    };
+    let bundle = Bundle::from_parts(manifest, lexical, vectors, chunks, None)?;
+    let queries = pseudo_queries(&bundle, PSEUDO_QUERIES)?;
+    let mut docs: Vec<u32> = queries.iter().map(|q| q.doc).collect();
+    docs.sort_unstable();
+    docs.dedup();
+    if docs.len() < MIN_CALIBRATION_CHUNKS {
+        return Ok(None);
+    }
+    let qvecs = match (embedder, bundle.vectors()) {
+        (Some(e), Some(_)) => {
+            let texts: Vec<&str> = queries.iter().map(|q| q.text.as_str()).collect();
+            Some(
+                e.embed_many(&texts, Prefix::Query, threads, &|_| {})
+                    .map_err(|source| BuildError::Embedding {
+                        what: "calibration queries",
+                        source,
+                    })?
+                    .vectors,
+            )
+        }
+        _ => None,
+    };
+    Ok(Some(fit(
+        &bundle,
+        &queries,
+        qvecs.as_deref(),
+        DEFAULT_DENSE_WEIGHT,
+    )?))
+}
+
+/// Fewest distinct chunks that must yield pseudo-queries for a bundle to be calibrated
+/// (see [`calibrate`]).
+pub const MIN_CALIBRATION_CHUNKS: usize = 10;
 
 #[cfg(test)]
 mod tests {
@@ -761,19 +804,6 @@ mod tests {
             fit.apply(0.9, 0.0) > 0.8 && fit.apply(0.1, 0.5) < 0.2,
             "{fit:?}"
         );
-    }
-
-    #[test]
-    fn margins_skip_the_hit_itself_and_its_neighbours() {
-        // Chunks 0–3 are one file, 4–5 another.
-        let file = [0, 0, 0, 0, 1, 1];
-        assert!(!apart(&file, 1, 3) && apart(&file, 0, 3) && apart(&file, 3, 4));
-        let list = [(1, 0.9), (2, 0.8), (4, 0.5), (0, 0.4)];
-        // The top hit's margin is over chunk 4 (chunk 2 is its neighbour).
-        assert!((margin(1, 0.9, &list, &file) - 0.4).abs() < 1e-6);
-        assert!((margin(4, 0.5, &list, &file) + 0.4).abs() < 1e-6);
-        // No competitor in the list: no evidence either way.
-        assert_eq!(margin(1, 0.9, &list[..2], &file), 0.0);
     }
 
     #[test]
