@@ -590,3 +590,63 @@ impl TestBundle {
         Bundle::from_files(self.files()?)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ChunkRecord;
+
+    fn records(n: usize) -> Vec<ChunkRecord> {
+        (0..n)
+            .map(|i| ChunkRecord {
+                id: format!("c{i}"),
+                source: "a.md".into(),
+                text: format!("chunk number {i}"),
+                ..ChunkRecord::default()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn test_bundle_reads_back_through_the_checked_reader() {
+        let t = TestBundle::new(records(3)).vectors(2, vec![vec![1.0, 0.0]; 3]);
+        let b = t.build().unwrap();
+        assert_eq!(b.manifest().counts.chunks, 3);
+        assert_eq!(b.vectors().map(Vectors::len), Some(3));
+        assert_eq!(b.chunks().get(2).unwrap().text, "chunk number 2");
+        assert_eq!(b.lexical().num_docs(), 3);
+        // The manifest's checksums are real: a changed byte is caught.
+        let mut files = t.files().unwrap();
+        files.get_mut(CHUNKS_FILE).unwrap()[20] ^= 1;
+        assert!(matches!(
+            Bundle::from_files(files),
+            Err(FormatError::Checksum { .. })
+        ));
+    }
+
+    #[test]
+    fn from_parts_checks_that_the_parts_agree() {
+        let b = TestBundle::new(records(3)).build().unwrap();
+        let files = TestBundle::new(records(3)).files().unwrap();
+        let open = |m: Manifest, chunks: usize| {
+            let lexical =
+                LexicalIndex::open(files[TERMS_FILE].clone(), files[POSTINGS_FILE].clone())
+                    .unwrap();
+            let store =
+                ChunkStore::open(crate::chunks::write_chunks(&records(chunks)).unwrap()).unwrap();
+            Bundle::from_parts(m, lexical, None, store, None)
+        };
+        assert!(open(b.manifest().clone(), 3).is_ok());
+        // chunks.bin with a record more than the postings index.
+        assert!(matches!(
+            open(b.manifest().clone(), 4),
+            Err(FormatError::DataCorruption { .. })
+        ));
+        let mut m = b.manifest().clone();
+        m.counts.chunks = 2;
+        assert!(matches!(
+            open(m, 3),
+            Err(FormatError::DataCorruption { .. })
+        ));
+    }
+}
