@@ -427,15 +427,12 @@ pub fn check_new_files(
             source,
         }
     })?;
-    let vectors = b
-        .vectors
-        .as_ref()
-        .ok_or_else(|| crate::BuildError::Bundle {
-            path: bundle_dir.to_path_buf(),
-            message: "the bundle has no vectors (built with --no-embed); dedup needs them".into(),
-        })?;
+    let vectors = b.vectors().ok_or_else(|| crate::BuildError::Bundle {
+        path: bundle_dir.to_path_buf(),
+        message: "the bundle has no vectors (built with --no-embed); dedup needs them".into(),
+    })?;
     let info = crate::ingest::model_info(model_dir)?;
-    if let Some(m) = &b.manifest.model {
+    if let Some(m) = &b.manifest().model {
         if m.sha256 != info.sha256 {
             return Err(crate::BuildError::Model {
                 path: model_dir.to_path_buf(),
@@ -447,11 +444,11 @@ pub fn check_new_files(
         }
     }
     // The indexed chunks (a parent-child bundle stores its parent sections after them).
-    let records: Vec<ChunkRecord> = (0..b.manifest.counts.chunks as u32)
-        .map(|i| b.chunks.get(i))
+    let records: Vec<ChunkRecord> = (0..b.manifest().counts.chunks as u32)
+        .map(|i| b.chunks().get(i))
         .collect::<Result<_, _>>()?;
     // New files are chunked as the bundle was.
-    let chunking = crate::ingest::Chunking::of_manifest(&b.manifest, Some(model_dir))?;
+    let chunking = crate::ingest::Chunking::of_manifest(b.manifest(), Some(model_dir))?;
     let scanned = crate::corpus::scan(dir, crate::corpus::CheckOptions::default())?;
     let mut new: Vec<ChunkRecord> = Vec::new();
     for f in &scanned.files {

@@ -200,7 +200,7 @@ pub fn run_queries(
     Ok(Run {
         time,
         bundle: bundle.display().to_string(),
-        built_at: engine.bundle().manifest.built_at,
+        built_at: engine.bundle().manifest().built_at,
         results,
     })
 }

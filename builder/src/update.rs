@@ -107,7 +107,7 @@ pub fn update(opts: &IngestOptions, allow_ai_draft: bool) -> Result<UpdateReport
 
     let t = Instant::now();
     let old = Old::open(&opts.bundle)?;
-    let m = &old.bundle.manifest;
+    let m = old.bundle.manifest();
     let mut settings = BundleSettings::of_manifest(m)?;
     settings.allow_ai_draft |= allow_ai_draft;
     // Changed files are chunked as the bundle was (strategy, limits, tokenizer).
@@ -232,7 +232,7 @@ impl Old {
             path: path.to_path_buf(),
             source,
         })?;
-        let m = &bundle.manifest;
+        let m = bundle.manifest();
         if m.sources.is_empty() {
             return Err(bundle_error(
                 "the bundle has no sources table (built by an older jikji); run `jikji build` once"
@@ -242,8 +242,8 @@ impl Old {
         if m.parents() > 0 {
             return Err(bundle_error("a parent-child bundle; jikji update does not re-link parent sections yet, run `jikji build --strategy parent-child`".into()));
         }
-        let records = (0..bundle.chunks.len() as u32)
-            .map(|i| bundle.chunks.get(i))
+        let records = (0..bundle.chunks().len() as u32)
+            .map(|i| bundle.chunks().get(i))
             .collect::<std::result::Result<Vec<_>, _>>()?;
         let mut ranges = HashMap::new();
         let mut at = 0;
@@ -268,7 +268,7 @@ impl Old {
     /// The model folder, checked against the bundle's model, when the bundle has vectors;
     /// `None` for a BM25-only bundle.
     fn model_dir<'a>(&self, opts: &'a IngestOptions) -> Result<Option<&'a Path>> {
-        let (Some(_), Some(info)) = (&self.bundle.vectors, &self.bundle.manifest.model) else {
+        let (Some(_), Some(info)) = (self.bundle.vectors(), &self.bundle.manifest().model) else {
             return Ok(None);
         };
         let dir = opts.model_dir.as_deref().ok_or_else(|| BuildError::Bundle {
@@ -296,7 +296,7 @@ impl Old {
         indexed: &index::Indexed,
         vectors: Option<&(jikji_format::ModelInfo, Vec<u8>)>,
     ) -> bool {
-        let m = &self.bundle.manifest;
+        let m = self.bundle.manifest();
         let same = |name: &str, bytes: &[u8]| {
             m.files
                 .get(name)
@@ -304,7 +304,7 @@ impl Old {
         };
         m.calibration
             .as_ref()
-            .is_some_and(|c| c.method == jikji_engine::calibrate::METHOD)
+            .is_some_and(|c| c.method == crate::calibrate::METHOD)
             && same(jikji_format::chunks::CHUNKS_FILE, chunks_bin)
             && same(jikji_format::postings::TERMS_FILE, &indexed.terms_fst)
             && same(jikji_format::postings::POSTINGS_FILE, &indexed.postings)
@@ -335,7 +335,7 @@ fn chunk(
     chunking: &Chunking,
     report: &mut UpdateReport,
 ) -> Option<Rechunked> {
-    let m = &old.bundle.manifest;
+    let m = old.bundle.manifest();
     let present: BTreeSet<&str> = files.iter().map(|f| f.rel.as_str()).collect();
     let mut records: Vec<ChunkRecord> = Vec::with_capacity(old.records.len());
     let mut from_old: Vec<Option<usize>> = Vec::with_capacity(old.records.len());
@@ -425,7 +425,7 @@ fn vectors(
     embedder: &mut Option<jikji_embed::Embedder>,
     report: &mut UpdateReport,
 ) -> Result<Option<(jikji_format::ModelInfo, Vec<u8>)>> {
-    let (Some(ov), Some(info)) = (&old.bundle.vectors, &old.bundle.manifest.model) else {
+    let (Some(ov), Some(info)) = (old.bundle.vectors(), &old.bundle.manifest().model) else {
         return Ok(None);
     };
     // Old vectors by text, for chunks of changed files whose text did not change.

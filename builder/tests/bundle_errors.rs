@@ -176,7 +176,7 @@ fn rebuild_replaces_atomically_and_keeps_the_previous_bundle() {
         Engine::open_dir(&out)
             .unwrap()
             .bundle()
-            .manifest
+            .manifest()
             .counts
             .files,
         2

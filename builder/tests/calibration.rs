@@ -27,7 +27,7 @@ fn tiny_bundle_scored_everything_one_half() {
     .unwrap();
     let engine = Engine::open_dir(&out).unwrap();
     assert!(4 < MIN_CALIBRATION_CHUNKS);
-    assert_eq!(engine.bundle().manifest.calibration, None);
+    assert_eq!(engine.bundle().manifest().calibration, None);
     let r = engine.search("beta testing", Mode::Bm25, 4).unwrap();
     assert!(!r.calibrated);
     assert_eq!(r.hits.len(), 4);
@@ -68,7 +68,7 @@ fn search_accepted_impossible_min_score_and_top_k_zero() {
     assert!(Engine::open_dir(&out)
         .unwrap()
         .bundle()
-        .manifest
+        .manifest()
         .calibration
         .is_some());
     let run = |args: &[&str]| {

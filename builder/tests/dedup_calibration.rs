@@ -74,9 +74,9 @@ fn summary(name: &str, v: &mut [f32]) {
 fn dedup_threshold_and_cost_measurements() {
     let dir = books_bundle();
     let b = Bundle::open_dir(&dir).unwrap();
-    let v = b.vectors.as_ref().expect("the books bundle needs vectors");
-    let n = b.chunks.len();
-    let records: Vec<_> = (0..n as u32).map(|i| b.chunks.get(i).unwrap()).collect();
+    let v = b.vectors().expect("the books bundle needs vectors");
+    let n = b.chunks().len();
+    let records: Vec<_> = (0..n as u32).map(|i| b.chunks().get(i).unwrap()).collect();
     let flat = FlatVectors::from_vectors(v);
     println!("bundle {}: {n} chunks", dir.display());
 

@@ -47,8 +47,8 @@ fn build_with_model(corpus: &Path, out: &Path) {
 }
 
 fn records(b: &Bundle) -> Vec<ChunkRecord> {
-    (0..b.chunks.len() as u32)
-        .map(|i| b.chunks.get(i).unwrap())
+    (0..b.chunks().len() as u32)
+        .map(|i| b.chunks().get(i).unwrap())
         .collect()
 }
 
@@ -59,7 +59,7 @@ fn dedup_within_a_bundle_pairs_different_files_only() {
     build_with_model(&fixture("service-docs"), &bundle);
     let b = Bundle::open_dir(&bundle).unwrap();
     let recs = records(&b);
-    let flat = FlatVectors::from_vectors(b.vectors.as_ref().unwrap());
+    let flat = FlatVectors::from_vectors(b.vectors().unwrap());
     // A low threshold, to show what is never reported even when similar.
     let pairs = near_duplicate_pairs(&recs, Some(&flat), 0.9, LshParams::default());
     let named: Vec<(&str, &str)> = pairs
@@ -117,7 +117,7 @@ fn exact_duplicates_are_found_by_hash_without_vectors() {
     )
     .unwrap();
     let b = Bundle::open_dir(&bundle).unwrap();
-    assert!(b.vectors.is_none());
+    assert!(b.vectors().is_none());
     let recs = records(&b);
     let pairs = near_duplicate_pairs(&recs, None, SELF_DUPLICATE, LshParams::default());
     assert!(!pairs.is_empty());
@@ -178,7 +178,7 @@ fn conflicts_list_different_values_newest_source_first() {
     build_with_model(&fixture("service-docs"), &bundle);
     let b = Bundle::open_dir(&bundle).unwrap();
     let recs = records(&b);
-    let flat = FlatVectors::from_vectors(b.vectors.as_ref().unwrap());
+    let flat = FlatVectors::from_vectors(b.vectors().unwrap());
     let found = find_conflicts(&recs, &flat, SIMILAR, LshParams::default());
     assert_eq!(found.len(), 1, "{found:#?}");
     let c = &found[0];

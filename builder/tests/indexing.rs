@@ -44,7 +44,7 @@ fn title_was_indexed_with_the_first_chunk_only() {
     )
     .unwrap();
     let engine = Engine::open_dir(&out).unwrap();
-    let chunks = engine.bundle().manifest.counts.chunks;
+    let chunks = engine.bundle().manifest().counts.chunks;
     assert!(
         chunks >= 5,
         "the notes must span several chunks, got {chunks}"
@@ -52,7 +52,7 @@ fn title_was_indexed_with_the_first_chunk_only() {
 
     // Every chunk of the quokka file matches its title; none of the other file does.
     let r = engine.search("quokka", Mode::Bm25, 50).unwrap();
-    let store = &engine.bundle().chunks;
+    let store = engine.bundle().chunks();
     let from_notes = (0..store.len() as u32)
         .filter(|&d| store.get(d).unwrap().source.ends_with("quokka.md"))
         .count();
@@ -90,6 +90,6 @@ fn bm25_parameters_are_recorded_in_the_manifest() {
     )
     .unwrap();
     let engine = Engine::open_dir(&out).unwrap();
-    assert_eq!(engine.bundle().manifest.bm25, params);
+    assert_eq!(engine.bundle().manifest().bm25, params);
     assert_eq!(Bm25Params::default(), Bm25Params { k1: 0.7, b: 0.75 });
 }

@@ -53,7 +53,7 @@ fn parent_child_bundle_returns_parent_sections_once() {
     assert!(report.chunks >= 3 * 6, "{report:?}");
 
     let e = Engine::open_dir(&out).unwrap();
-    let m = &e.bundle().manifest;
+    let m = e.bundle().manifest();
     let chunking = m.chunking.as_ref().unwrap();
     assert_eq!(chunking.strategy, "parent-child");
     assert_eq!(chunking.parent_size, Some(1000));
@@ -107,7 +107,7 @@ fn parent_child_hybrid_with_the_model() {
     let mut e = Engine::open_dir(&out).unwrap();
     e.check_model(&model_info(&model).unwrap().sha256).unwrap();
     e.set_embedder(load_build_embedder(&model).unwrap());
-    assert_eq!(e.bundle().manifest.counts.vectors, report.chunks);
+    assert_eq!(e.bundle().manifest().counts.vectors, report.chunks);
     for mode in [Mode::Dense, Mode::Hybrid] {
         let r = e.search("gamma3 lantern", mode, 10).unwrap();
         assert_eq!(r.hits.len(), 3, "{mode}");
@@ -144,7 +144,7 @@ fn bundle_without_chunking_info_still_opens() {
     m.as_object_mut().unwrap().remove("chunking");
     std::fs::write(&path, serde_json::to_vec_pretty(&m).unwrap()).unwrap();
     let e = Engine::open_dir(&out).unwrap();
-    assert!(e.bundle().manifest.chunking.is_none());
+    assert!(e.bundle().manifest().chunking.is_none());
     let r = e.search("beta4", Mode::Bm25, 3).unwrap();
     assert!(r.hits[0].text.contains("beta4"));
     assert!(r.hits[0].parent_id.is_none());

@@ -175,7 +175,7 @@ fn calibrated_scores_mean_the_same_in_every_mode() {
     let e = engine();
     let cal = e
         .bundle()
-        .manifest
+        .manifest()
         .calibration
         .as_ref()
         .expect("calibrated");

@@ -60,7 +60,7 @@ fn assert_same_bundle(updated: &Path, full: &Path, modes: &[Mode], noisy_rows: u
     }
     let a = Bundle::open_dir(updated).unwrap();
     let b = Bundle::open_dir(full).unwrap();
-    match (&a.vectors, &b.vectors) {
+    match (a.vectors(), b.vectors()) {
         (None, None) => {}
         (Some(va), Some(vb)) => {
             assert_eq!(va.len(), vb.len());
@@ -86,12 +86,12 @@ fn assert_same_bundle(updated: &Path, full: &Path, modes: &[Mode], noisy_rows: u
         }
         _ => panic!("one bundle has vectors, the other not"),
     }
-    assert_eq!(a.manifest.sources, b.manifest.sources);
-    assert_eq!(a.manifest.counts, b.manifest.counts);
-    assert_eq!(a.manifest.model, b.manifest.model);
+    assert_eq!(a.manifest().sources, b.manifest().sources);
+    assert_eq!(a.manifest().counts, b.manifest().counts);
+    assert_eq!(a.manifest().model, b.manifest().model);
     let (ca, cb) = (
-        a.manifest.calibration.clone().unwrap(),
-        b.manifest.calibration.clone().unwrap(),
+        a.manifest().calibration.clone().unwrap(),
+        b.manifest().calibration.clone().unwrap(),
     );
     if noisy_rows == 0 {
         assert_eq!(ca, cb);
@@ -117,8 +117,8 @@ fn assert_same_bundle(updated: &Path, full: &Path, modes: &[Mode], noisy_rows: u
         }
     }
     let ids = |x: &Bundle| {
-        (0..x.chunks.len() as u32)
-            .map(|i| x.chunks.get(i).unwrap())
+        (0..x.chunks().len() as u32)
+            .map(|i| x.chunks().get(i).unwrap())
             .collect::<Vec<_>>()
     };
     assert_eq!(ids(&a), ids(&b));
@@ -219,7 +219,7 @@ fn update_equals_full_rebuild_bm25() {
     // The replaced bundle is kept as BUNDLE.prev and is still the old one.
     let prev = Bundle::open_dir(&tmp.path().join("bundle.prev")).unwrap();
     assert!(prev
-        .manifest
+        .manifest()
         .sources
         .iter()
         .any(|s| s.path == "1. platform/backups.md"));
@@ -364,7 +364,7 @@ fn older_versions_are_archived_and_searchable_only_on_request() {
     update(&IngestOptions::new(&corpus, &bundle), false).unwrap();
     let e = Engine::open_dir(&bundle).unwrap();
     assert_eq!(sources(&e, q, "plan_v"), ["1. platform/plan_v3.md"]);
-    let m = Bundle::open_dir(&bundle).unwrap().manifest;
+    let m = Bundle::open_dir(&bundle).unwrap().manifest().clone();
     let archived: Vec<&str> = m
         .sources
         .iter()
@@ -561,7 +561,11 @@ fn a_crash_at_any_point_of_the_write_leaves_a_valid_bundle() {
             &BundleSettings::default(),
         )
         .unwrap();
-        let old_sources = Bundle::open_dir(&bundle).unwrap().manifest.sources;
+        let old_sources = Bundle::open_dir(&bundle)
+            .unwrap()
+            .manifest()
+            .sources
+            .clone();
         edit(&corpus);
         crash_update(&bundle, &corpus, point);
         let b = Bundle::open_dir(&bundle)
@@ -572,10 +576,10 @@ fn a_crash_at_any_point_of_the_write_leaves_a_valid_bundle() {
             &BundleSettings::default(),
         )
         .unwrap();
-        let new_sources = Bundle::open_dir(&full).unwrap().manifest.sources;
+        let new_sources = Bundle::open_dir(&full).unwrap().manifest().sources.clone();
         match point {
-            "before-swap" => assert_eq!(b.manifest.sources, old_sources, "{point}"),
-            _ => assert_eq!(b.manifest.sources, new_sources, "{point}"),
+            "before-swap" => assert_eq!(b.manifest().sources, old_sources, "{point}"),
+            _ => assert_eq!(b.manifest().sources, new_sources, "{point}"),
         }
         // The next update completes and equals a full build.
         update(&IngestOptions::new(&corpus, &bundle), false).unwrap();

@@ -4,7 +4,7 @@
 //! Weighted fusion follows Bruch, Gai & Ingber 2023 ("An Analysis of Fusion Functions for
 //! Hybrid Retrieval"): each ranker's score is first mapped to a common scale, then combined
 //! as `w·dense + (1 − w)·bm25`. Our common scale is the log-odds of the bundle's calibrated
-//! score (see [`crate::calibrate`]): BM25 scores are divided by the query's exact-match
+//! score (see [`crate::scores`]): BM25 scores are divided by the query's exact-match
 //! maximum ([`bm25_upper_bound`]), cosines become z-scores ([`dense_z`]), and both pass
 //! through their fitted Platt line `a·x + b`, so both estimate the log-odds of a right answer.
 

@@ -6,9 +6,11 @@
 //! it the engine answers BM25 queries, and dense/hybrid ones given a query vector.
 #![warn(missing_docs)]
 
-pub mod calibrate;
 pub mod fusion;
+mod lifecycle;
 pub mod parents;
+mod pipeline;
+pub mod scores;
 pub mod search;
 #[cfg(target_arch = "wasm32")]
 mod wasm;
@@ -18,7 +20,9 @@ use std::str::FromStr;
 use std::sync::OnceLock;
 
 use jikji_format::{Bundle, ChunkRecord, FormatError};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+
+use lifecycle::Lifecycle;
 
 pub use search::{Expansion, Scored, FUSION_DEPTH, RRF_K};
 
@@ -93,7 +97,7 @@ pub enum Fusion {
 impl FromStr for Fusion {
     type Err = EngineError;
     /// `rrf`, `weighted` (the bundle's default weight, else
-    /// [`calibrate::DEFAULT_DENSE_WEIGHT`]) or `weighted:W` with W in [0, 1].
+    /// [`scores::DEFAULT_DENSE_WEIGHT`]) or `weighted:W` with W in [0, 1].
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let s = s.trim().to_ascii_lowercase();
         match s.as_str() {
@@ -140,7 +144,7 @@ pub struct Hit {
     pub rank: usize,
     /// Calibrated score in [0, 1]: the estimated probability that this result is a right
     /// answer, read the same in every mode and bundle (≥ 0.6 reliable, 0.3–0.6 use with
-    /// care, < 0.3 drop; see [`calibrate`]). Equal to `raw_score` when the bundle has no
+    /// care, < 0.3 drop; see [`scores`]). Equal to `raw_score` when the bundle has no
     /// calibration (bundles built before it existed).
     pub score: f32,
     /// The ranker's own score: BM25 (unbounded, ≥ 0), cosine similarity (−1..1), the RRF
@@ -188,106 +192,6 @@ pub struct SearchOptions {
     pub include_archived: bool,
 }
 
-/// Per-chunk lifecycle facts, read once from the chunk store.
-#[derive(Debug, Default)]
-struct Lifecycle {
-    /// Doc ids of archived chunks, ascending.
-    archived: Vec<u32>,
-    /// `(doc id, expiry in Unix ms)` of chunks with a parseable `expires`.
-    expires: Vec<(u32, i64)>,
-    /// Per doc: bit 0 archived, bit 1 has an expiry (then in `expiry_of`).
-    flags: Vec<u8>,
-    expiry_of: HashMap<u32, i64>,
-    /// Per doc: its file number (chunks of one source file share it), for score margins
-    /// (see [`calibrate::apart`]).
-    file: Vec<u32>,
-}
-
-impl Lifecycle {
-    fn read(b: &Bundle) -> Result<Self, FormatError> {
-        #[derive(Deserialize)]
-        struct Meta {
-            #[serde(default)]
-            archived: bool,
-            #[serde(default)]
-            expires: Option<String>,
-            source: String,
-        }
-        let n = b.chunks.len();
-        let mut l = Lifecycle {
-            flags: vec![0; n],
-            ..Default::default()
-        };
-        let mut sources = Vec::with_capacity(n);
-        for doc in 0..n as u32 {
-            let m: Meta = b.chunks.get_as(doc)?;
-            sources.push(m.source);
-            if m.archived {
-                l.archived.push(doc);
-                l.flags[doc as usize] |= 1;
-            }
-            if let Some(ms) = m
-                .expires
-                .as_deref()
-                .and_then(jikji_format::time::parse_iso8601_ms)
-            {
-                l.expires.push((doc, ms));
-                l.expiry_of.insert(doc, ms);
-                l.flags[doc as usize] |= 2;
-            }
-        }
-        l.file = calibrate::number_files(sources);
-        Ok(l)
-    }
-
-    /// True if `doc` may be returned under `o`.
-    fn allows(&self, doc: u32, o: &SearchOptions) -> bool {
-        let f = self.flags.get(doc as usize).copied().unwrap_or(0);
-        if f & 1 != 0 && !o.include_archived {
-            return false;
-        }
-        if f & 2 != 0 {
-            if let Some(now) = o.now_ms {
-                return self.expiry_of[&doc] > now;
-            }
-        }
-        true
-    }
-
-    /// How many chunks `o` leaves out (an upper bound is enough: it deepens the ranking).
-    fn excluded(&self, o: &SearchOptions) -> usize {
-        let a = if o.include_archived {
-            0
-        } else {
-            self.archived.len()
-        };
-        let e = match o.now_ms {
-            Some(now) => self.expires.iter().filter(|(_, t)| *t <= now).count(),
-            None => 0,
-        };
-        a + e
-    }
-}
-
-/// How a ranked list's calibration inputs become reported scores.
-#[derive(Debug, Clone, Copy)]
-struct Scale {
-    /// The ranker's one-feature fit (bundles calibrated before margins).
-    plain: jikji_format::Platt,
-    /// The margin-aware fit, if the bundle has one.
-    margin: Option<jikji_format::MarginPlatt>,
-}
-
-impl Scale {
-    /// The reported score of `doc` with input `x` among the hits `list` (sorted, descending).
-    fn score(&self, doc: u32, x: f32, list: &[(u32, f32)], file: &[u32]) -> f32 {
-        match self.margin {
-            Some(m) => m.apply(x, calibrate::margin(doc, x, list, file)),
-            None => self.plain.apply(x),
-        }
-    }
-}
-
 /// A loaded bundle plus (with feature `embed`) an optional query embedder.
 pub struct Engine {
     bundle: Bundle,
@@ -303,7 +207,7 @@ pub struct Engine {
 impl Engine {
     /// Wraps a verified bundle.
     pub fn new(bundle: Bundle) -> Self {
-        let fusion = match &bundle.manifest.calibration {
+        let fusion = match &bundle.manifest().calibration {
             Some(c) if c.dense.is_some() => Fusion::Weighted {
                 dense_weight: c.dense_weight,
             },
@@ -328,17 +232,17 @@ impl Engine {
     }
 
     /// Sets the hybrid fusion. `Weighted` with a NaN weight (as parsed from `weighted`)
-    /// takes the bundle's weight, else [`calibrate::DEFAULT_DENSE_WEIGHT`]. Weighted fusion
+    /// takes the bundle's weight, else [`scores::DEFAULT_DENSE_WEIGHT`]. Weighted fusion
     /// on a bundle without a dense calibration falls back to RRF at search time.
     pub fn set_fusion(&mut self, fusion: Fusion) {
         self.fusion = match fusion {
             Fusion::Weighted { dense_weight } if dense_weight.is_nan() => Fusion::Weighted {
                 dense_weight: self
                     .bundle
-                    .manifest
+                    .manifest()
                     .calibration
                     .as_ref()
-                    .map_or(calibrate::DEFAULT_DENSE_WEIGHT, |c| c.dense_weight),
+                    .map_or(scores::DEFAULT_DENSE_WEIGHT, |c| c.dense_weight),
             },
             f => f,
         };
@@ -406,7 +310,7 @@ impl Engine {
 
     /// Checks that ONNX bytes with SHA-256 `onnx_sha256` are the bundle's model.
     pub fn check_model(&self, onnx_sha256: &str) -> Result<(), EngineError> {
-        match &self.bundle.manifest.model {
+        match &self.bundle.manifest().model {
             Some(m) if m.sha256 != onnx_sha256 => Err(EngineError::ModelMismatch {
                 expected_id: m.id.clone(),
                 expected: m.sha256.clone(),
@@ -461,7 +365,7 @@ impl Engine {
         let qvec: Option<Vec<f32>> = match mode {
             Mode::Bm25 => None,
             _ => {
-                if self.bundle.vectors.is_none() {
+                if self.bundle.vectors().is_none() {
                     return Err(EngineError::NoVectors(mode));
                 }
                 #[cfg(feature = "embed")]
@@ -494,7 +398,8 @@ impl Engine {
     /// ranking before it is cut to `top_k`, which is deepened by the number of chunks left
     /// out, so a filtered search still returns `top_k` hits when the bundle has them. In
     /// hybrid mode the fused ranking is filtered (ranks inside each list still count the
-    /// left-out chunks).
+    /// left-out chunks). The stages (rankers, fusion, parents and lifecycle filters,
+    /// calibrated scores, minimum score) are described in the `pipeline` module.
     pub fn search_with_options(
         &self,
         query: &str,
@@ -504,147 +409,18 @@ impl Engine {
         opts: &SearchOptions,
     ) -> Result<SearchResult, EngineError> {
         let life = self.lifecycle()?;
-        let extra = life.excluded(opts);
-        let top_k_asked = top_k;
-        // Margins need the first few hits of the full ranking (see calibrate::MARGIN_DEPTH).
-        let top_k = top_k.max(calibrate::MARGIN_DEPTH) + extra;
-        let b = &self.bundle;
-        let dense = |k: usize| -> Result<Vec<Scored>, EngineError> {
-            let v = b.vectors.as_ref().ok_or(EngineError::NoVectors(mode))?;
-            let q = qvec.ok_or(EngineError::NoModel(mode))?;
-            if q.len() != v.dim() {
-                return Err(EngineError::Dimension {
-                    expected: v.dim(),
-                    actual: q.len(),
-                });
-            }
-            Ok(search::dense(v, q, k))
-        };
-        // Parent-child bundles rank children, then return each child's parent once.
-        let (results, top_k) = (top_k, parents::rank_depth(b, top_k));
-        let cal = b.manifest.calibration.as_ref();
-        let fits = cal.and_then(|c| c.scores);
-        let upper_bound =
-            || fusion::bm25_upper_bound(&b.lexical, &b.analyzer, b.manifest.bm25, query);
-        // Dense hits with their calibration inputs (cosine z-scores) if the bundle has a
-        // dense calibration.
-        let dense_scaled = |den: Vec<Scored>| -> (Vec<(u32, f32, f32)>, Option<Scale>) {
-            let scale = cal.and_then(|c| c.dense).map(|p| Scale {
-                plain: p,
-                margin: fits.and_then(|f| f.dense),
-            });
-            let bg = match (scale, b.vectors.as_ref(), qvec) {
-                (Some(_), Some(v), Some(q)) => fusion::dense_background(v, q),
-                _ => (0.0, 1.0),
-            };
-            let ranked = den
-                .into_iter()
-                .map(|(d, s)| (d, s, fusion::dense_z(s, bg)))
-                .collect();
-            (ranked, scale)
-        };
-        let mut fusion_used = None;
-        // (doc, raw score, calibration input) and how the inputs become scores.
-        let (ranked, scale): (Vec<(u32, f32, f32)>, Option<Scale>) = match mode {
-            Mode::Bm25 => {
-                let lex = search::bm25(&self.lexical(), query, top_k)?;
-                let ub = if cal.is_some() { upper_bound()? } else { 0.0 };
-                let ranked = lex
-                    .into_iter()
-                    .map(|(d, s)| (d, s, fusion::bm25_normalised(s, ub)))
-                    .collect();
-                let scale = cal.map(|c| Scale {
-                    plain: c.bm25,
-                    margin: fits.map(|f| f.bm25),
-                });
-                (ranked, scale)
-            }
-            Mode::Dense => dense_scaled(dense(top_k)?),
-            Mode::Hybrid => {
-                let depth = top_k.max(FUSION_DEPTH);
-                let lex = search::bm25(&self.lexical(), query, depth)?;
-                let den = dense(depth)?;
-                match (self.fusion, cal) {
-                    // No chunk shares a term with the query (e.g. a Chinese question on an
-                    // English bundle): BM25 gives no evidence either way, so its low
-                    // log-odds would only drag every fused score under 0.3 (measured on
-                    // xquad-zh → xquad-en). The ranking is dense's in every fusion anyway.
-                    _ if lex.is_empty() => dense_scaled(den.into_iter().take(top_k).collect()),
-                    (Fusion::Weighted { dense_weight }, Some(c)) if c.dense.is_some() => {
-                        fusion_used = Some(self.fusion);
-                        let c = jikji_format::Calibration {
-                            dense_weight,
-                            ..c.clone()
-                        };
-                        let v = b.vectors.as_ref().ok_or(EngineError::NoVectors(mode))?;
-                        let q = qvec.ok_or(EngineError::NoModel(mode))?;
-                        let ranked = fusion::weighted(&lex, upper_bound()?, &den, v, q, &c, top_k)
-                            .into_iter()
-                            .map(|(d, s)| (d, s, s))
-                            .collect();
-                        let scale = c.weighted.map(|p| Scale {
-                            plain: p,
-                            margin: fits.and_then(|f| f.weighted),
-                        });
-                        (ranked, scale)
-                    }
-                    _ => {
-                        fusion_used = Some(Fusion::Rrf);
-                        let ranked = search::rrf(&[lex, den], top_k)
-                            .into_iter()
-                            .map(|(d, s)| (d, s, s))
-                            .collect();
-                        let scale = cal.and_then(|c| c.rrf).map(|p| Scale {
-                            plain: p,
-                            margin: fits.and_then(|f| f.rrf),
-                        });
-                        (ranked, scale)
-                    }
-                }
-            }
-        };
-        let ranked = parents::collapse(b, ranked, results, |r| &mut r.0)?;
-        let calibrated = scale.is_some() && cal.is_some();
-        let mut ranked = ranked;
-        if extra > 0 {
-            ranked.retain(|(doc, _, _)| life.allows(*doc, opts));
-        }
-        // Scores of the hits the user may see, each with its margin over the rest of them.
-        // A hit never scores above one ranked before it (a neighbour of the top hit can have
-        // a wider margin than the next other answer), so scores stay sorted.
-        let inputs: Vec<(u32, f32)> = ranked.iter().map(|r| (r.0, r.2)).collect();
-        let mut cap = f32::INFINITY;
-        let ranked: Vec<(u32, f32, f32)> = ranked
-            .iter()
-            .take(top_k_asked)
-            .map(|&(doc, raw, x)| {
-                let score = match scale {
-                    Some(s) => {
-                        cap = cap.min(s.score(doc, x, &inputs, &life.file));
-                        cap
-                    }
-                    None => raw,
-                };
-                (doc, raw, score)
-            })
-            .collect();
-        let mut hits = Vec::with_capacity(ranked.len());
-        for (doc, raw, score) in ranked {
-            if score < self.min_score {
-                continue;
-            }
-            hits.push(Hit {
-                rank: hits.len() + 1,
-                score,
-                raw_score: raw,
-                chunk: parents::record(b, doc)?,
-            });
-        }
+        let excluded = life.excluded(opts);
+        let depth = pipeline::Depth::of(self, top_k, excluded);
+        let lists = self.rankers(query, qvec, mode, depth.rank)?;
+        let fused = self.fuse(query, qvec, mode, lists, depth.rank)?;
+        let ranked = pipeline::filter(self, fused.ranked, depth, life, opts, excluded)?;
+        let scored = pipeline::calibrate(&ranked, fused.scale, depth, life);
+        let hits = self.hits(scored)?;
         Ok(SearchResult {
             query: query.to_string(),
             mode,
-            fusion: fusion_used,
-            calibrated,
+            fusion: fused.fusion,
+            calibrated: fused.scale.is_some(),
             hits,
         })
     }

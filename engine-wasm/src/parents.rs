@@ -12,7 +12,7 @@ pub const PARENT_FETCH: usize = 8;
 /// How many chunks to rank for `k` results: `k` × [`PARENT_FETCH`] if the bundle stores
 /// parent sections (built with `--strategy parent-child`), else `k`.
 pub fn rank_depth(bundle: &Bundle, k: usize) -> usize {
-    if bundle.manifest.parents() > 0 {
+    if bundle.manifest().parents() > 0 {
         k.saturating_mul(PARENT_FETCH)
     } else {
         k
@@ -31,7 +31,7 @@ pub fn collapse<T>(
     k: usize,
     doc: impl Fn(&mut T) -> &mut u32,
 ) -> Result<Vec<T>> {
-    if bundle.manifest.parents() == 0 {
+    if bundle.manifest().parents() == 0 {
         ranked.truncate(k);
         return Ok(ranked);
     }
@@ -42,7 +42,7 @@ pub fn collapse<T>(
             break;
         }
         let d = doc(&mut r);
-        let target = bundle.chunks.get(*d)?.parent_doc.unwrap_or(*d);
+        let target = bundle.chunks().get(*d)?.parent_doc.unwrap_or(*d);
         if seen.insert(target) {
             *d = target;
             out.push(r);
@@ -54,8 +54,8 @@ pub fn collapse<T>(
 /// The record of result `doc`; a parent record gets `parent_id` = its own id, so results
 /// say which parent section they are.
 pub fn record(bundle: &Bundle, doc: u32) -> Result<ChunkRecord> {
-    let mut rec = bundle.chunks.get(doc)?;
-    if doc as usize >= bundle.manifest.counts.chunks && rec.parent_id.is_none() {
+    let mut rec = bundle.chunks().get(doc)?;
+    if doc as usize >= bundle.manifest().counts.chunks && rec.parent_id.is_none() {
         rec.parent_id = Some(rec.id.clone());
     }
     Ok(rec)

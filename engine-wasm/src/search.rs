@@ -123,11 +123,11 @@ impl<'a> Lexical<'a> {
     /// The lexical parts of `bundle`, with the default [`Expansion`].
     pub fn of(bundle: &'a Bundle) -> Self {
         Lexical {
-            index: &bundle.lexical,
-            chunks: &bundle.chunks,
-            params: bundle.manifest.bm25,
-            analyzer: &bundle.analyzer,
-            hanja: bundle.hanja.as_ref(),
+            index: bundle.lexical(),
+            chunks: bundle.chunks(),
+            params: bundle.manifest().bm25,
+            analyzer: bundle.analyzer(),
+            hanja: bundle.hanja(),
             expansion: Expansion::default(),
         }
     }

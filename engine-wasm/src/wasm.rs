@@ -73,7 +73,7 @@ impl WasmEngine {
         let files = std::mem::take(&mut self.files);
         let mut engine = crate::Engine::from_files(files).map_err(js_err)?;
         engine.set_search_options(self.options);
-        let m = &engine.bundle().manifest;
+        let m = engine.bundle().manifest();
         let summary = serde_json::json!({
             "format_version": m.format_version,
             "chunks": m.counts.chunks,
@@ -92,7 +92,7 @@ impl WasmEngine {
         let engine = self.engine.as_ref()?;
         engine
             .bundle()
-            .manifest
+            .manifest()
             .model
             .as_ref()
             .map(|m| m.sha256.clone())

@@ -3,11 +3,7 @@
 //! mode, and the ranking is deepened so `top_k` allowed hits still come back.
 
 use jikji_engine::{Engine, Mode, SearchOptions};
-use jikji_format::analyzer::analyze;
-use jikji_format::chunks::write_chunks;
-use jikji_format::postings::LexicalIndexWriter;
-use jikji_format::vectors::{write_vectors, Vectors};
-use jikji_format::{Bm25Params, Bundle, ChunkRecord, Counts, Manifest, FORMAT_VERSION};
+use jikji_format::{ChunkRecord, TestBundle};
 
 /// (text, archived, expires): the best BM25 matches for "timeout" are the archived and
 /// the expiring chunk (they repeat the word).
@@ -52,30 +48,9 @@ fn vectors() -> Vec<Vec<f32>> {
 }
 
 fn engine() -> Engine {
-    let mut w = LexicalIndexWriter::new();
-    let recs: Vec<ChunkRecord> = (0..DOCS.len())
-        .map(|i| {
-            w.add_doc(&analyze(DOCS[i].0));
-            record(i)
-        })
-        .collect();
-    let (fst, postings) = w.finish().unwrap();
-    let mut m: Manifest = serde_json::from_value(serde_json::json!({
-        "format_version": FORMAT_VERSION,
-        "analyzer_version": jikji_format::analyzer::ANALYZER_VERSION,
-        "generator": "test", "built_at": 0, "chunk_size": 512, "overlap": 64,
-        "bm25": Bm25Params::default(), "model": null, "counts": Counts::default(), "files": {},
-    }))
-    .unwrap();
-    m.counts.chunks = DOCS.len();
-    Engine::new(Bundle {
-        manifest: m,
-        lexical: jikji_format::postings::LexicalIndex::open(fst, postings).unwrap(),
-        vectors: Some(Vectors::open(&write_vectors(8, &vectors()).unwrap()).unwrap()),
-        chunks: jikji_format::chunks::ChunkStore::open(write_chunks(&recs).unwrap()).unwrap(),
-        analyzer: jikji_format::analyzer::Analyzer::default(),
-        hanja: None,
-    })
+    let recs: Vec<ChunkRecord> = (0..DOCS.len()).map(record).collect();
+    let b = TestBundle::new(recs).vectors(8, vectors()).build().unwrap();
+    Engine::new(b)
 }
 
 fn ids(e: &Engine, mode: Mode, k: usize, o: SearchOptions) -> Vec<String> {

@@ -3,7 +3,9 @@
 //! [`BundleWriter`] writes into a temporary sibling folder and renames it into place,
 //! so an existing bundle is never left half-written; the bundle it replaces is kept as
 //! `<out>.prev` (the last good bundle). [`Bundle`] reads and verifies one, either from a
-//! folder ([`Bundle::open_dir`]) or from bytes fetched by a browser ([`Bundle::from_files`]).
+//! folder ([`Bundle::open_dir`]) or from bytes fetched by a browser ([`Bundle::from_files`]);
+//! [`Bundle::from_parts`] assembles one from readers already opened in memory, and
+//! [`TestBundle`] builds a small one from chunk records for tests.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -193,23 +195,86 @@ impl Drop for BundleWriter {
     }
 }
 
-/// A verified, parsed bundle.
+/// A verified, parsed bundle: the manifest and each file's reader, checked against each
+/// other (see [`Bundle::from_files`]). Read-only; the parts are reached through accessors
+/// so a `Bundle` always holds parts that passed those checks.
 pub struct Bundle {
-    /// The manifest.
-    pub manifest: Manifest,
-    /// Term dictionary + postings.
-    pub lexical: LexicalIndex,
-    /// Dense vectors, if the bundle has them.
-    pub vectors: Option<Vectors>,
-    /// Chunk records.
-    pub chunks: ChunkStore,
-    /// The analyzer of the manifest's version and options (for queries).
-    pub analyzer: Analyzer,
-    /// The optional Hanja reading table (`hanja.fst`), for Hangul ↔ Hanja query expansion.
-    pub hanja: Option<HanjaMap>,
+    manifest: Manifest,
+    lexical: LexicalIndex,
+    vectors: Option<Vectors>,
+    chunks: ChunkStore,
+    analyzer: Analyzer,
+    hanja: Option<HanjaMap>,
 }
 
 impl Bundle {
+    /// The manifest.
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// Term dictionary + postings (`terms.fst`, `postings.bin`).
+    pub fn lexical(&self) -> &LexicalIndex {
+        &self.lexical
+    }
+
+    /// Dense vectors (`vectors.bin`), if the bundle has them.
+    pub fn vectors(&self) -> Option<&Vectors> {
+        self.vectors.as_ref()
+    }
+
+    /// Chunk records (`chunks.bin`): the indexed chunks, then any parent records.
+    pub fn chunks(&self) -> &ChunkStore {
+        &self.chunks
+    }
+
+    /// The analyzer of the manifest's version and options (for queries).
+    pub fn analyzer(&self) -> &Analyzer {
+        &self.analyzer
+    }
+
+    /// The optional Hanja reading table (`hanja.fst`), for Hangul ↔ Hanja query expansion.
+    pub fn hanja(&self) -> Option<&HanjaMap> {
+        self.hanja.as_ref()
+    }
+
+    /// A bundle from parts already opened by their readers ([`LexicalIndex::open`],
+    /// [`ChunkStore::open`], [`Vectors::open`], [`HanjaMap::open`]), for a bundle that
+    /// exists only in memory: the builder fits the score calibration on the files it is
+    /// about to write, before their checksums are in a manifest.
+    ///
+    /// Why parts and not a file map through [`Bundle::from_files`]: the checks of
+    /// `from_files` that concern bytes (sizes and SHA-256 against `manifest.files`) would
+    /// only compare bytes with checksums made from those same bytes a moment earlier; what
+    /// can really be wrong with parts is that they disagree with each other, and that is
+    /// checked here exactly as `from_files` checks it (the same code): the number of
+    /// indexed chunks in the manifest (`counts.chunks`), the postings and the vectors must
+    /// agree, `chunks.bin` must hold those plus the manifest's parent records, the vectors'
+    /// dimension must be the manifest model's, and the manifest's analyzer version must be
+    /// one this build supports. `manifest.files` is not compared with the parts (no file
+    /// was read).
+    ///
+    /// Errors: [`FormatError::DataCorruption`] naming `manifest.json` or `vectors.bin` when
+    /// the parts disagree, [`FormatError::AnalyzerVersion`].
+    pub fn from_parts(
+        manifest: Manifest,
+        lexical: LexicalIndex,
+        vectors: Option<Vectors>,
+        chunks: ChunkStore,
+        hanja: Option<HanjaMap>,
+    ) -> Result<Self> {
+        check_parts(&manifest, &lexical, vectors.as_ref(), &chunks)?;
+        let analyzer = manifest.analyzer()?;
+        Ok(Bundle {
+            manifest,
+            lexical,
+            vectors,
+            chunks,
+            analyzer,
+            hanja,
+        })
+    }
+
     /// Reads every file the manifest lists from `dir` and verifies it (see [`Bundle::from_files`]).
     pub fn open_dir(dir: &Path) -> Result<Self> {
         let mpath = dir.join(MANIFEST_FILE);
@@ -284,45 +349,7 @@ impl Bundle {
         } else {
             None
         };
-        // Parent records (parent-child bundles) follow the indexed chunks.
-        let n = chunks
-            .len()
-            .checked_sub(manifest.parents())
-            .ok_or_else(|| {
-                FormatError::corrupt(
-                    MANIFEST_FILE,
-                    0,
-                    format!(
-                        "{} parent records but chunks.bin holds {} records",
-                        manifest.parents(),
-                        chunks.len()
-                    ),
-                )
-            })?;
-        if lexical.num_docs() != n
-            || vectors.as_ref().is_some_and(|v| v.len() != n)
-            || manifest.counts.chunks != n
-        {
-            return Err(FormatError::corrupt(
-                MANIFEST_FILE,
-                0,
-                format!(
-                    "files disagree on the number of chunks: manifest {}, chunks.bin {n}, postings.bin {}, vectors.bin {:?}",
-                    manifest.counts.chunks,
-                    lexical.num_docs(),
-                    vectors.as_ref().map(Vectors::len)
-                ),
-            ));
-        }
-        if let (Some(v), Some(m)) = (&vectors, &manifest.model) {
-            if v.dim() != m.dim {
-                return Err(FormatError::corrupt(
-                    VECTORS_FILE,
-                    8,
-                    format!("dimension {} but model says {}", v.dim(), m.dim),
-                ));
-            }
-        }
+        check_parts(&manifest, &lexical, vectors.as_ref(), &chunks)?;
         let hanja = if manifest.files.contains_key(HANJA_FILE) {
             Some(HanjaMap::open(files.remove(HANJA_FILE).ok_or_else(
                 || FormatError::MissingFile {
@@ -341,5 +368,287 @@ impl Bundle {
             analyzer,
             hanja,
         })
+    }
+}
+
+/// The cross-file checks of a bundle (see [`Bundle::from_parts`]), in the order
+/// [`Bundle::from_files`] has always made them.
+fn check_parts(
+    manifest: &Manifest,
+    lexical: &LexicalIndex,
+    vectors: Option<&Vectors>,
+    chunks: &ChunkStore,
+) -> Result<()> {
+    // Parent records (parent-child bundles) follow the indexed chunks.
+    let n = chunks
+        .len()
+        .checked_sub(manifest.parents())
+        .ok_or_else(|| {
+            FormatError::corrupt(
+                MANIFEST_FILE,
+                0,
+                format!(
+                    "{} parent records but chunks.bin holds {} records",
+                    manifest.parents(),
+                    chunks.len()
+                ),
+            )
+        })?;
+    if lexical.num_docs() != n
+        || vectors.is_some_and(|v| v.len() != n)
+        || manifest.counts.chunks != n
+    {
+        return Err(FormatError::corrupt(
+                MANIFEST_FILE,
+                0,
+                format!(
+                    "files disagree on the number of chunks: manifest {}, chunks.bin {n}, postings.bin {}, vectors.bin {:?}",
+                    manifest.counts.chunks,
+                    lexical.num_docs(),
+                    vectors.map(Vectors::len)
+                ),
+            ));
+    }
+    if let (Some(v), Some(m)) = (vectors, &manifest.model) {
+        if v.dim() != m.dim {
+            return Err(FormatError::corrupt(
+                VECTORS_FILE,
+                8,
+                format!("dimension {} but model says {}", v.dim(), m.dim),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Builds a small bundle in memory from chunk records, for tests and examples that need a
+/// real bundle without a corpus or the builder: each record is indexed under
+/// [`ChunkRecord::indexed_text`](crate::ChunkRecord::indexed_text) with the analyzer of the
+/// options given (default [`AnalyzerOptions`](crate::analyzer::AnalyzerOptions)), the
+/// files are written by the format's own writers and the bundle is read back through
+/// [`Bundle::from_files`], checksums included, so a test bundle is held to every check a
+/// bundle on disk is.
+///
+/// Doc ids are the records' positions. No model is recorded (`manifest.model` is `None`),
+/// so vectors of any dimension are accepted. [`TestBundle::sources_table`] adds a manifest
+/// sources table as `jikji build` writes one.
+#[derive(Debug, Clone, Default)]
+pub struct TestBundle {
+    records: Vec<crate::ChunkRecord>,
+    vectors: Option<(usize, Vec<Vec<f32>>)>,
+    calibration: Option<crate::Calibration>,
+    analyzer: crate::analyzer::AnalyzerOptions,
+    bm25: crate::Bm25Params,
+    sources_table: bool,
+}
+
+impl TestBundle {
+    /// A bundle of `records` (doc id = position), without vectors or calibration.
+    pub fn new(records: Vec<crate::ChunkRecord>) -> Self {
+        TestBundle {
+            records,
+            ..TestBundle::default()
+        }
+    }
+
+    /// Adds `vectors.bin`: one `dim`-dimensional vector per record, in record order.
+    pub fn vectors(mut self, dim: usize, vectors: Vec<Vec<f32>>) -> Self {
+        self.vectors = Some((dim, vectors));
+        self
+    }
+
+    /// Sets the manifest's score calibration.
+    pub fn calibration(mut self, calibration: Option<crate::Calibration>) -> Self {
+        self.calibration = calibration;
+        self
+    }
+
+    /// Sets the analyzer options the terms are made with (and queries analyzed with).
+    pub fn analyzer(mut self, options: crate::analyzer::AnalyzerOptions) -> Self {
+        self.analyzer = options;
+        self
+    }
+
+    /// Sets the BM25 parameters recorded in the manifest.
+    pub fn bm25(mut self, params: crate::Bm25Params) -> Self {
+        self.bm25 = params;
+        self
+    }
+
+    /// Adds a sources table: one entry per run of consecutive records with the same
+    /// `source`, with its chunk count and the first record's `doc_id` and `archived`. No
+    /// source file exists, so `sha256` and `bytes` are those of the run's texts joined.
+    pub fn sources_table(mut self) -> Self {
+        self.sources_table = true;
+        self
+    }
+
+    /// The bundle's files, `manifest.json` included, as [`Bundle::from_files`] takes them.
+    ///
+    /// Errors: the writers' errors, e.g. [`FormatError::InvalidInput`] for a vector whose
+    /// length is not the dimension given.
+    pub fn files(&self) -> Result<HashMap<String, Vec<u8>>> {
+        use crate::analyzer::ANALYZER_VERSION;
+        let analyzer = Analyzer::new(ANALYZER_VERSION, self.analyzer)?;
+        let mut index = crate::postings::LexicalIndexWriter::new();
+        for r in &self.records {
+            index.add_doc(&analyzer.analyze(&r.indexed_text()));
+        }
+        let terms = index.num_terms();
+        let (terms_fst, postings) = index.finish()?;
+        let mut files = HashMap::new();
+        files.insert(TERMS_FILE.to_string(), terms_fst);
+        files.insert(POSTINGS_FILE.to_string(), postings);
+        files.insert(
+            CHUNKS_FILE.to_string(),
+            crate::chunks::write_chunks(&self.records)?,
+        );
+        if let Some((dim, v)) = &self.vectors {
+            files.insert(
+                VECTORS_FILE.to_string(),
+                crate::vectors::write_vectors(*dim, v)?,
+            );
+        }
+        let mut sources: Vec<crate::SourceEntry> = Vec::new();
+        let mut runs: Vec<String> = Vec::new();
+        for r in &self.records {
+            match sources.last_mut() {
+                Some(s) if s.path == r.source => {
+                    s.chunks += 1;
+                    runs.last_mut()
+                        .expect("one run per entry")
+                        .push_str(&r.text);
+                }
+                _ => {
+                    sources.push(crate::SourceEntry {
+                        path: r.source.clone(),
+                        sha256: String::new(),
+                        bytes: 0,
+                        modified: None,
+                        chunks: 1,
+                        doc_id: r.doc_id.clone(),
+                        version: r.version.clone(),
+                        archived: r.archived,
+                    });
+                    runs.push(r.text.clone());
+                }
+            }
+        }
+        for (s, text) in sources.iter_mut().zip(&runs) {
+            s.sha256 = sha256_hex(text.as_bytes());
+            s.bytes = text.len() as u64;
+        }
+        let mut distinct: Vec<&str> = sources.iter().map(|s| s.path.as_str()).collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        let manifest = Manifest {
+            format_version: crate::FORMAT_VERSION,
+            analyzer_version: ANALYZER_VERSION,
+            analyzer: self.analyzer,
+            generator: "jikji-format TestBundle".into(),
+            built_at: 0,
+            chunk_size: 0,
+            overlap: 0,
+            bm25: self.bm25,
+            model: None,
+            counts: crate::Counts {
+                files: distinct.len(),
+                chunks: self.records.len(),
+                terms,
+                vectors: self.vectors.as_ref().map_or(0, |_| self.records.len()),
+            },
+            files: files
+                .iter()
+                .map(|(name, bytes)| {
+                    let entry = FileEntry {
+                        sha256: sha256_hex(bytes),
+                        bytes: bytes.len() as u64,
+                    };
+                    (name.clone(), entry)
+                })
+                .collect(),
+            calibration: self.calibration.clone(),
+            sources: if self.sources_table {
+                sources
+            } else {
+                Vec::new()
+            },
+            chunking: None,
+            hanja: true,
+            allow_ai_draft: false,
+        };
+        let json = serde_json::to_vec_pretty(&manifest).map_err(|source| FormatError::Json {
+            file: MANIFEST_FILE.into(),
+            source,
+        })?;
+        files.insert(MANIFEST_FILE.to_string(), json);
+        Ok(files)
+    }
+
+    /// The bundle, read back from [`TestBundle::files`] by [`Bundle::from_files`].
+    ///
+    /// Errors: as [`TestBundle::files`] and [`Bundle::from_files`].
+    pub fn build(&self) -> Result<Bundle> {
+        Bundle::from_files(self.files()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ChunkRecord;
+
+    fn records(n: usize) -> Vec<ChunkRecord> {
+        (0..n)
+            .map(|i| ChunkRecord {
+                id: format!("c{i}"),
+                source: "a.md".into(),
+                text: format!("chunk number {i}"),
+                ..ChunkRecord::default()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn test_bundle_reads_back_through_the_checked_reader() {
+        let t = TestBundle::new(records(3)).vectors(2, vec![vec![1.0, 0.0]; 3]);
+        let b = t.build().unwrap();
+        assert_eq!(b.manifest().counts.chunks, 3);
+        assert_eq!(b.vectors().map(Vectors::len), Some(3));
+        assert_eq!(b.chunks().get(2).unwrap().text, "chunk number 2");
+        assert_eq!(b.lexical().num_docs(), 3);
+        // The manifest's checksums are real: a changed byte is caught.
+        let mut files = t.files().unwrap();
+        files.get_mut(CHUNKS_FILE).unwrap()[20] ^= 1;
+        assert!(matches!(
+            Bundle::from_files(files),
+            Err(FormatError::Checksum { .. })
+        ));
+    }
+
+    #[test]
+    fn from_parts_checks_that_the_parts_agree() {
+        let b = TestBundle::new(records(3)).build().unwrap();
+        let files = TestBundle::new(records(3)).files().unwrap();
+        let open = |m: Manifest, chunks: usize| {
+            let lexical =
+                LexicalIndex::open(files[TERMS_FILE].clone(), files[POSTINGS_FILE].clone())
+                    .unwrap();
+            let store =
+                ChunkStore::open(crate::chunks::write_chunks(&records(chunks)).unwrap()).unwrap();
+            Bundle::from_parts(m, lexical, None, store, None)
+        };
+        assert!(open(b.manifest().clone(), 3).is_ok());
+        // chunks.bin with a record more than the postings index.
+        assert!(matches!(
+            open(b.manifest().clone(), 4),
+            Err(FormatError::DataCorruption { .. })
+        ));
+        let mut m = b.manifest().clone();
+        m.counts.chunks = 2;
+        assert!(matches!(
+            open(m, 3),
+            Err(FormatError::DataCorruption { .. })
+        ));
     }
 }

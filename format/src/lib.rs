@@ -17,7 +17,7 @@ pub mod postings;
 pub mod time;
 pub mod vectors;
 
-pub use bundle::{sha256_hex, Bundle, BundleWriter};
+pub use bundle::{sha256_hex, Bundle, BundleWriter, TestBundle};
 pub use chunks::ChunkRecord;
 pub use error::{FormatError, Result};
 pub use manifest::{

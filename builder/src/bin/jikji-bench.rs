@@ -115,7 +115,7 @@ fn main() -> anyhow::Result<()> {
         Engine::open_dir(&a.bundle).with_context(|| format!("opening {}", a.bundle.display()))?;
     let bytes = engine
         .bundle()
-        .manifest
+        .manifest()
         .files
         .iter()
         .map(|(k, v)| (k.clone(), v.bytes))
@@ -159,7 +159,7 @@ fn main() -> anyhow::Result<()> {
             "model_load_s": load_secs, "implied_s_per_mb": embed_secs_per_mb,
         },
         "build_s_per_mb": lex_med / mb + embed_secs_per_mb,
-        "bundle": {"path": a.bundle, "chunks": engine.bundle().manifest.counts.chunks, "bytes": bytes.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>()},
+        "bundle": {"path": a.bundle, "chunks": engine.bundle().manifest().counts.chunks, "bytes": bytes.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>()},
         "engine_model_load_s": engine_model_secs,
         "queries": queries.len(),
         "modes": modes,

@@ -194,7 +194,7 @@ pub fn run(dir: &Path, o: &EvalOptions) -> Result<EvalReport> {
     engine.set_expansion(o.expansion);
     let bytes: u64 = engine
         .bundle()
-        .manifest
+        .manifest()
         .files
         .values()
         .map(|f| f.bytes)
@@ -299,7 +299,7 @@ pub fn run(dir: &Path, o: &EvalOptions) -> Result<EvalReport> {
     if let (Some(w), Some(p)) = (run_out.as_mut(), &o.run) {
         w.flush().map_err(|e| BuildError::io("writing", p, e))?;
     }
-    let m = &engine.bundle().manifest;
+    let m = engine.bundle().manifest();
     Ok(EvalReport {
         set: dir.to_path_buf(),
         queries_file: o.queries.clone(),

@@ -25,7 +25,7 @@ pub struct Args {
 /// Lists contradiction candidates.
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let b = super::open_bundle(&a.bundle)?;
-    let v = b.vectors.as_ref().ok_or_else(|| {
+    let v = b.vectors().ok_or_else(|| {
         anyhow::anyhow!(
             "{}: no vectors (built with --no-embed); conflicts needs them",
             a.bundle.display()

@@ -95,7 +95,7 @@ fn new_files(a: &Args, dir: &Path) -> anyhow::Result<()> {
 fn within(a: &Args) -> anyhow::Result<()> {
     let b = super::open_bundle(&a.bundle)?;
     let records = super::all_records(&b)?;
-    let flat = b.vectors.as_ref().map(FlatVectors::from_vectors);
+    let flat = b.vectors().map(FlatVectors::from_vectors);
     let t = std::time::Instant::now();
     let pairs = near_duplicate_pairs(&records, flat.as_ref(), a.threshold, LshParams::default());
     let secs = t.elapsed().as_secs_f64();

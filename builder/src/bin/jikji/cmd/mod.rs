@@ -45,7 +45,7 @@ pub fn quiet_pipe(r: std::io::Result<()>) -> anyhow::Result<()> {
 
 /// Every chunk record of a bundle (indexed chunks and parents), in doc order.
 pub fn all_records(b: &jikji_format::Bundle) -> anyhow::Result<Vec<jikji_format::ChunkRecord>> {
-    Ok((0..b.chunks.len() as u32)
-        .map(|i| b.chunks.get(i))
+    Ok((0..b.chunks().len() as u32)
+        .map(|i| b.chunks().get(i))
         .collect::<Result<_, _>>()?)
 }

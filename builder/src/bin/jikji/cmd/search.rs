@@ -52,7 +52,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         a.min_score
     );
     anyhow::ensure!(
-        engine.bundle().manifest.calibration.is_none() || a.min_score <= 1.0,
+        engine.bundle().manifest().calibration.is_none() || a.min_score <= 1.0,
         "--min-score {}: {} is calibrated, so its scores lie in [0, 1] \
          (≥ 0.6 reliable, 0.3–0.6 use with care, < 0.3 noise)",
         a.min_score,
@@ -60,7 +60,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     );
     let mode: Mode = match a.mode {
         Some(m) => m.into(),
-        None if engine.bundle().vectors.is_some() => Mode::Hybrid,
+        None if engine.bundle().vectors().is_some() => Mode::Hybrid,
         None => Mode::Bm25,
     };
     if let Some(f) = a.fusion {
@@ -72,7 +72,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         include_archived: a.include_archived,
     });
     if mode != Mode::Bm25 {
-        if engine.bundle().vectors.is_none() {
+        if engine.bundle().vectors().is_none() {
             // Say so before looking for a model the bundle could not use anyway.
             return Err(jikji_engine::EngineError::NoVectors(mode).into());
         }

@@ -1,13 +1,9 @@
-//! Calibrated scores, `min_score` and fusion choice on a small in-memory bundle.
+//! Calibrated scores, `min_score` and fusion choice on a small in-memory bundle, with a
+//! calibration fitted by the builder (`jikji_builder::calibrate`) and applied by the engine.
 
-use jikji_engine::{calibrate, Engine, Fusion, Mode};
-use jikji_format::analyzer::analyze;
-use jikji_format::chunks::write_chunks;
-use jikji_format::postings::LexicalIndexWriter;
-use jikji_format::vectors::{write_vectors, Vectors};
-use jikji_format::{
-    Bm25Params, Bundle, Calibration, ChunkRecord, Counts, Manifest, FORMAT_VERSION,
-};
+use jikji_builder::calibrate;
+use jikji_engine::{Engine, Fusion, Mode};
+use jikji_format::{Bundle, Calibration, ChunkRecord, TestBundle};
 
 const DOCS: &[&str] = &[
     "The lighthouse keeper climbed the stairs at dusk to light the lamp.",
@@ -31,51 +27,23 @@ fn vectors() -> Vec<Vec<f32>> {
 }
 
 fn bundle(calibration: Option<Calibration>) -> Bundle {
-    let mut w = LexicalIndexWriter::new();
     let recs: Vec<ChunkRecord> = DOCS
         .iter()
         .enumerate()
-        .map(|(i, d)| {
-            w.add_doc(&analyze(d));
-            ChunkRecord {
-                id: format!("c{i}"),
-                source: format!("doc{i}.md"),
-                lang: "en".into(),
-                end: d.chars().count(),
-                text: d.to_string(),
-                ..ChunkRecord::default()
-            }
+        .map(|(i, d)| ChunkRecord {
+            id: format!("c{i}"),
+            source: format!("doc{i}.md"),
+            lang: "en".into(),
+            end: d.chars().count(),
+            text: d.to_string(),
+            ..ChunkRecord::default()
         })
         .collect();
-    let (fst, postings) = w.finish().unwrap();
-    Bundle {
-        manifest: Manifest {
-            format_version: FORMAT_VERSION,
-            analyzer_version: jikji_format::analyzer::ANALYZER_VERSION,
-            generator: "test".into(),
-            built_at: 0,
-            chunk_size: 512,
-            overlap: 64,
-            bm25: Bm25Params::default(),
-            model: None,
-            counts: Counts {
-                chunks: DOCS.len(),
-                ..Counts::default()
-            },
-            files: Default::default(),
-            calibration,
-            sources: Vec::new(),
-            chunking: None,
-            hanja: true,
-            allow_ai_draft: false,
-            analyzer: Default::default(),
-        },
-        lexical: jikji_format::postings::LexicalIndex::open(fst, postings).unwrap(),
-        vectors: Some(Vectors::open(&write_vectors(8, &vectors()).unwrap()).unwrap()),
-        chunks: jikji_format::chunks::ChunkStore::open(write_chunks(&recs).unwrap()).unwrap(),
-        analyzer: jikji_format::analyzer::Analyzer::default(),
-        hanja: None,
-    }
+    TestBundle::new(recs)
+        .vectors(8, vectors())
+        .calibration(calibration)
+        .build()
+        .unwrap()
 }
 
 /// A calibration fitted on the bundle itself, with each document's own vector as the
@@ -92,7 +60,7 @@ fn fitted() -> Calibration {
         .iter()
         .map(|q| vectors()[q.doc as usize].clone())
         .collect();
-    calibrate::calibrate(&b, &queries, Some(&qv), calibrate::DEFAULT_DENSE_WEIGHT).unwrap()
+    calibrate::fit(&b, &queries, Some(&qv), calibrate::DEFAULT_DENSE_WEIGHT).unwrap()
 }
 
 #[test]
@@ -207,7 +175,7 @@ fn scores_use_the_hit_margin() {
     let fits = cal.scores.expect("margin fits");
     assert!(fits.bm25.a >= 0.0 && fits.bm25.m >= 0.0, "{fits:?}");
     let b = bundle(Some(cal.clone()));
-    let ub = bm25_upper_bound(&b.lexical, &b.analyzer, b.manifest.bm25, "the lamp").unwrap();
+    let ub = bm25_upper_bound(b.lexical(), b.analyzer(), b.manifest().bm25, "the lamp").unwrap();
     let e = Engine::new(b);
     let r = e.search("the lamp", Mode::Bm25, 1).unwrap();
     // One hit asked for; its margin still counts the second hit.
@@ -239,7 +207,7 @@ fn calibration_without_margin_fits_keeps_the_plain_scores() {
     let old: Calibration = serde_json::from_str(&json).unwrap();
     assert_eq!(old, cal);
     let b = bundle(Some(old));
-    let ub = bm25_upper_bound(&b.lexical, &b.analyzer, b.manifest.bm25, "the lamp").unwrap();
+    let ub = bm25_upper_bound(b.lexical(), b.analyzer(), b.manifest().bm25, "the lamp").unwrap();
     let e = Engine::new(b);
     let r = e.search("the lamp", Mode::Bm25, 3).unwrap();
     assert!(r.calibrated);

@@ -1,0 +1,270 @@
+//! The stages of one search ([`Engine::search_with_options`]), in this order:
+//!
+//! 1. [`Depth::of`]: how many hits each stage keeps, from `top_k`, the margins' need for
+//!    [`MARGIN_DEPTH`] hits, the chunks the lifecycle filters leave out and parent-child
+//!    collapsing.
+//! 2. [`Engine::rankers`]: the BM25 and/or dense ranked lists of the mode.
+//! 3. [`Engine::fuse`]: one ranked list — a ranker's own, or the two fused (weighted or
+//!    RRF) in hybrid mode — and the [`Scale`] that turns its raw scores into calibrated
+//!    ones (none for an uncalibrated bundle).
+//! 4. [`filter`]: children collapsed to their parents (parent-child bundles), then the
+//!    lifecycle filters (archived, expired).
+//! 5. [`calibrate`]: the reported score of each of the first `top_k` hits that are left
+//!    (its margin counts the other hits left, not the ones filtered out).
+//! 6. [`Engine::hits`]: hits under the minimum score dropped, the rest ranked and given
+//!    their records.
+//!
+//! Lists are `(doc id, raw score)` ([`Scored`]), best first; doc ids index the chunk store.
+
+use jikji_format::Calibration;
+
+use crate::lifecycle::Lifecycle;
+use crate::scores::{Input, Scale, MARGIN_DEPTH};
+use crate::search::{self, Scored, FUSION_DEPTH};
+use crate::{fusion, parents, Engine, EngineError, Fusion, Hit, Mode, SearchOptions};
+
+/// How many hits each stage keeps.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Depth {
+    /// Hits asked for (`top_k`): at most this many are scored and returned.
+    pub asked: usize,
+    /// Hits kept after collapsing to parents: `max(top_k, MARGIN_DEPTH)` (margins need
+    /// that many hits of the full ranking) plus the number of chunks the lifecycle filters
+    /// leave out (so `top_k` allowed hits remain when the bundle has them).
+    pub results: usize,
+    /// Chunks each ranker returns: `results`, times [`parents::PARENT_FETCH`] for a
+    /// parent-child bundle ([`parents::rank_depth`]).
+    pub rank: usize,
+}
+
+impl Depth {
+    /// The depths for `top_k` hits when the filters leave out `excluded` chunks.
+    pub fn of(engine: &Engine, top_k: usize, excluded: usize) -> Self {
+        let results = top_k.max(MARGIN_DEPTH) + excluded;
+        Depth {
+            asked: top_k,
+            results,
+            rank: parents::rank_depth(&engine.bundle, results),
+        }
+    }
+}
+
+/// Stage 2's output: the ranked lists of one query.
+pub(crate) enum Lists {
+    /// BM25 mode: the BM25 list, `rank` deep.
+    Bm25(Vec<Scored>),
+    /// Dense mode: the dense list (cosines), `rank` deep.
+    Dense(Vec<Scored>),
+    /// Hybrid mode: both lists, `max(rank, FUSION_DEPTH)` deep.
+    Hybrid {
+        /// BM25 list (raw BM25 scores).
+        bm25: Vec<Scored>,
+        /// Dense list (cosines).
+        dense: Vec<Scored>,
+    },
+}
+
+/// Stage 3's output: one ranked list and how its raw scores become calibrated scores.
+pub(crate) struct Fused {
+    /// `(doc, raw score)`, best first, at most `rank` long.
+    pub ranked: Vec<Scored>,
+    /// `None` when the bundle has no calibration for this ranker.
+    pub scale: Option<Scale>,
+    /// The fusion used (hybrid mode with a lexical match only).
+    pub fusion: Option<Fusion>,
+}
+
+impl Engine {
+    /// The query's dense list, `k` deep: cosines of the query vector with every chunk.
+    /// Errors: [`EngineError::NoVectors`], [`EngineError::NoModel`] (no query vector),
+    /// [`EngineError::Dimension`].
+    fn dense_list(
+        &self,
+        qvec: Option<&[f32]>,
+        mode: Mode,
+        k: usize,
+    ) -> Result<Vec<Scored>, EngineError> {
+        let v = self.bundle.vectors().ok_or(EngineError::NoVectors(mode))?;
+        let q = qvec.ok_or(EngineError::NoModel(mode))?;
+        if q.len() != v.dim() {
+            return Err(EngineError::Dimension {
+                expected: v.dim(),
+                actual: q.len(),
+            });
+        }
+        Ok(search::dense(v, q, k))
+    }
+
+    /// Stage 2: the mode's ranked lists, `k` (= [`Depth::rank`]) deep, hybrid's at least
+    /// [`FUSION_DEPTH`]. BM25 runs with this engine's expansion weights.
+    pub(crate) fn rankers(
+        &self,
+        query: &str,
+        qvec: Option<&[f32]>,
+        mode: Mode,
+        k: usize,
+    ) -> Result<Lists, EngineError> {
+        Ok(match mode {
+            Mode::Bm25 => Lists::Bm25(search::bm25(&self.lexical(), query, k)?),
+            Mode::Dense => Lists::Dense(self.dense_list(qvec, mode, k)?),
+            Mode::Hybrid => {
+                let depth = k.max(FUSION_DEPTH);
+                let bm25 = search::bm25(&self.lexical(), query, depth)?;
+                let dense = self.dense_list(qvec, mode, depth)?;
+                Lists::Hybrid { bm25, dense }
+            }
+        })
+    }
+
+    /// Stage 3: one list of at most `k` (= [`Depth::rank`]) hits from the mode's lists,
+    /// with its [`Scale`] from the bundle's calibration.
+    ///
+    /// - BM25: the list as is; inputs are scores over the query's exact-match maximum.
+    /// - Dense: the list as is; inputs are cosine z-scores against the query's background.
+    /// - Hybrid: the engine's fusion, [`fusion::weighted`] (when the bundle has a dense
+    ///   calibration) or [`search::rrf`]; inputs are the fused scores. A query that
+    ///   matched no term gets the dense list and its scale (see below).
+    pub(crate) fn fuse(
+        &self,
+        query: &str,
+        qvec: Option<&[f32]>,
+        mode: Mode,
+        lists: Lists,
+        k: usize,
+    ) -> Result<Fused, EngineError> {
+        let b = &self.bundle;
+        let cal = b.manifest().calibration.as_ref();
+        let fits = cal.and_then(|c| c.scores);
+        let upper_bound =
+            || fusion::bm25_upper_bound(b.lexical(), b.analyzer(), b.manifest().bm25, query);
+        let fused = |ranked, scale| Fused {
+            ranked,
+            scale,
+            fusion: None,
+        };
+        Ok(match lists {
+            Lists::Bm25(lex) => {
+                let scale = match cal {
+                    Some(c) => Some(Scale {
+                        input: Input::Bm25 {
+                            upper_bound: upper_bound()?,
+                        },
+                        plain: c.bm25,
+                        margin: fits.map(|f| f.bm25),
+                    }),
+                    None => None,
+                };
+                fused(lex, scale)
+            }
+            Lists::Dense(den) => fused(den, self.dense_scale(cal, qvec)),
+            // No chunk shares a term with the query (e.g. a Chinese question on an
+            // English bundle): BM25 gives no evidence either way, so its low log-odds
+            // would only drag every fused score under 0.3 (measured on xquad-zh →
+            // xquad-en). The ranking is dense's in every fusion anyway.
+            Lists::Hybrid { bm25, dense } if bm25.is_empty() => fused(
+                dense.into_iter().take(k).collect(),
+                self.dense_scale(cal, qvec),
+            ),
+            Lists::Hybrid { bm25, dense } => match (self.fusion, cal) {
+                (Fusion::Weighted { dense_weight }, Some(c)) if c.dense.is_some() => {
+                    let c = Calibration {
+                        dense_weight,
+                        ..c.clone()
+                    };
+                    let v = b.vectors().ok_or(EngineError::NoVectors(mode))?;
+                    let q = qvec.ok_or(EngineError::NoModel(mode))?;
+                    Fused {
+                        ranked: fusion::weighted(&bm25, upper_bound()?, &dense, v, q, &c, k),
+                        scale: c.weighted.map(|p| Scale {
+                            input: Input::Raw,
+                            plain: p,
+                            margin: fits.and_then(|f| f.weighted),
+                        }),
+                        fusion: Some(self.fusion),
+                    }
+                }
+                _ => Fused {
+                    ranked: search::rrf(&[bm25, dense], k),
+                    scale: cal.and_then(|c| c.rrf).map(|p| Scale {
+                        input: Input::Raw,
+                        plain: p,
+                        margin: fits.and_then(|f| f.rrf),
+                    }),
+                    fusion: Some(Fusion::Rrf),
+                },
+            },
+        })
+    }
+
+    /// The scale of a dense list: its fits if the bundle has a dense calibration, with the
+    /// query vector's background.
+    fn dense_scale(&self, cal: Option<&Calibration>, qvec: Option<&[f32]>) -> Option<Scale> {
+        let p = cal.and_then(|c| c.dense)?;
+        let background = match (self.bundle.vectors(), qvec) {
+            (Some(v), Some(q)) => fusion::dense_background(v, q),
+            _ => (0.0, 1.0),
+        };
+        Some(Scale {
+            input: Input::Dense { background },
+            plain: p,
+            margin: cal.and_then(|c| c.scores).and_then(|f| f.dense),
+        })
+    }
+
+    /// Stage 6: hits of `ranked` (`(doc, raw score, reported score)`, best first) whose
+    /// score is at least the minimum score, ranked from 1, with their records (a parent
+    /// record says which parent section it is, see [`parents::record`]).
+    pub(crate) fn hits(&self, ranked: Vec<(u32, f32, f32)>) -> Result<Vec<Hit>, EngineError> {
+        let mut hits = Vec::with_capacity(ranked.len());
+        for (doc, raw, score) in ranked {
+            if score < self.min_score {
+                continue;
+            }
+            hits.push(Hit {
+                rank: hits.len() + 1,
+                score,
+                raw_score: raw,
+                chunk: parents::record(&self.bundle, doc)?,
+            });
+        }
+        Ok(hits)
+    }
+}
+
+/// Stage 4: `ranked` with each child replaced by its parent (parent-child bundles; at most
+/// `depth.results` hits, see [`parents::collapse`]), then without the chunks `opts` leaves
+/// out (only looked up when `excluded` > 0, the number [`Lifecycle::excluded`] counts).
+pub(crate) fn filter(
+    engine: &Engine,
+    ranked: Vec<Scored>,
+    depth: Depth,
+    life: &Lifecycle,
+    opts: &SearchOptions,
+    excluded: usize,
+) -> Result<Vec<Scored>, EngineError> {
+    let mut ranked = parents::collapse(&engine.bundle, ranked, depth.results, |r| &mut r.0)?;
+    if excluded > 0 {
+        ranked.retain(|(doc, _)| life.allows(*doc, opts));
+    }
+    Ok(ranked)
+}
+
+/// Stage 5: the first `depth.asked` hits of `ranked` as `(doc, raw score, reported
+/// score)`: calibrated by `scale` (margins over all of `ranked`, see [`Scale::scores`]), or
+/// the raw score when the bundle has no calibration for this ranker.
+pub(crate) fn calibrate(
+    ranked: &[Scored],
+    scale: Option<Scale>,
+    depth: Depth,
+    life: &Lifecycle,
+) -> Vec<(u32, f32, f32)> {
+    let scores: Vec<f32> = match scale {
+        Some(s) => s.scores(ranked, depth.asked, &life.file),
+        None => ranked.iter().take(depth.asked).map(|r| r.1).collect(),
+    };
+    ranked
+        .iter()
+        .zip(scores)
+        .map(|(&(doc, raw), score)| (doc, raw, score))
+        .collect()
+}
