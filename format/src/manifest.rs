@@ -247,7 +247,7 @@ pub struct ScoreFits {
 }
 
 /// Per-bundle score calibration: one [`Platt`] sigmoid per ranker, fitted at build time on
-/// pseudo-queries drawn from the bundle's own chunks (see `jikji_engine::calibrate`), so
+/// pseudo-queries drawn from the bundle's own chunks (fitted by `jikji_builder::calibrate`, applied by `jikji_engine::scores`), so
 /// that a calibrated score means the same in every mode and every bundle.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Calibration {
