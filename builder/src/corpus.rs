@@ -446,18 +446,22 @@ fn check_file(
 /// front matter (it is a section divider).
 pub fn front_matter(text: &str, start: usize) -> (FrontMatter, usize) {
     let mut fm = FrontMatter::default();
-    let rest = &text[start..];
-    let Some(first) = rest.lines().next() else {
+    // Lines with their `\n` (and a `\r` before it) kept, so that offsets count the real
+    // line-break bytes: one for LF, two for CRLF.
+    let mut lines = text[start..].split_inclusive('\n');
+    let Some(first) = lines.next() else {
         return (fm, start);
     };
     if first.trim_end() != "---" {
         return (fm, start);
     }
-    let mut off = start + first.len() + 1;
-    for line in rest.lines().skip(1).take(50) {
-        let end = off + line.len() + 1;
+    let mut off = start + first.len();
+    for raw in lines.take(50) {
+        let end = off + raw.len();
+        let line = raw.strip_suffix('\n').unwrap_or(raw);
+        let line = line.strip_suffix('\r').unwrap_or(line);
         if line.trim_end() == "---" {
-            return (fm, end.min(text.len()));
+            return (fm, end);
         }
         let Some((k, v)) = line.split_once(':') else {
             return (FrontMatter::default(), start);
@@ -626,5 +630,58 @@ mod tests {
         assert_eq!(&t[body..], "body");
         let t = "---\n\nSome text: with a colon\n\n---\n";
         assert_eq!(front_matter(t, 0).1, 0);
+    }
+
+    #[test]
+    fn crlf_front_matter_with_cjk_values_panicked() {
+        // Counting one byte per CRLF put the body offset 8 bytes early: inside `書`.
+        let t = "---\r\ntitle: 論語\r\nauthor: 孔子\r\nversion: 1\r\nupdated: 2026-01-01\r\nlang: lzh\r\nsource: 書\r\n---\r\nSource: https://a.org/x\r\n\r\n# 學而\r\n";
+        let (fm, body) = front_matter(t, 0);
+        assert_eq!(fm.title.as_deref(), Some("論語"));
+        assert_eq!(fm.source.as_deref(), Some("書"));
+        assert_eq!(&t[body..], "Source: https://a.org/x\r\n\r\n# 學而\r\n");
+        let mut findings = Vec::new();
+        let f = check_file("a.md", t.as_bytes(), CheckOptions::default(), &mut findings).unwrap();
+        assert_eq!(&f.text[f.body_byte..], "\r\n# 學而\r\n");
+        assert_eq!(
+            f.body_char,
+            t.chars().count() - "\r\n# 學而\r\n".chars().count()
+        );
+        assert!(findings.is_empty(), "{findings:?}");
+    }
+
+    #[test]
+    fn crlf_front_matter_leaked_closing_dashes_into_the_body() {
+        let t = "---\r\ntitle: Plan\r\nsource: https://a.org/x\r\n---\r\nbody\r\n";
+        let (fm, body) = front_matter(t, 0);
+        assert_eq!(fm.title.as_deref(), Some("Plan"));
+        assert_eq!(&t[body..], "body\r\n");
+        // With a BOM, and closed at the very end of the file without a line break.
+        let t = "\u{feff}---\r\ntitle: Plan\r\n---";
+        assert_eq!(front_matter(t, 3).1, t.len());
+    }
+
+    proptest::proptest! {
+        /// Any mix of LF and CRLF gives the same fields, and a body offset that starts
+        /// exactly after the closing `---` line.
+        #[test]
+        fn front_matter_offsets_are_exact_with_any_line_breaks(
+            values in proptest::collection::vec("[a-z論語書孔子 ]{0,6}", 1..6),
+            crlf in proptest::collection::vec(proptest::bool::ANY, 8),
+        ) {
+            let keys = ["title", "author", "version", "lang", "doc_id", "x"];
+            let eol = |i: usize| if crlf[i % crlf.len()] { "\r\n" } else { "\n" };
+            let mut t = format!("---{}", eol(0));
+            for (i, v) in values.iter().enumerate() {
+                t += &format!("{}: {v}{}", keys[i], eol(i + 1));
+            }
+            t += &format!("---{}", eol(7));
+            let head = t.len();
+            t += "body 本文";
+            let (fm, body) = front_matter(&t, 0);
+            proptest::prop_assert_eq!(body, head);
+            let lf = t.replace("\r\n", "\n");
+            proptest::prop_assert_eq!(fm, front_matter(&lf, 0).0);
+        }
     }
 }
