@@ -207,3 +207,58 @@ fn crlf_front_matter_leaked_closing_dashes_into_the_body() {
     assert_eq!(c.len(), 1, "{c:?}");
     assert_eq!(c[0]["start"], text.find("# Head").unwrap());
 }
+
+#[test]
+fn symlink_loop_aborted_the_whole_corpus() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = tmp.path().join("books");
+    write(&corpus, "1. docs/good.md", GOOD);
+    std::fs::create_dir_all(corpus.join("1. docs/sub")).unwrap();
+    std::os::unix::fs::symlink("../..", corpus.join("1. docs/sub/loop")).unwrap();
+    check_and_build_report(
+        &corpus,
+        "warning[symlink-loop] 1. docs/sub/loop: symbolic link loops back to the corpus root; skipped",
+    );
+    assert_eq!(built_files(&corpus), 1);
+}
+
+#[test]
+fn dangling_symlink_aborted_the_whole_corpus() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = tmp.path().join("books");
+    write(&corpus, "1. docs/good.md", GOOD);
+    std::os::unix::fs::symlink("gone.md", corpus.join("1. docs/link.md")).unwrap();
+    check_and_build_report(
+        &corpus,
+        r#"warning[broken-symlink] 1. docs/link.md: symbolic link to "gone.md", which does not exist; skipped"#,
+    );
+    assert_eq!(built_files(&corpus), 1);
+}
+
+/// Makes a FIFO at `path` with mkfifo(3).
+fn mkfifo(path: &Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
+    let rc = unsafe { libc::mkfifo(c.as_ptr(), 0o644) };
+    assert_eq!(rc, 0, "mkfifo {}", path.display());
+}
+
+#[test]
+fn fifo_named_md_is_skipped_with_a_warning_not_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = tmp.path().join("books");
+    write(&corpus, "1. docs/good.md", GOOD);
+    mkfifo(&corpus.join("1. docs/pipe.md"));
+    // A link to the FIFO is followed to it, and skipped the same way.
+    std::os::unix::fs::symlink("pipe.md", corpus.join("1. docs/to-pipe.md")).unwrap();
+    let build = check_and_build_report(
+        &corpus,
+        "warning[not-a-file] 1. docs/pipe.md: a FIFO (named pipe), not a text file; skipped without reading it",
+    );
+    assert!(
+        build.contains("warning[not-a-file] 1. docs/to-pipe.md: a FIFO"),
+        "{build}"
+    );
+    assert_eq!(built_files(&corpus), 1);
+}
