@@ -140,8 +140,12 @@ impl Scan {
 
 /// Scans the `.md` and `.txt` files under `root` (sorted by path; hidden entries and a
 /// `README.md` at the root skipped),
-/// checks them, and returns the accepted files with all findings. Fails only if `root`
-/// cannot be walked or a file cannot be read.
+/// checks them, and returns the accepted files with all findings. Symbolic links are
+/// followed; a link that loops back to one of its ancestor folders (`symlink-loop`) or
+/// points nowhere (`broken-symlink`) is skipped with a warning naming it, and so is a
+/// `.md` / `.txt` name that is not a regular file (`not-a-file`: a FIFO, socket or
+/// device, which is never opened for a blocking read). Fails only if `root` cannot be
+/// walked (e.g. a folder cannot be listed) or a regular file cannot be read.
 pub fn scan(root: &Path, opts: CheckOptions) -> Result<Scan> {
     if !root.is_dir() {
         return Err(BuildError::Corpus {
@@ -158,25 +162,30 @@ pub fn scan(root: &Path, opts: CheckOptions) -> Result<Scan> {
         .into_iter()
         .filter_entry(|e| e.depth() == 0 || !e.file_name().to_string_lossy().starts_with('.'));
     for entry in walker {
-        let entry = entry.map_err(|source| BuildError::Walk {
-            root: root.to_path_buf(),
-            source,
-        })?;
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(source) => match link_finding(root, &source) {
+                // One bad link must not stop the rest of the corpus from building.
+                Some(f) => {
+                    out.findings.push(f);
+                    continue;
+                }
+                None => {
+                    return Err(BuildError::Walk {
+                        root: root.to_path_buf(),
+                        source,
+                    })
+                }
+            },
+        };
         let path = entry.path();
         let rel_path = path.strip_prefix(root).unwrap_or(path);
-        let rel = rel_path
-            .components()
-            .map(|c| c.as_os_str().to_string_lossy())
-            .collect::<Vec<_>>()
-            .join("/");
+        let rel = rel_of(rel_path);
         if entry.file_type().is_dir() {
             if entry.depth() == 1 && tier_of(&rel).is_none() && warned_dirs.insert(rel.clone()) {
                 out.findings.push(finding(Severity::Warning, "tier-unnumbered", &rel, None, None,
                     "top-level folder has no tier number; name it like `2. name` (lower = better curated)".into()));
             }
-            continue;
-        }
-        if !entry.file_type().is_file() {
             continue;
         }
         let ext = path
@@ -185,6 +194,10 @@ pub fn scan(root: &Path, opts: CheckOptions) -> Result<Scan> {
             .unwrap_or("")
             .to_ascii_lowercase();
         if ext != "md" && ext != "txt" {
+            continue;
+        }
+        if !entry.file_type().is_file() {
+            out.findings.push(not_a_file(&rel, entry.file_type()));
             continue;
         }
         // A README at the corpus root documents the folder; it is not a book.
@@ -196,7 +209,15 @@ pub fn scan(root: &Path, opts: CheckOptions) -> Result<Scan> {
         {
             continue;
         }
-        let bytes = std::fs::read(path).map_err(|e| BuildError::io("reading", path, e))?;
+        let bytes = match read_regular(path) {
+            Ok(Ok(bytes)) => bytes,
+            // Swapped for a FIFO or device between the walk and the read.
+            Ok(Err(file_type)) => {
+                out.findings.push(not_a_file(&rel, file_type));
+                continue;
+            }
+            Err(e) => return Err(BuildError::io("reading", path, e)),
+        };
         let before = out.findings.len();
         let accepted = check_file(&rel, &bytes, opts, &mut out.findings);
         if let Some(mut file) = accepted {
@@ -226,6 +247,106 @@ pub fn scan(root: &Path, opts: CheckOptions) -> Result<Scan> {
         }
     }
     Ok(out)
+}
+
+/// `/`-separated path relative to the corpus root.
+fn rel_of(rel_path: &Path) -> String {
+    rel_path
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// The warning for a walk error that concerns one link only: a symbolic link that loops
+/// back to an ancestor folder, or one whose target does not exist. `None` for any other
+/// error (an unreadable folder, …), which stays fatal.
+fn link_finding(root: &Path, e: &walkdir::Error) -> Option<Finding> {
+    let path = e.path()?;
+    let rel = rel_of(path.strip_prefix(root).unwrap_or(path));
+    if let Some(ancestor) = e.loop_ancestor() {
+        let anc = ancestor.strip_prefix(root).unwrap_or(ancestor);
+        let anc = if anc.as_os_str().is_empty() {
+            "the corpus root".to_string()
+        } else {
+            rel_of(anc)
+        };
+        return Some(finding(
+            Severity::Warning,
+            "symlink-loop",
+            &rel,
+            None,
+            None,
+            format!("symbolic link loops back to {anc}; skipped (the rest of the corpus is read)"),
+        ));
+    }
+    let dangling = e.io_error().map(|io| io.kind()) == Some(std::io::ErrorKind::NotFound)
+        && std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+    dangling.then(|| {
+        let target = std::fs::read_link(path)
+            .map(|t| t.display().to_string())
+            .unwrap_or_default();
+        finding(
+            Severity::Warning,
+            "broken-symlink",
+            &rel,
+            None,
+            None,
+            format!("symbolic link to {target:?}, which does not exist; skipped"),
+        )
+    })
+}
+
+/// The warning for a `.md` / `.txt` name that is not a regular file.
+fn not_a_file(rel: &str, file_type: std::fs::FileType) -> Finding {
+    #[cfg(unix)]
+    let kind = {
+        use std::os::unix::fs::FileTypeExt;
+        if file_type.is_fifo() {
+            "a FIFO (named pipe)"
+        } else if file_type.is_socket() {
+            "a socket"
+        } else if file_type.is_char_device() || file_type.is_block_device() {
+            "a device"
+        } else {
+            "not a regular file"
+        }
+    };
+    #[cfg(not(unix))]
+    let kind = {
+        let _ = file_type;
+        "not a regular file"
+    };
+    finding(
+        Severity::Warning,
+        "not-a-file",
+        rel,
+        None,
+        None,
+        format!("{kind}, not a text file; skipped without reading it"),
+    )
+}
+
+/// Reads a regular file whole. `Ok(Err(type))` if `path` is not a regular file: on Unix it
+/// is opened with `O_NONBLOCK`, so opening or reading a FIFO whose writer never comes
+/// cannot block, and the type is checked on the opened handle (no race with the walk).
+fn read_regular(path: &Path) -> std::io::Result<std::result::Result<Vec<u8>, std::fs::FileType>> {
+    use std::io::Read;
+    let mut open = std::fs::OpenOptions::new();
+    open.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        open.custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
+    }
+    let mut f = open.open(path)?;
+    let meta = f.metadata()?;
+    if !meta.file_type().is_file() {
+        return Ok(Err(meta.file_type()));
+    }
+    let mut bytes = Vec::new();
+    f.read_to_end(&mut bytes)?;
+    Ok(Ok(bytes))
 }
 
 /// Expiry findings (warnings) for accepted files, given the clock `now_ms` (Unix ms):
@@ -446,18 +567,22 @@ fn check_file(
 /// front matter (it is a section divider).
 pub fn front_matter(text: &str, start: usize) -> (FrontMatter, usize) {
     let mut fm = FrontMatter::default();
-    let rest = &text[start..];
-    let Some(first) = rest.lines().next() else {
+    // Lines with their `\n` (and a `\r` before it) kept, so that offsets count the real
+    // line-break bytes: one for LF, two for CRLF.
+    let mut lines = text[start..].split_inclusive('\n');
+    let Some(first) = lines.next() else {
         return (fm, start);
     };
     if first.trim_end() != "---" {
         return (fm, start);
     }
-    let mut off = start + first.len() + 1;
-    for line in rest.lines().skip(1).take(50) {
-        let end = off + line.len() + 1;
+    let mut off = start + first.len();
+    for raw in lines.take(50) {
+        let end = off + raw.len();
+        let line = raw.strip_suffix('\n').unwrap_or(raw);
+        let line = line.strip_suffix('\r').unwrap_or(line);
         if line.trim_end() == "---" {
-            return (fm, end.min(text.len()));
+            return (fm, end);
         }
         let Some((k, v)) = line.split_once(':') else {
             return (FrontMatter::default(), start);
@@ -626,5 +751,81 @@ mod tests {
         assert_eq!(&t[body..], "body");
         let t = "---\n\nSome text: with a colon\n\n---\n";
         assert_eq!(front_matter(t, 0).1, 0);
+    }
+
+    #[test]
+    fn crlf_front_matter_with_cjk_values_panicked() {
+        // Counting one byte per CRLF put the body offset 8 bytes early: inside `書`.
+        let t = "---\r\ntitle: 論語\r\nauthor: 孔子\r\nversion: 1\r\nupdated: 2026-01-01\r\nlang: lzh\r\nsource: 書\r\n---\r\nSource: https://a.org/x\r\n\r\n# 學而\r\n";
+        let (fm, body) = front_matter(t, 0);
+        assert_eq!(fm.title.as_deref(), Some("論語"));
+        assert_eq!(fm.source.as_deref(), Some("書"));
+        assert_eq!(&t[body..], "Source: https://a.org/x\r\n\r\n# 學而\r\n");
+        let mut findings = Vec::new();
+        let f = check_file("a.md", t.as_bytes(), CheckOptions::default(), &mut findings).unwrap();
+        assert_eq!(&f.text[f.body_byte..], "\r\n# 學而\r\n");
+        assert_eq!(
+            f.body_char,
+            t.chars().count() - "\r\n# 學而\r\n".chars().count()
+        );
+        assert!(findings.is_empty(), "{findings:?}");
+    }
+
+    #[test]
+    fn crlf_front_matter_leaked_closing_dashes_into_the_body() {
+        let t = "---\r\ntitle: Plan\r\nsource: https://a.org/x\r\n---\r\nbody\r\n";
+        let (fm, body) = front_matter(t, 0);
+        assert_eq!(fm.title.as_deref(), Some("Plan"));
+        assert_eq!(&t[body..], "body\r\n");
+        // With a BOM, and closed at the very end of the file without a line break.
+        let t = "\u{feff}---\r\ntitle: Plan\r\n---";
+        assert_eq!(front_matter(t, 3).1, t.len());
+    }
+
+    proptest::proptest! {
+        /// Any mix of LF and CRLF gives the same fields, and a body offset that starts
+        /// exactly after the closing `---` line.
+        #[test]
+        fn front_matter_offsets_are_exact_with_any_line_breaks(
+            values in proptest::collection::vec("[a-z論語書孔子 ]{0,6}", 1..6),
+            crlf in proptest::collection::vec(proptest::bool::ANY, 8),
+        ) {
+            let keys = ["title", "author", "version", "lang", "doc_id", "x"];
+            let eol = |i: usize| if crlf[i % crlf.len()] { "\r\n" } else { "\n" };
+            let mut t = format!("---{}", eol(0));
+            for (i, v) in values.iter().enumerate() {
+                t += &format!("{}: {v}{}", keys[i], eol(i + 1));
+            }
+            t += &format!("---{}", eol(7));
+            let head = t.len();
+            t += "body 本文";
+            let (fm, body) = front_matter(&t, 0);
+            proptest::prop_assert_eq!(body, head);
+            let lf = t.replace("\r\n", "\n");
+            proptest::prop_assert_eq!(fm, front_matter(&lf, 0).0);
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn fifo_named_md_is_skipped_with_a_warning_not_read() {
+        // Opened for a blocking read, a FIFO with no writer never returns: the read must
+        // see it is not a regular file. The watchdog turns a hang into a failure.
+        use std::os::unix::ffi::OsStrExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let fifo = tmp.path().join("pipe.md");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_bytes()).unwrap();
+        // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(read_regular(&fifo).map(|r| r.is_err())));
+        let got = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("reading a FIFO hung for 20 s");
+        assert!(got.unwrap(), "a FIFO was read as a regular file");
+
+        let regular = tmp.path().join("a.md");
+        std::fs::write(&regular, "text").unwrap();
+        assert_eq!(read_regular(&regular).unwrap().unwrap(), b"text");
     }
 }

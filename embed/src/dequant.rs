@@ -109,14 +109,27 @@ pub(crate) fn dequantize_matmul_nbits(proto: &mut pb::ModelProto) -> Result<usiz
             nodes.push(node);
             continue;
         }
-        let k = attr_i(&node, "K").ok_or_else(|| err("missing K"))? as usize;
-        let n = attr_i(&node, "N").ok_or_else(|| err("missing N"))? as usize;
-        let bs = attr_i(&node, "block_size").ok_or_else(|| err("missing block_size"))? as usize;
+        // Attributes come from the model file: negative or overflowing sizes are errors,
+        // not `as usize` wrap-arounds that would size the allocation below.
+        let size = |name: &str| {
+            let v = attr_i(&node, name).ok_or_else(|| err(format!("missing {name}")))?;
+            usize::try_from(v).map_err(|_| err(format!("{}: {name} = {v}", node.name)))
+        };
+        let (k, n, bs) = (size("K")?, size("N")?, size("block_size")?);
         if bs == 0 || !bs.is_multiple_of(2) {
             return Err(err(format!("{}: block_size {bs}", node.name)));
         }
         let n_blocks = k.div_ceil(bs);
         let blob = bs / 2;
+        let too_big = || {
+            err(format!(
+                "{}: N={n} K={k} block_size={bs} overflow",
+                node.name
+            ))
+        };
+        let n_scales = n.checked_mul(n_blocks).ok_or_else(too_big)?;
+        let n_bytes = n_scales.checked_mul(blob).ok_or_else(too_big)?;
+        let n_weights = k.checked_mul(n).ok_or_else(too_big)?;
         let b_name = input(1).unwrap().clone();
         let s_name = input(2).unwrap().clone();
         let b = u8_data(&graph.initializer[index[&b_name]])?;
@@ -125,7 +138,7 @@ pub(crate) fn dequantize_matmul_nbits(proto: &mut pb::ModelProto) -> Result<usiz
             Some(z) => Some(u8_data(&graph.initializer[index[z]])?),
             None => None,
         };
-        if b.len() != n * n_blocks * blob || scales.len() != n * n_blocks {
+        if b.len() != n_bytes || scales.len() != n_scales {
             return Err(err(format!(
                 "{}: weight of {} bytes / {} scales does not fit N={n} K={k} block_size={bs}",
                 node.name,
@@ -134,8 +147,17 @@ pub(crate) fn dequantize_matmul_nbits(proto: &mut pb::ModelProto) -> Result<usiz
             )));
         }
         let zp_row = n_blocks.div_ceil(2);
+        if let Some(z) = &zp {
+            if Some(z.len()) != n.checked_mul(zp_row) {
+                return Err(err(format!(
+                    "{}: zero points of {} bytes do not fit N={n} K={k} block_size={bs}",
+                    node.name,
+                    z.len()
+                )));
+            }
+        }
         // W^T, row-major [K, N]: ONNX MatMul computes A[.., K] x W^T[K, N].
-        let mut wt = vec![0f32; k * n];
+        let mut wt = vec![0f32; n_weights];
         for col in 0..n {
             for blk in 0..n_blocks {
                 let scale = scales[col * n_blocks + blk];
@@ -210,4 +232,85 @@ pub(crate) fn dequantize_matmul_nbits(proto: &mut pb::ModelProto) -> Result<usiz
     graph.input.retain(|v| !dead.contains(&v.name));
     graph.initializer.extend(new_inits);
     Ok(rewritten)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn init(name: &str, data_type: DataType, raw: Vec<u8>) -> pb::TensorProto {
+        pb::TensorProto {
+            name: name.into(),
+            data_type: data_type as i32,
+            raw_data: raw,
+            ..Default::default()
+        }
+    }
+
+    /// A model of one MatMulNBits node: weight `w` (UINT8), f32 scales `s`, zero points
+    /// `z` if given, with attributes K, N, block_size.
+    fn model(k: i64, n: i64, bs: i64, w: usize, s: usize, z: Option<usize>) -> pb::ModelProto {
+        let attr = |name: &str, i: i64| pb::AttributeProto {
+            name: name.into(),
+            i,
+            ..Default::default()
+        };
+        let mut inputs = vec!["a".to_string(), "w".into(), "s".into()];
+        let mut initializer = vec![
+            init("w", DataType::Uint8, vec![0x88; w]),
+            init("s", DataType::Float, 1f32.to_le_bytes().repeat(s)),
+        ];
+        if let Some(z) = z {
+            inputs.push("z".into());
+            initializer.push(init("z", DataType::Uint8, vec![0x88; z]));
+        }
+        pb::ModelProto {
+            graph: Some(pb::GraphProto {
+                node: vec![pb::NodeProto {
+                    name: "mm".into(),
+                    op_type: "MatMulNBits".into(),
+                    domain: "com.microsoft".into(),
+                    input: inputs,
+                    output: vec!["y".into()],
+                    attribute: vec![
+                        attr("K", k),
+                        attr("N", n),
+                        attr("block_size", bs),
+                        attr("bits", 4),
+                    ],
+                    ..Default::default()
+                }],
+                initializer,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_well_formed_node_is_rewritten() {
+        // K=4, N=2, block 4: one block per column, 2 bytes a block, one zero-point byte a column.
+        let mut m = model(4, 2, 4, 4, 2, Some(2));
+        assert_eq!(dequantize_matmul_nbits(&mut m).unwrap(), 1);
+    }
+
+    #[test]
+    fn negative_or_overflowing_sizes_are_named_errors() {
+        // Before: `K as usize` wrapped and the sizes were multiplied unchecked (wrapping in
+        // release builds); the mismatch check caught these two, naming the wrong cause.
+        let mut m = model(-1, 2, 4, 4, 2, None);
+        let e = dequantize_matmul_nbits(&mut m).unwrap_err().to_string();
+        assert!(e.contains("K = -1"), "{e}");
+        // Sizes whose product overflows usize are refused before allocating.
+        let mut m = model(i64::MAX, i64::MAX, 2, 4, 2, None);
+        assert!(dequantize_matmul_nbits(&mut m).is_err());
+    }
+
+    #[test]
+    fn short_zero_points_indexed_out_of_bounds() {
+        // Two columns need two zero-point bytes; one given used to panic on column 1.
+        let mut m = model(4, 2, 4, 4, 2, Some(1));
+        let e = dequantize_matmul_nbits(&mut m).unwrap_err().to_string();
+        assert!(e.contains("zero points of 1 bytes"), "{e}");
+    }
 }

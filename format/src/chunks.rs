@@ -141,11 +141,21 @@ pub struct ChunkStore {
 
 impl ChunkStore {
     /// Parses the header and offset table of `chunks.bin`. Errors on bad magic, version,
+    /// a chunk count whose offset table the file cannot hold (checked before allocating),
     /// non-monotonic offsets or offsets past the end of the file.
     pub fn open(bytes: Vec<u8>) -> Result<Self> {
         let mut r = Reader::new(CHUNKS_FILE, &bytes, 0);
         r.header(MAGIC, VERSION)?;
         let count = r.u32()? as usize;
+        // The offset table is `count + 1` u64s: a count the file cannot hold is corrupt,
+        // and is rejected before anything is allocated for it.
+        let table = (count as u64 + 1) * 8;
+        if table > (bytes.len() - r.pos()) as u64 {
+            return Err(r.corrupt(format!(
+                "chunk count {count} needs a {table}-byte offset table, file has {} bytes left",
+                bytes.len() - r.pos()
+            )));
+        }
         let mut offsets = Vec::with_capacity(count + 1);
         for _ in 0..=count {
             offsets.push(r.u64()?);

@@ -68,7 +68,8 @@ impl<'a> Reader<'a> {
         Ok(f32::from_le_bytes(self.take(4)?.try_into().unwrap()))
     }
 
-    /// Reads an unsigned LEB128 varint of at most 10 bytes.
+    /// Reads an unsigned LEB128 varint of at most 10 bytes. Errors: DataCorruption if
+    /// truncated, longer than 10 bytes, or over `u64::MAX` (a 10th byte above 1).
     pub fn varint(&mut self) -> Result<u64> {
         let mut v: u64 = 0;
         for i in 0..10 {
@@ -76,6 +77,10 @@ impl<'a> Reader<'a> {
                 .bytes
                 .get(self.pos)
                 .ok_or_else(|| self.corrupt("truncated varint"))?;
+            if i == 9 && b > 1 {
+                // The 10th byte holds bit 63 only; more would not fit in a u64.
+                return Err(self.corrupt("varint overflows u64"));
+            }
             self.pos += 1;
             v |= u64::from(b & 0x7f) << (7 * i);
             if b & 0x80 == 0 {

@@ -58,12 +58,16 @@ pub struct HanjaMap {
 }
 
 impl HanjaMap {
-    /// Opens `hanja.fst` bytes. Errors: [`FormatError::Fst`] naming the file.
+    /// Opens `hanja.fst` bytes. Errors: [`FormatError::Fst`] naming the file, also when
+    /// the fst's CRC32C checksum does not match (corrupt nodes can make lookups panic).
     pub fn open(bytes: Vec<u8>) -> Result<Self> {
-        let set = fst::Set::new(bytes).map_err(|source| FormatError::Fst {
+        let fst_err = |source| FormatError::Fst {
             file: HANJA_FILE.into(),
             source,
-        })?;
+        };
+        let set = fst::Set::new(bytes).map_err(fst_err)?;
+        // Corrupt nodes can make fst lookups panic: check the fst's own CRC32C first.
+        set.as_fst().verify().map_err(fst_err)?;
         Ok(HanjaMap { set })
     }
 

@@ -101,13 +101,17 @@ pub struct LexicalIndex {
 }
 
 impl LexicalIndex {
-    /// Opens the two files' bytes. Errors: [`FormatError::Fst`] for a bad `terms.fst`,
+    /// Opens the two files' bytes. Errors: [`FormatError::Fst`] for a bad `terms.fst`
+    /// (its CRC32C checksum is verified: fst lookups on corrupt nodes can panic),
     /// [`FormatError::DataCorruption`] / [`FormatError::FormatVersion`] for `postings.bin`.
     pub fn open(terms_fst: Vec<u8>, postings: Vec<u8>) -> Result<Self> {
-        let terms = fst::Map::new(terms_fst).map_err(|source| FormatError::Fst {
+        let fst_err = |source| FormatError::Fst {
             file: TERMS_FILE.into(),
             source,
-        })?;
+        };
+        let terms = fst::Map::new(terms_fst).map_err(fst_err)?;
+        // Corrupt nodes can make fst lookups panic: check the fst's own CRC32C first.
+        terms.as_fst().verify().map_err(fst_err)?;
         let mut r = Reader::new(POSTINGS_FILE, &postings, 0);
         r.header(MAGIC, VERSION)?;
         let n = r.u32()? as usize;
@@ -237,24 +241,35 @@ impl LexicalIndex {
         let mut out = Vec::with_capacity(df);
         let mut doc = 0u64;
         for _ in 0..df {
-            doc += r.varint()?;
+            let gap = r.varint()?;
+            doc = doc
+                .checked_add(gap)
+                .filter(|&d| d < self.doc_lens.len() as u64)
+                .ok_or_else(|| r.corrupt(format!("doc id {doc} + {gap} out of range")))?;
             let tf = r.varint()?;
-            if doc >= self.doc_lens.len() as u64 {
-                return Err(r.corrupt(format!("doc id {doc} out of range")));
-            }
-            out.push((doc as u32, tf as u32));
+            let tf = u32::try_from(tf)
+                .map_err(|_| r.corrupt(format!("term frequency {tf} over u32")))?;
+            out.push((doc as u32, tf));
         }
         Ok(Some(out))
     }
 
     /// Document frequency of `term` (the number of chunks containing it), or `None` if the
     /// term is not in the dictionary; reads only the postings list's length prefix.
+    /// Errors: DataCorruption if it exceeds the number of documents.
     pub fn doc_freq(&self, term: &str) -> Result<Option<usize>> {
         let Some(off) = self.terms.get(term.as_bytes()) else {
             return Ok(None);
         };
-        let df = Reader::new(POSTINGS_FILE, &self.postings, off as usize).varint()? as usize;
-        Ok(Some(df))
+        let mut r = Reader::new(POSTINGS_FILE, &self.postings, off as usize);
+        let df = r.varint()?;
+        if df > self.doc_lens.len() as u64 {
+            return Err(r.corrupt(format!(
+                "document frequency {df} > {} documents",
+                self.doc_lens.len()
+            )));
+        }
+        Ok(Some(df as usize))
     }
 }
 

@@ -82,8 +82,18 @@ pub fn parse_iso8601_ms(s: &str) -> Option<i64> {
     match zone {
         "" | "Z" | "z" => {}
         z => {
-            let sign = if z.starts_with('+') { 1 } else { -1 };
+            let sign = match z.as_bytes()[0] {
+                b'+' => 1,
+                b'-' => -1,
+                _ => return None,
+            };
+            // The sign is one ASCII byte, so `[1..]` is a char boundary; the fixed-width
+            // slices below are only taken on an all-ASCII offset (a multibyte char such as
+            // `é` in `+1é1` would put them inside a character).
             let z = &z[1..];
+            if !z.is_ascii() {
+                return None;
+            }
             let (oh, om) = match z.len() {
                 5 if z.as_bytes()[2] == b':' => (num(&z[..2], 2)?, num(&z[3..], 2)?),
                 4 => (num(&z[..2], 2)?, num(&z[2..], 2)?),
@@ -118,6 +128,7 @@ pub fn format_date(ms: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn dates_and_times() {
@@ -148,10 +159,100 @@ mod tests {
             "2026-11-30T25:00",
             "2026-11-30T12",
             "2026-11-30X",
+            "2026-11-30T12:00Z0900",
             "next week",
             "",
         ] {
             assert_eq!(parse_iso8601_ms(s), None, "{s}");
+        }
+    }
+
+    #[test]
+    fn expires_with_multibyte_char_panicked() {
+        // Issue 11: `expires: 2026-01-01T10:00+1é1` sliced `&z[..2]` inside `é`.
+        for s in [
+            "2026-01-01T10:00+1é1",
+            "2026-01-01T10:00+é1",
+            "2026-01-01T10:00+1é",
+            "2026-01-01T10:00-é",
+            "2026-01-01T10:00+0é:00",
+            "2026-01-01T10:00+09:é",
+            "2026-01-01T10:00+論語",
+            "2026-01-01T10:00Zé",
+            "2026-01-01T1é:00",
+            "2026-01-01T10:00:0é",
+            "2026-01-01T10:00:00.é",
+            "2026-01-0é",
+            "202é-01-01",
+        ] {
+            assert_eq!(parse_iso8601_ms(s), None, "{s}");
+        }
+    }
+
+    /// ISO-8601-like strings: a date-like head, a separator, a time-like part, then a
+    /// tail of zone-like pieces mixed with multibyte characters, so that generated strings
+    /// reach every slicing branch (date, time, fraction, zone) with a character of 2–4
+    /// bytes at any position.
+    fn iso_like() -> impl Strategy<Value = String> {
+        let date = prop_oneof![
+            Just("2026-01-01".to_string()),
+            "[0-9]{4}-[0-9]{2}-[0-9]{2}",
+            "[0-9é論-]{8,12}",
+            Just(String::new()),
+        ];
+        let sep = prop_oneof![Just("T"), Just(" "), Just("t"), Just(""), Just("é")];
+        let time = prop_oneof![
+            Just("10:00".to_string()),
+            Just("10:00:00".to_string()),
+            Just("10:00:00.250".to_string()),
+            "[0-9]{1,2}:[0-9]{1,2}(:[0-9é]{1,3})?([.,][0-9é]{0,4})?",
+            Just(String::new()),
+        ];
+        let sign = prop_oneof![Just("+"), Just("-"), Just("Z"), Just("")];
+        let piece = prop_oneof![
+            Just(":".to_string()),
+            "[0-9]{1,2}",
+            Just("é".to_string()),
+            Just("論".to_string()),
+            Just("\u{10348}".to_string()),
+            Just("\u{feff}".to_string()),
+            any::<char>().prop_map(String::from),
+        ];
+        (
+            date,
+            sep,
+            time,
+            sign,
+            proptest::collection::vec(piece, 0..4),
+        )
+            .prop_map(|(d, s, t, z, tail)| format!("{d}{s}{t}{z}{}", tail.concat()))
+    }
+
+    proptest! {
+        // Cheap (microseconds a case): enough cases that a panic on one multibyte
+        // position is found on every run, not one run in ten.
+        #![proptest_config(ProptestConfig::with_cases(8192))]
+
+        #[test]
+        fn parse_never_panics_on_arbitrary_strings(s in any::<String>()) {
+            let _ = parse_iso8601_ms(&s);
+        }
+
+        #[test]
+        fn parse_never_panics_on_iso_like_strings(s in iso_like()) {
+            if let Some(ms) = parse_iso8601_ms(&s) {
+                // Whatever parses formats back to a date without panicking.
+                let _ = format_date(ms);
+            }
+        }
+
+        #[test]
+        fn parse_never_panics_after_a_valid_prefix(
+            prefix in prop_oneof![Just("2026-01-01T10:00"), Just("2026-01-01T10:00:00"),
+                                  Just("2026-01-01T10:00+"), Just("2026-01-01T10:00-0")],
+            tail in ".{0,6}",
+        ) {
+            let _ = parse_iso8601_ms(&format!("{prefix}{tail}"));
         }
     }
 

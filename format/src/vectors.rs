@@ -91,18 +91,24 @@ pub struct Vectors {
 
 impl Vectors {
     /// Parses `vectors.bin`. Errors: bad magic/version, or a size that does not match
-    /// `dim × count`.
+    /// `dim × count` (or overflows `usize`, which is 32 bits in wasm32).
     pub fn open(bytes: &[u8]) -> Result<Self> {
         let mut r = Reader::new(VECTORS_FILE, bytes, 0);
         r.header(MAGIC, VERSION)?;
         let dim = r.u32()? as usize;
         let count = r.u32()? as usize;
-        let scales_raw = r.take(count * 4)?;
+        let size = |a: usize, b: usize, what: &str| {
+            a.checked_mul(b)
+                .ok_or_else(|| r.corrupt(format!("{what} size overflows: {a} × {b}")))
+        };
+        let scales_len = size(count, 4, "scale table")?;
+        let data_len = size(count, dim, "vector data")?;
+        let scales_raw = r.take(scales_len)?;
         let scales = scales_raw
             .chunks_exact(4)
             .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
             .collect();
-        let data_raw = r.take(count * dim)?;
+        let data_raw = r.take(data_len)?;
         if r.pos() != bytes.len() {
             return Err(r.corrupt(format!("{} trailing bytes", bytes.len() - r.pos())));
         }
