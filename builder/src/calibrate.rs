@@ -429,8 +429,9 @@ fn solve3(mut h: [[f64; 3]; 3], mut g: [f64; 3]) -> Option<[f64; 3]> {
         g.swap(c, p);
         for r in c + 1..3 {
             let f = h[r][c] / h[c][c];
-            for k in c..3 {
-                h[r][k] -= f * h[c][k];
+            let pivot = h[c];
+            for (x, p) in h[r][c..].iter_mut().zip(&pivot[c..]) {
+                *x -= f * p;
             }
             g[r] -= f * g[c];
         }

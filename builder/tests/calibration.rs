@@ -26,7 +26,7 @@ fn tiny_bundle_scored_everything_one_half() {
     )
     .unwrap();
     let engine = Engine::open_dir(&out).unwrap();
-    assert!(4 < MIN_CALIBRATION_CHUNKS);
+    const { assert!(4 < MIN_CALIBRATION_CHUNKS) };
     assert_eq!(engine.bundle().manifest().calibration, None);
     let r = engine.search("beta testing", Mode::Bm25, 4).unwrap();
     assert!(!r.calibrated);

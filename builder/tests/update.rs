@@ -476,7 +476,7 @@ fn build_did_not_warn_about_expired_files() {
     )
     .unwrap();
     let report = build(
-        &IngestOptions::new(&corpus, &tmp.path().join("bundle")),
+        &IngestOptions::new(&corpus, tmp.path().join("bundle")),
         &BundleSettings::default(),
     )
     .unwrap();
@@ -503,7 +503,7 @@ fn text_output_did_not_mark_archived_hits() {
     let tmp = tempfile::tempdir().unwrap();
     let bundle = tmp.path().join("bundle");
     build(
-        &IngestOptions::new(&fixture(), &bundle),
+        &IngestOptions::new(fixture(), &bundle),
         &BundleSettings::default(),
     )
     .unwrap();
