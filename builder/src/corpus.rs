@@ -280,6 +280,20 @@ fn link_finding(root: &Path, e: &walkdir::Error) -> Option<Finding> {
             format!("symbolic link loops back to {anc}; skipped (the rest of the corpus is read)"),
         ));
     }
+    // A link to itself, or a chain of links back to itself (`a.md -> b.md -> a.md`):
+    // the OS gives up resolving it (ELOOP) instead of walkdir seeing an ancestor again.
+    #[cfg(unix)]
+    if e.io_error().and_then(std::io::Error::raw_os_error) == Some(libc::ELOOP) {
+        return Some(finding(
+            Severity::Warning,
+            "symlink-loop",
+            &rel,
+            None,
+            None,
+            "symbolic link that never resolves (too many levels of symbolic links); skipped"
+                .to_string(),
+        ));
+    }
     let dangling = e.io_error().map(|io| io.kind()) == Some(std::io::ErrorKind::NotFound)
         && std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
     dangling.then(|| {

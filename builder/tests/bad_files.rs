@@ -262,3 +262,78 @@ fn fifo_named_md_is_skipped_with_a_warning_not_read() {
     );
     assert_eq!(built_files(&corpus), 1);
 }
+
+/// Newcomer report: a link to itself (or `a.md -> b.md -> a.md`) made the OS fail with
+/// ELOOP, which walkdir reports as a plain I/O error: `check` and `build` aborted.
+#[test]
+fn file_symlink_loop_aborted_the_whole_corpus() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = tmp.path().join("books");
+    write(&corpus, "1. docs/good.md", GOOD);
+    std::os::unix::fs::symlink("self.md", corpus.join("1. docs/self.md")).unwrap();
+    std::os::unix::fs::symlink("b.md", corpus.join("1. docs/a.md")).unwrap();
+    std::os::unix::fs::symlink("a.md", corpus.join("1. docs/b.md")).unwrap();
+    let build = check_and_build_report(
+        &corpus,
+        "warning[symlink-loop] 1. docs/self.md: symbolic link that never resolves",
+    );
+    assert!(
+        build.contains("warning[symlink-loop] 1. docs/a.md"),
+        "{build}"
+    );
+    assert_eq!(built_files(&corpus), 1);
+}
+
+/// Newcomer report: `jikji build CORPUS --out DIR` with DIR an existing folder that is
+/// not a bundle (the corpus itself, a folder of notes) moved it to DIR.prev, and the next
+/// build deleted that for good.
+#[test]
+fn build_out_replaced_a_folder_that_was_not_a_bundle() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = tmp.path().join("books");
+    write(&corpus, "1. docs/good.md", GOOD);
+    let notes = tmp.path().join("notes");
+    write(&notes, "keep.txt", "important\n");
+    for out in [&notes, &corpus] {
+        let o = jikji([
+            OsStr::new("build"),
+            corpus.as_os_str(),
+            OsStr::new("--out"),
+            out.as_os_str(),
+            OsStr::new("--no-embed"),
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(err.contains("is not a jikji bundle"), "{err}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(notes.join("keep.txt")).unwrap(),
+        "important\n"
+    );
+    assert!(corpus.join("1. docs/good.md").is_file());
+    assert!(!tmp.path().join("notes.prev").exists() && !tmp.path().join("books.prev").exists());
+    // A `.prev` that is not a bundle is not replaced either.
+    let bundle = tmp.path().join("bundle");
+    write(&tmp.path().join("bundle.prev"), "mine.txt", "mine\n");
+    let o = jikji([
+        OsStr::new("build"),
+        corpus.as_os_str(),
+        OsStr::new("--out"),
+        bundle.as_os_str(),
+        OsStr::new("--no-embed"),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(tmp.path().join("bundle.prev/mine.txt").is_file());
+    // An existing bundle is still replaced, the old one kept as `.prev`.
+    std::fs::remove_dir_all(tmp.path().join("bundle.prev")).unwrap();
+    for _ in 0..2 {
+        jikji_ok([
+            OsStr::new("build"),
+            corpus.as_os_str(),
+            OsStr::new("--out"),
+            bundle.as_os_str(),
+            OsStr::new("--no-embed"),
+        ]);
+    }
+    assert!(tmp.path().join("bundle.prev/manifest.json").is_file());
+}

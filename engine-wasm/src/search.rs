@@ -102,6 +102,11 @@ pub const FUZZY_MAX_DF: u32 = 0;
 /// At most this many dictionary terms are added per expanded query word.
 pub const MAX_EXPANSIONS: usize = 30;
 
+/// Longest query word (in chars) that gets typo expansion. The Levenshtein automaton of a
+/// word costs memory and time that grow with its length (a 33,000-letter word took 2.6 GB
+/// and 7 s; a newcomer found it), and no word that long is a typo of a dictionary word.
+pub const FUZZY_MAX_CHARS: usize = 40;
+
 /// Everything lexical search reads: the index, the chunk store (for the phrase
 /// component), BM25 parameters, the bundle's analyzer and optional Hanja table.
 pub struct Lexical<'a> {
@@ -277,7 +282,10 @@ pub fn query_terms(lex: &Lexical, query: &str) -> Result<Vec<QueryTerm>> {
     if ex.fuzzy > 0.0 {
         for (w, script) in &words {
             let len = w.len();
-            if *script != Script::Alnum || len < 5 || !w.iter().all(|c| c.is_alphabetic()) {
+            if *script != Script::Alnum
+                || !(5..=FUZZY_MAX_CHARS).contains(&len)
+                || !w.iter().all(|c| c.is_alphabetic())
+            {
                 continue;
             }
             let word: String = w.iter().collect();
@@ -582,6 +590,21 @@ mod tests {
     }
 
     #[test]
+    /// Newcomer report: one 33,000-letter query word took 2.6 GB building its typo
+    /// automaton. Words over FUZZY_MAX_CHARS get no typo expansion (found exactly or not).
+    #[test]
+    fn long_query_word_built_a_huge_typo_automaton() {
+        let long = "a".repeat(FUZZY_MAX_CHARS);
+        let f = fixture(&[&format!("{long}b"), "short text"]);
+        // FUZZY_MAX_CHARS letters: one typo away from the indexed word, expanded.
+        assert_eq!(f.search(&format!("{long} "))[0].0, 0);
+        // One more letter (a different typo of the same word): not expanded.
+        let longer = format!("{long}bc");
+        assert!(f.search(&format!("{longer} ")).is_empty());
+        // A huge word returns (no expansion) instead of exhausting memory.
+        assert!(f.search(&format!("{} ", "q".repeat(20_000))).is_empty());
+    }
+
     fn exact_match_ranks_above_fuzzy_match() {
         // Doc 1 has the exact "hamlet" and the typo-matched "shakespeare": first.
         let f = fixture(&[

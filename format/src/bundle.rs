@@ -34,10 +34,27 @@ pub struct BundleWriter {
 
 impl BundleWriter {
     /// Starts a bundle that will end up at `out`. Creates `<out>.tmp-<pid>` beside it.
+    ///
+    /// Never replaces what is not a bundle: errors with [`FormatError::InvalidInput`] when
+    /// `out` exists and is not an empty folder or a bundle (a folder with `manifest.json`),
+    /// or when `<out>.prev` (which [`finish`](Self::finish) replaces) exists and is not a
+    /// bundle — so a mistyped `--out` (the corpus folder, a folder of notes) loses nothing.
     pub fn create(out: &Path) -> Result<Self> {
         let name = out.file_name().ok_or_else(|| {
             FormatError::InvalidInput(format!("{}: not a folder name", out.display()))
         })?;
+        let prev = PathBuf::from(format!("{}.prev", out.display()));
+        for (dir, role) in [
+            (out, "the bundle folder"),
+            (prev.as_path(), "the previous bundle's folder"),
+        ] {
+            if !replaceable(dir) {
+                return Err(FormatError::InvalidInput(format!(
+                    "{}: exists and is not a jikji bundle (no {MANIFEST_FILE}); it would be replaced as {role}, so nothing was written — choose another output folder, or move it away yourself",
+                    dir.display()
+                )));
+            }
+        }
         let parent = out
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
@@ -136,6 +153,19 @@ impl BundleWriter {
         std::fs::rename(&self.tmp, &self.out).map_err(|e| FormatError::io(&self.out, e))?;
         sync_dir(&parent);
         Ok(manifest)
+    }
+}
+
+/// True if a bundle write may replace `dir`: it does not exist, is an empty folder, or is
+/// a bundle (a folder holding `manifest.json`).
+fn replaceable(dir: &Path) -> bool {
+    match std::fs::symlink_metadata(dir) {
+        Err(_) => true,
+        Ok(m) if m.is_dir() => {
+            dir.join(MANIFEST_FILE).is_file()
+                || std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none())
+        }
+        Ok(_) => false,
     }
 }
 

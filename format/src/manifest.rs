@@ -317,7 +317,30 @@ impl Manifest {
             source,
         })?;
         m.analyzer()?;
+        m.check_settings()?;
         Ok(m)
+    }
+
+    /// Refuses settings no build writes (a hand-edited or hostile manifest): BM25 `k1`
+    /// must be finite and ≥ 0 and `b` in [0, 1]; `chunk_size` ≥ 1 and `overlap` <
+    /// `chunk_size`. Errors with [`FormatError::DataCorruption`] naming `manifest.json`
+    /// and the field (offset 0: JSON has no useful byte offset here).
+    pub fn check_settings(&self) -> Result<()> {
+        let bad = |message: String| Err(FormatError::corrupt(MANIFEST_FILE, 0, message));
+        let Bm25Params { k1, b } = self.bm25;
+        if !(k1.is_finite() && k1 >= 0.0) {
+            return bad(format!("bm25.k1 is {k1}; it must be a number ≥ 0"));
+        }
+        if !(0.0..=1.0).contains(&b) {
+            return bad(format!("bm25.b is {b}; it must be in [0, 1]"));
+        }
+        if self.chunk_size == 0 || self.overlap >= self.chunk_size {
+            return bad(format!(
+                "chunk_size {} / overlap {}: the chunk size must be ≥ 1 and larger than the overlap",
+                self.chunk_size, self.overlap
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -332,6 +355,25 @@ mod tests {
             "bm25": {{"k1": 1.2, "b": 0.75}}, "model": null, "counts": {{"files": 0, "chunks": 0,
             "terms": 0, "vectors": 0}}, "files": {{}}}}"#
         )
+    }
+
+    /// Newcomer report: a manifest edited to `"k1": -5` (or `chunk_size: 0`) was accepted by
+    /// `jikji search` (every hit tied) and kept by `jikji update`.
+    #[test]
+    fn manifest_with_impossible_settings_was_accepted() {
+        let ok = manifest_json(2, "");
+        assert!(Manifest::parse(ok.as_bytes()).is_ok());
+        for (from, to) in [
+            (r#""k1": 1.2"#, r#""k1": -5"#),
+            (r#""b": 0.75"#, r#""b": 1.5"#),
+            (r#""chunk_size": 512"#, r#""chunk_size": 0"#),
+            (r#""overlap": 64"#, r#""overlap": 9999"#),
+        ] {
+            let bad = ok.replace(from, to);
+            assert_ne!(bad, ok);
+            let e = Manifest::parse(bad.as_bytes()).unwrap_err().to_string();
+            assert!(e.contains("manifest.json"), "{to}: {e}");
+        }
     }
 
     #[test]

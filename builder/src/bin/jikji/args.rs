@@ -141,10 +141,10 @@ pub struct IndexArgs {
     #[arg(long)]
     pub no_hanja: bool,
     /// BM25 term-frequency saturation k1 (recorded in the bundle's manifest).
-    #[arg(long, default_value_t = Bm25Params::default().k1)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = Bm25Params::default().k1)]
     pub k1: f32,
     /// BM25 length normalisation b, 0 (none) to 1 (full).
-    #[arg(long, default_value_t = Bm25Params::default().b)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = Bm25Params::default().b)]
     pub b: f32,
 }
 

@@ -12,7 +12,7 @@ pub struct Args {
     /// Bundle folder.
     bundle: PathBuf,
     /// Compare chunk pairs at or above this cosine.
-    #[arg(long, default_value_t = SIMILAR)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = SIMILAR)]
     similar: f32,
     /// Show at most this many in text output.
     #[arg(long, default_value_t = 50)]

@@ -19,13 +19,13 @@ pub struct Args {
     #[arg(long)]
     new: Option<PathBuf>,
     /// New chunk is a duplicate at or above this cosine (MiniLM 0.92 equivalent).
-    #[arg(long, default_value_t = DUPLICATE)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = DUPLICATE)]
     duplicate: f32,
     /// New chunk is a partial duplicate at or above this cosine.
-    #[arg(long, default_value_t = PARTIAL)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = PARTIAL)]
     partial: f32,
     /// Within the bundle: report pairs at or above this cosine (MiniLM 0.95 equivalent).
-    #[arg(long, default_value_t = SELF_DUPLICATE)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = SELF_DUPLICATE)]
     threshold: f32,
     #[command(flatten)]
     model: ModelArgs,

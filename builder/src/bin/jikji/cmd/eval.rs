@@ -51,16 +51,16 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = StrategyArg::Hierarchical)]
     strategy: StrategyArg,
     /// Weight of prefix expansions of the last query word (0 = off).
-    #[arg(long, default_value_t = Expansion::default().prefix)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = Expansion::default().prefix)]
     prefix_weight: f32,
     /// Weight of typo (Levenshtein) expansions (0 = off).
-    #[arg(long, default_value_t = Expansion::default().fuzzy)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = Expansion::default().fuzzy)]
     fuzzy_weight: f32,
     /// Weight of Hangul ↔ Hanja expansions (0 = off).
-    #[arg(long, default_value_t = Expansion::default().hanja)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = Expansion::default().hanja)]
     hanja_weight: f32,
     /// Korean query word normalisation: each of a word's n terms weighs n^-α (0 = off).
-    #[arg(long, default_value_t = Expansion::default().hangul_norm)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = Expansion::default().hangul_norm)]
     hangul_norm: f32,
 }
 

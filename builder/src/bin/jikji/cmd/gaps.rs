@@ -24,7 +24,7 @@ pub struct Args {
     #[arg(long)]
     history: Option<PathBuf>,
     /// A query whose best score fell by at least this much since the last run is a drop.
-    #[arg(long, default_value_t = 0.2)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 0.2)]
     drop: f32,
     #[command(flatten)]
     model: ModelArgs,

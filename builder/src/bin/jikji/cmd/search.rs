@@ -28,7 +28,7 @@ pub struct Args {
     /// Drop hits whose score is below this. On a calibrated bundle scores are in 0..1:
     /// ≥ 0.6 reliable, 0.3–0.6 use with care, < 0.3 noise; an uncalibrated bundle (built
     /// before calibration, or too small to calibrate) reports raw scores, filtered as such.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 0.0)]
     min_score: f32,
     /// JSON output: an array with one {query, mode, hits} object per query.
     #[arg(long)]
