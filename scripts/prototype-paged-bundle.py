@@ -919,6 +919,143 @@ def update_share(model, docs_per_page=8, dict_block=4096, inline=1024, post_page
     return rows
 
 
+def _lev_step(row, c, w):
+    out = [row[0] + 1]
+    for j in range(1, len(w) + 1):
+        out.append(min(row[j] + 1, out[j - 1] + 1, row[j - 1] + (w[j - 1] != c)))
+    return out
+
+
+def block_reachable(w, d, lo, hi):
+    """True if some string s with lo <= s < hi (hi None = no upper bound) is within
+    Levenshtein distance d of w: the block-range test tantivy's sstable does with
+    can_block_match_automaton, here on code points (UTF-8 keeps code point order)."""
+    def rec(prefix_len, row, tlo, thi):
+        if min(row) > d:
+            return False
+        # the prefix itself as a complete string
+        ok_lo = not tlo or prefix_len >= len(lo)
+        ok_hi = not thi or (hi is not None and prefix_len < len(hi))
+        if ok_lo and ok_hi and row[-1] <= d:
+            return True
+        if not tlo and not thi:
+            return True  # free: append the rest of w
+        c_lo = lo[prefix_len] if tlo and prefix_len < len(lo) else None
+        if thi and (hi is None or prefix_len >= len(hi)):
+            return False
+        c_hi = hi[prefix_len] if thi else None
+        lo_o = ord(c_lo) if c_lo is not None else 0
+        hi_o = ord(c_hi) if c_hi is not None else 0x10FFFF + 1
+        # interior characters: free afterwards
+        if hi_o - lo_o > 1:
+            cands = [c for c in set(w) if lo_o < ord(c) < hi_o]
+            generic = (hi_o - lo_o - 1) > len(cands)
+            for c in cands:
+                if min(_lev_step(row, c, w)) <= d:
+                    return True
+            if generic and min(_lev_step(row, "\x00", w)) <= d:
+                return True
+        if c_lo is not None and c_lo == c_hi:
+            return rec(prefix_len + 1, _lev_step(row, c_lo, w), True, True)
+        if c_lo is not None and rec(prefix_len + 1, _lev_step(row, c_lo, w), True, False):
+            return True
+        if c_hi is not None and rec(prefix_len + 1, _lev_step(row, c_hi, w), False, True):
+            return True
+        return False
+    return rec(0, list(range(len(w) + 1)), True, hi is not None)
+
+
+def fuzzy_reach(model, queries, dict_block=2048, inline=1024):
+    tps = [TermPostings(model, pl) for pl in model.lists]
+    lay = Layout(model, tps, dict_block, inline, 4096, True)
+    firsts = [k.decode("utf-8", "replace") for k in lay.dblock_first]
+    rows = []
+    for q in queries:
+        for w, s in words(q):
+            if s == "alnum" and len(w) >= 5 and w.isalpha():
+                stem = _stem.stemWord(w)
+                if stem.encode() in model.key_index:
+                    continue
+                dist = 2 if len(w) >= 9 else 1
+                reach = sum(1 for i in range(len(firsts))
+                            if block_reachable(stem, dist, firsts[i], firsts[i + 1] if i + 1 < len(firsts) else None))
+                rows.append((reach, stem, dist))
+    comp = [len(zlib.compress(bytes(b), 9)) - 6 + x for b, x in zip(lay.dblock_data, lay.dblock_pos)]
+    per_block = statistics.mean(comp)
+    print(f"\n== typo expansion: dictionary blocks a Levenshtein automaton can reach ({dict_block} B blocks, "
+          f"{len(firsts)} blocks, mean {per_block / 1000:.1f} kB deflated)")
+    if rows:
+        r = sorted(x[0] for x in rows)
+        print(f"  {len(rows)} absent words of 5+ letters in {len(queries)} queries: blocks reached median {pct(r, .5)}, "
+              f"p90 {pct(r, .9)}, max {r[-1]} (~{pct(r, .5) * per_block / 1000:.0f} kB at the median); "
+              f"examples {sorted(rows)[-3:]}")
+    alpha = [k for k in model.keys if k.isascii() and k.isalpha() and len(k) >= 3]
+    fc = bytearray()
+    prev = b""
+    for k in alpha:
+        c = common_prefix(prev, k)
+        fc += bytes([c, len(k) - c]) + k[c:]
+        prev = k
+    print(f"  instead, a keys-only typo dictionary of the {len(alpha):,} alphabetic terms of 3+ letters: front-coded "
+          f"{kb(len(fc))}, deflated {kb(len(zlib.compress(bytes(fc), 9)))} (fetched once, then cached)")
+    return rows
+
+
+def phrase_report(model, queries, page_bytes=4096):
+    """Phrase scoring without re-analysing texts: how many chunks need it per query (the
+    plain-BM25 top 200 that hold every exact term) and what a forward index costs: per chunk
+    its term sequence as varint term ranks (rank by df, so frequent terms take 1 byte),
+    packed in doc order into pages of page_bytes."""
+    order = sorted(range(len(model.keys)), key=lambda t: -len(model.lists[t]))
+    rank = [0] * len(order)
+    for r, t in enumerate(order):
+        rank[t] = r
+    fwd = [0] * model.n
+    for t, pl in enumerate(model.lists):
+        vl = varint_len(rank[t])
+        for d, tf in pl:
+            fwd[d] += tf * vl
+    page_of, cur, pages = [], 0, [0]
+    for d in range(model.n):
+        if cur and cur + fwd[d] > page_bytes:
+            pages.append(0)
+            cur = 0
+        cur += fwd[d]
+        pages[-1] += fwd[d]
+        page_of.append(len(pages) - 1)
+    cands_n, fpages_n, fbytes = [], [], []
+    for q in queries:
+        pq = prepare(model, q, {})
+        seq = pq["sequence"]
+        if len(seq) < 2:
+            cands_n.append(0)
+            fpages_n.append(0)
+            fbytes.append(0)
+            continue
+        exact = [ti for ti, _, ex in pq["scored"] if ex]
+        n_exact = len(set(seq))
+        full = collections.defaultdict(float)
+        hits = collections.Counter()
+        for ti, wi, ex in pq["scored"]:
+            for d, x in zip(*pq["contrib"][ti]):
+                full[d] += x
+                if ex:
+                    hits[d] += 1
+        top = sorted(full.items(), key=lambda x: (-x[1], x[0]))[:PHRASE_DEPTH]
+        c = [d for d, _ in top if hits[d] >= n_exact and len(exact) == n_exact]
+        cands_n.append(len(c))
+        ps = {page_of[d] for d in c}
+        fpages_n.append(len(ps))
+        fbytes.append(sum(pages[p] for p in ps))
+    print(f"\n== phrase scoring: forward index {sum(fwd) / 1e3:.0f} kB ({statistics.mean(fwd):.0f} B/chunk), "
+          f"{len(pages)} pages of {page_bytes} B")
+    print(f"  chunks needing the phrase check per query: median {pct(cands_n, .5)}, p90 {pct(cands_n, .9)}, "
+          f"max {max(cands_n)}; queries with none: {sum(1 for x in cands_n if x == 0)} of {len(queries)}")
+    print(f"  forward-index pages they need: median {pct(fpages_n, .5)}, p90 {pct(fpages_n, .9)}, max {max(fpages_n)}; "
+          f"bytes (raw) median {kb(pct(fbytes, .5))}, p90 {kb(pct(fbytes, .9))}, max {kb(max(fbytes))}")
+    return cands_n, fpages_n, fbytes
+
+
 # ------------------------------------------------------------------ main
 
 def main():
@@ -933,12 +1070,20 @@ def main():
     ap.add_argument("--codec", default="deflate-9", choices=["deflate-9", "zstd-19", "zstd-19+dict", "brotli-11"],
                     help="page compression for the query simulation (dictionary blocks, postings, chunk pages)")
     ap.add_argument("--wasm", help="report the code size of this wasm by crate and exit")
+    ap.add_argument("--phrase", action="store_true", help="only measure phrase candidates and forward-index pages and exit")
+    ap.add_argument("--fuzzy-reach", action="store_true", help="only count dictionary blocks typo expansion reaches and exit")
     ap.add_argument("--update-share", action="store_true", help="only measure the update rewrite share and exit")
     ap.add_argument("--scale", type=int, help="only project BUNDLE to this many chunks and exit")
     ap.add_argument("--terms-high", type=int, default=600_000, help="vocabulary upper bound for --scale")
     a = ap.parse_args()
     if a.wasm:
         wasm_report(a.wasm)
+        return
+    if a.phrase and a.bundle and a.queries:
+        phrase_report(Model(a.bundle), load_queries(a.queries))
+        return
+    if a.fuzzy_reach and a.bundle and a.queries:
+        fuzzy_reach(Model(a.bundle), load_queries(a.queries))
         return
     if a.update_share and a.bundle:
         update_share(Model(a.bundle))
