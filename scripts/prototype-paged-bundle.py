@@ -1056,6 +1056,32 @@ def phrase_report(model, queries, page_bytes=4096):
     return cands_n, fpages_n, fbytes
 
 
+def long_list_report(model, queries):
+    """Per query, the bytes of its long lists (> 1 kB) alone (one page file per list) and with
+    lists of df/N > 1/8 stored densely (2 bits per chunk + 2 B per tf >= 3) plus a shared
+    doc-length column (N x bits of the largest doc length)."""
+    tps, base, dense = {}, [], []
+    dl_col = model.n * max(model.doc_lens).bit_length() / 8
+    for q in queries:
+        pq = prepare(model, q, {})
+        b = d = 0
+        for ti, _, _ in pq["scored"]:
+            if ti not in tps:
+                tps[ti] = TermPostings(model, model.lists[ti])
+            tp = tps[ti]
+            if tp.bytes <= 1024:
+                continue
+            b += tp.bytes
+            if tp.df > model.n / 8:
+                d += model.n * 2 / 8 + 2 * sum(1 for _, tf in model.lists[ti] if tf >= 3)
+            else:
+                d += tp.bytes
+        base.append(b)
+        dense.append(d)
+    print(f"\n== long lists per query: alone median {kb(pct(base, .5))} (p90 {kb(pct(base, .9))}); "
+          f"dense for df/N > 1/8: median {kb(pct(dense, .5))} (p90 {kb(pct(dense, .9))}) + doc-length column {kb(dl_col)} once")
+
+
 # ------------------------------------------------------------------ main
 
 def main():
@@ -1070,6 +1096,7 @@ def main():
     ap.add_argument("--codec", default="deflate-9", choices=["deflate-9", "zstd-19", "zstd-19+dict", "brotli-11"],
                     help="page compression for the query simulation (dictionary blocks, postings, chunk pages)")
     ap.add_argument("--wasm", help="report the code size of this wasm by crate and exit")
+    ap.add_argument("--long-lists", action="store_true", help="only measure long-list bytes per query (alone / dense) and exit")
     ap.add_argument("--phrase", action="store_true", help="only measure phrase candidates and forward-index pages and exit")
     ap.add_argument("--fuzzy-reach", action="store_true", help="only count dictionary blocks typo expansion reaches and exit")
     ap.add_argument("--update-share", action="store_true", help="only measure the update rewrite share and exit")
@@ -1078,6 +1105,9 @@ def main():
     a = ap.parse_args()
     if a.wasm:
         wasm_report(a.wasm)
+        return
+    if a.long_lists and a.bundle and a.queries:
+        long_list_report(Model(a.bundle), load_queries(a.queries))
         return
     if a.phrase and a.bundle and a.queries:
         phrase_report(Model(a.bundle), load_queries(a.queries))
