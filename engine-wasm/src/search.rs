@@ -589,7 +589,6 @@ mod tests {
         assert!(docs("poen ").is_empty());
     }
 
-    #[test]
     /// Newcomer report: one 33,000-letter query word took 2.6 GB building its typo
     /// automaton. Words over FUZZY_MAX_CHARS get no typo expansion (found exactly or not).
     #[test]
@@ -605,6 +604,7 @@ mod tests {
         assert!(f.search(&format!("{} ", "q".repeat(20_000))).is_empty());
     }
 
+    #[test]
     fn exact_match_ranks_above_fuzzy_match() {
         // Doc 1 has the exact "hamlet" and the typo-matched "shakespeare": first.
         let f = fixture(&[
