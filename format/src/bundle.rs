@@ -577,8 +577,8 @@ impl TestBundle {
             analyzer: self.analyzer,
             generator: "jikji-format TestBundle".into(),
             built_at: 0,
-            chunk_size: 0,
-            overlap: 0,
+            chunk_size: 512,
+            overlap: 64,
             bm25: self.bm25,
             model: None,
             counts: crate::Counts {
