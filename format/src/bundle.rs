@@ -379,7 +379,6 @@ impl Bundle {
         } else {
             None
         };
-        check_parts(&manifest, &lexical, vectors.as_ref(), &chunks)?;
         let hanja = if manifest.files.contains_key(HANJA_FILE) {
             Some(HanjaMap::open(files.remove(HANJA_FILE).ok_or_else(
                 || FormatError::MissingFile {
@@ -389,15 +388,7 @@ impl Bundle {
         } else {
             None
         };
-        let analyzer = manifest.analyzer()?;
-        Ok(Bundle {
-            manifest,
-            lexical,
-            vectors,
-            chunks,
-            analyzer,
-            hanja,
-        })
+        Bundle::from_parts(manifest, lexical, vectors, chunks, hanja)
     }
 }
 
