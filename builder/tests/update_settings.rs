@@ -51,11 +51,11 @@ fn edit(c: &Path) {
     .unwrap();
 }
 
+/// Every page of the bundle (`p/*`), by name.
 fn files(b: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(b)
+    let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(b.join("p"))
         .unwrap()
         .map(|e| e.unwrap())
-        .filter(|e| e.file_name() != "manifest.json")
         .map(|e| {
             (
                 e.file_name().to_string_lossy().into_owned(),
@@ -67,8 +67,12 @@ fn files(b: &Path) -> Vec<(String, Vec<u8>)> {
     out
 }
 
+/// The manifest as native commands read it (sources table included).
 fn manifest(b: &Path) -> Manifest {
-    serde_json::from_slice(&std::fs::read(b.join("manifest.json")).unwrap()).unwrap()
+    jikji_format::Bundle::open_dir(b)
+        .unwrap()
+        .manifest()
+        .clone()
 }
 
 /// Builds with `settings`, edits, updates; builds the edited corpus afresh; compares.

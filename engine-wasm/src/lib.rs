@@ -211,6 +211,19 @@ pub struct Engine {
     min_score: f32,
     options: SearchOptions,
     lifecycle: OnceLock<Result<Lifecycle, String>>,
+    fetched: std::sync::Mutex<FetchStats>,
+}
+
+/// What the last query read from a paged bundle's folder (natively): the browser would
+/// fetch the same pages in the same rounds (the page bytes are served as stored).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct FetchStats {
+    /// Rounds of page reads after the entry (0: every page was cached).
+    pub rounds: usize,
+    /// Pages read.
+    pub pages: usize,
+    /// Bytes of those pages as stored (what a browser transfers).
+    pub bytes: u64,
 }
 
 impl Engine {
@@ -231,6 +244,7 @@ impl Engine {
             min_score: 0.0,
             options: SearchOptions::default(),
             lifecycle: OnceLock::new(),
+            fetched: Default::default(),
         }
     }
 
@@ -319,6 +333,12 @@ impl Engine {
     /// fails verification (named) or a whole bundle.
     pub fn add_page(&self, name: &str, bytes: &[u8]) -> Result<(), EngineError> {
         Ok(self.bundle.add_page(name, bytes)?)
+    }
+
+    /// The pages the last query read from the bundle folder (native paged bundles; zero
+    /// otherwise).
+    pub fn last_fetch(&self) -> FetchStats {
+        *self.fetched.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Evicts least recently used pages down to the cache budget: call before a new query
@@ -462,11 +482,17 @@ impl Engine {
         if native {
             cache.trim();
         }
+        #[cfg(not(target_arch = "wasm32"))]
+        let mut stats = FetchStats::default();
         for _ in 0..MAX_ROUNDS {
             cache.clear_missing();
             let result = self.pass(query, qvec, mode, top_k, opts);
             let missing = cache.take_missing();
             if missing.is_empty() {
+                #[cfg(not(target_arch = "wasm32"))]
+                {
+                    *self.fetched.lock().unwrap_or_else(|e| e.into_inner()) = stats;
+                }
                 return match result {
                     Err(EngineError::Format(e)) if e.is_page_missing() => {
                         Err(EngineError::Format(jikji_format::FormatError::corrupt(
@@ -480,7 +506,9 @@ impl Engine {
             }
             #[cfg(not(target_arch = "wasm32"))]
             if native {
-                self.bundle.load_pages(&missing)?;
+                stats.bytes += self.bundle.load_pages(&missing)?;
+                stats.rounds += 1;
+                stats.pages += missing.len();
                 continue;
             }
             return Err(EngineError::NeedPages(missing));

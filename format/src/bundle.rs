@@ -19,8 +19,8 @@ use crate::error::{FormatError, Result};
 use crate::hanja::{HanjaMap, HANJA_FILE};
 use crate::manifest::{FileEntry, Manifest, MANIFEST_FILE, PAGED_FORMAT_VERSION};
 use crate::paged::{
-    check_root, Chunks, Columns, Hanja, Lexicon, PageCache, PagedChunks, PagesRoot,
-    ENTRY_FILE, PAGES_DIR,
+    check_root, Chunks, Columns, Hanja, Lexicon, PageCache, PagedChunks, PagesRoot, ENTRY_FILE,
+    PAGES_DIR,
 };
 use crate::postings::{LexicalIndex, POSTINGS_FILE, TERMS_FILE};
 use crate::vectors::{Vectors, VECTORS_FILE};
@@ -346,7 +346,12 @@ impl Bundle {
             return Some(v);
         }
         let root = p.root.vectors.as_ref()?;
-        match crate::paged::assemble_vectors(&p.cache, root, p.root.dim, self.manifest.counts.chunks) {
+        match crate::paged::assemble_vectors(
+            &p.cache,
+            root,
+            p.root.dim,
+            self.manifest.counts.chunks,
+        ) {
             Ok(Some(v)) => {
                 let _ = p.vectors.set(v);
                 p.vectors.get()
@@ -366,7 +371,12 @@ impl Bundle {
             return Ok(None);
         };
         if p.vectors.get().is_none() {
-            match crate::paged::assemble_vectors(&p.cache, root, p.root.dim, self.manifest.counts.chunks)? {
+            match crate::paged::assemble_vectors(
+                &p.cache,
+                root,
+                p.root.dim,
+                self.manifest.counts.chunks,
+            )? {
                 Some(v) => {
                     let _ = p.vectors.set(v);
                 }
@@ -445,8 +455,10 @@ impl Bundle {
     /// Natively, for a bundle opened with [`Bundle::open_paged_dir`]: reads pages `names`
     /// from `p/` and adds them to the cache. Errors: no folder (a browser bundle), a
     /// missing file, a page that fails verification.
+    /// Returns the bytes read (pages as stored).
     #[cfg(not(target_arch = "wasm32"))]
-    pub fn load_pages(&self, names: &[String]) -> Result<()> {
+    pub fn load_pages(&self, names: &[String]) -> Result<u64> {
+        let mut total = 0u64;
         let p = self.paged.as_ref().ok_or_else(|| {
             FormatError::InvalidInput("not a paged bundle: pages cannot be loaded".into())
         })?;
@@ -455,7 +467,9 @@ impl Bundle {
         })?;
         for name in names {
             if !valid_page_name(name) {
-                return Err(FormatError::InvalidInput(format!("not a page name: {name:?}")));
+                return Err(FormatError::InvalidInput(format!(
+                    "not a page name: {name:?}"
+                )));
             }
             let path = dir.join(PAGES_DIR).join(name);
             let bytes = match std::fs::read(&path) {
@@ -467,9 +481,10 @@ impl Bundle {
                 }
                 Err(e) => return Err(FormatError::io(&path, e)),
             };
+            total += bytes.len() as u64;
             p.cache.add_stored(name, &bytes)?;
         }
-        Ok(())
+        Ok(total)
     }
 
     /// Opens a paged bundle from its entry file's bytes (`jikji.json`), with an empty page
@@ -498,7 +513,11 @@ impl Bundle {
             n,
             manifest.counts.terms,
         ));
-        let chunks = Chunks::Paged(PagedChunks::new(cache.clone(), root.chunks.clone(), root.records));
+        let chunks = Chunks::Paged(PagedChunks::new(
+            cache.clone(),
+            root.chunks.clone(),
+            root.records,
+        ));
         let hanja = root.hanja.clone().map(|pages| Hanja::Paged {
             cache: cache.clone(),
             keys: root.hanja_keys.clone(),
@@ -509,7 +528,10 @@ impl Bundle {
                 return Err(FormatError::corrupt(
                     ENTRY_FILE,
                     0,
-                    format!("vector pages have dimension {} but the model says {}", root.dim, m.dim),
+                    format!(
+                        "vector pages have dimension {} but the model says {}",
+                        root.dim, m.dim
+                    ),
                 ));
             }
         }

@@ -99,10 +99,11 @@ impl HanjaMap {
     /// A table of `keys` (sorted, as [`HanjaMap::keys`] gives them). Errors as [`HanjaMap::open`].
     pub fn from_keys(keys: &[Vec<u8>]) -> Result<Self> {
         let mut b = fst::SetBuilder::memory();
-        b.extend_iter(keys.iter()).map_err(|source| FormatError::Fst {
-            file: HANJA_FILE.into(),
-            source,
-        })?;
+        b.extend_iter(keys.iter())
+            .map_err(|source| FormatError::Fst {
+                file: HANJA_FILE.into(),
+                source,
+            })?;
         Self::open(b.into_inner().map_err(|source| FormatError::Fst {
             file: HANJA_FILE.into(),
             source,

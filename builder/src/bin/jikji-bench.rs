@@ -113,13 +113,26 @@ fn main() -> anyhow::Result<()> {
     // 3. Bundle bytes, 4. query latency.
     let mut engine =
         Engine::open_dir(&a.bundle).with_context(|| format!("opening {}", a.bundle.display()))?;
-    let bytes = engine
-        .bundle()
-        .manifest()
-        .files
-        .iter()
-        .map(|(k, v)| (k.clone(), v.bytes))
-        .collect::<Vec<_>>();
+    // Bytes on disk per file (format 1) or per page kind (format 2: `p/d-*`, …).
+    let mut per: std::collections::BTreeMap<String, u64> = Default::default();
+    for e in walkdir::WalkDir::new(&a.bundle)
+        .into_iter()
+        .filter_map(|e| e.ok())
+    {
+        if !e.file_type().is_file() {
+            continue;
+        }
+        let rel = e.path().strip_prefix(&a.bundle).unwrap_or(e.path());
+        let key = match rel.parent().and_then(|p| p.to_str()) {
+            Some("p") => format!(
+                "p/{}-*",
+                &rel.file_name().unwrap_or_default().to_string_lossy()[..1]
+            ),
+            _ => rel.display().to_string(),
+        };
+        *per.entry(key).or_default() += e.metadata().map(|m| m.len()).unwrap_or(0);
+    }
+    let bytes = per.into_iter().collect::<Vec<_>>();
     let t = Instant::now();
     engine.set_embedder(load_build_embedder(&a.model)?);
     let engine_model_secs = t.elapsed().as_secs_f64();

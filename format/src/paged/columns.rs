@@ -5,8 +5,8 @@
 //! whose lengths sum to `n`):
 //! ```text
 //! varint n
-//! file:     varint runs, runs × (varint len, varint file number)   numbered in order of
-//!                                                                  first appearance
+//! file:     varint runs, runs × (varint len, varint zigzag(file − previous run's file))
+//!           files are numbered in order of first appearance, so the delta is mostly 1
 //! archived: varint runs, runs × (varint len, u8 0|1)
 //! expires:  varint runs, runs × (varint len, u8 has, [8 bytes i64 ms since the epoch, LE])
 //! parent:   varint runs, runs × (varint len, varint parent doc + 1, 0 = none)
@@ -59,7 +59,12 @@ impl Columns {
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
         put_varint(&mut out, self.len() as u64);
-        runs(&self.file, &mut out, |o, v| put_varint(o, u64::from(v)));
+        let mut prev = 0i64;
+        runs(&self.file, &mut out, |o, v| {
+            let d = i64::from(v) - prev;
+            prev = i64::from(v);
+            put_varint(o, ((d << 1) ^ (d >> 63)) as u64);
+        });
         runs(&self.archived, &mut out, |o, v| o.push(u8::from(v)));
         runs(&self.expires, &mut out, |o, v| match v {
             Some(ms) => {
@@ -104,8 +109,15 @@ impl Columns {
             }
             Ok(out)
         }
+        let mut prev = 0i64;
         let file_col = column(&mut r, n, |r| {
-            u32::try_from(r.varint()?).map_err(|_| r.corrupt("file number over u32"))
+            let z = r.varint()?;
+            let d = (z >> 1) as i64 ^ -((z & 1) as i64);
+            prev = prev
+                .checked_add(d)
+                .filter(|v| (0..=i64::from(u32::MAX)).contains(v))
+                .ok_or_else(|| r.corrupt("file number out of range"))?;
+            Ok(prev as u32)
         })?;
         let archived = column(&mut r, n, |r| Ok(r.take(1)?[0] != 0))?;
         let expires = column(&mut r, n, |r| {
@@ -138,17 +150,17 @@ mod tests {
     #[test]
     fn roundtrip_and_bad_runs() {
         let c = Columns {
-            file: vec![0, 0, 1, 2, 2],
-            archived: vec![true, true, false, false, false],
-            expires: vec![None, None, Some(-5), Some(1_790_000_000_000), None],
-            parent: vec![None, Some(4), Some(4), None, None],
+            file: vec![0, 0, 1, 2, 2, 1],
+            archived: vec![true, true, false, false, false, false],
+            expires: vec![None, None, Some(-5), Some(1_790_000_000_000), None, None],
+            parent: vec![None, Some(4), Some(4), None, None, None],
         };
         let b = c.encode();
-        assert_eq!(Columns::decode("p/l", &b, 5).unwrap(), c);
-        assert!(Columns::decode("p/l", &b[..b.len() - 1], 5).is_err());
-        assert!(Columns::decode("p/l", &b, 6).is_err());
+        assert_eq!(Columns::decode("p/l", &b, 6).unwrap(), c);
+        assert!(Columns::decode("p/l", &b[..b.len() - 1], 6).is_err());
+        assert!(Columns::decode("p/l", &b, 7).is_err());
         let mut wrong = b.clone();
-        wrong[0] = 6; // claims 6 chunks, runs cover 5
-        assert!(Columns::decode("p/l", &wrong, 6).is_err());
+        wrong[0] = 7; // claims 7 chunks, runs cover 6
+        assert!(Columns::decode("p/l", &wrong, 7).is_err());
     }
 }

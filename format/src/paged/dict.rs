@@ -265,7 +265,10 @@ impl Block {
         }
         let first_ref = r.varint()? as usize;
         let n_refs = r.varint()? as usize;
-        if first_ref.checked_add(n_refs).is_none_or(|end| end > postings.pages) {
+        if first_ref
+            .checked_add(n_refs)
+            .is_none_or(|end| end > postings.pages)
+        {
             return Err(r.corrupt(format!(
                 "postings pages {first_ref}+{n_refs} past the bundle's {}",
                 postings.pages
@@ -284,8 +287,8 @@ impl Block {
             }
             prev.truncate(keep);
             prev.extend_from_slice(r.take(add)?);
-            let term = String::from_utf8(prev.clone())
-                .map_err(|_| r.corrupt("term is not UTF-8"))?;
+            let term =
+                String::from_utf8(prev.clone()).map_err(|_| r.corrupt("term is not UTF-8"))?;
             let df = u32::try_from(r.varint()?).map_err(|_| r.corrupt("df over u32"))?;
             let lk = r.varint()?;
             let len = usize::try_from(lk >> 1).map_err(|_| r.corrupt("length overflow"))?;

@@ -204,11 +204,8 @@ pub fn write_pages(parts: &Parts) -> Result<(PagesRoot, Vec<Encoded>)> {
         let next = numbers.len() as u32;
         cols.file.push(*numbers.entry(m.source).or_insert(next));
         cols.archived.push(m.archived);
-        cols.expires.push(
-            m.expires
-                .as_deref()
-                .and_then(crate::time::parse_iso8601_ms),
-        );
+        cols.expires
+            .push(m.expires.as_deref().and_then(crate::time::parse_iso8601_ms));
         cols.parent.push(m.parent_doc);
     }
     let cp = page::encode(Kind::Columns, &cols.encode());
@@ -262,10 +259,12 @@ pub fn write_pages(parts: &Parts) -> Result<(PagesRoot, Vec<Encoded>)> {
     // Sources table.
     let mut bodies = Vec::new();
     for group in parts.sources.chunks(SOURCES_PER_PAGE) {
-        bodies.push(serde_json::to_vec(group).map_err(|source| FormatError::Json {
-            file: "p/s-…".into(),
-            source,
-        })?);
+        bodies.push(
+            serde_json::to_vec(group).map_err(|source| FormatError::Json {
+                file: "p/s-…".into(),
+                source,
+            })?,
+        );
     }
     let (sources, sp) = numbered(Kind::Sources, bodies, SOURCES_PER_PAGE);
     pages.extend(sp);
@@ -322,7 +321,11 @@ pub fn check_root(root: &PagesRoot, chunks: usize, parents: usize) -> Result<()>
         ));
     }
     if let Some(v) = &root.vectors {
-        if v.per_page == 0 || v.pages != chunks.div_ceil(v.per_page) || root.dim == 0 || root.dim > 65536 {
+        if v.per_page == 0
+            || v.pages != chunks.div_ceil(v.per_page)
+            || root.dim == 0
+            || root.dim > 65536
+        {
             return bad(format!(
                 "{} vector pages of {} rows × {} for {chunks} chunks",
                 v.pages, v.per_page, root.dim
@@ -337,7 +340,10 @@ pub fn check_root(root: &PagesRoot, chunks: usize, parents: usize) -> Result<()>
         return bad("Hanja pages are not in key order, or not one key per page".into());
     }
     if root.postings.per_page != dict::POSTINGS_PAGE {
-        return bad(format!("postings pages of {} bytes", root.postings.per_page));
+        return bad(format!(
+            "postings pages of {} bytes",
+            root.postings.per_page
+        ));
     }
     Ok(())
 }
@@ -372,7 +378,10 @@ impl PagedChunks {
         let name = self.page_of(doc);
         let body = self.cache.require(&name)?;
         let store = ChunkStore::open(body.as_ref().clone()).map_err(|e| renamed(e, &name))?;
-        let want = self.root.per_page.min(self.len - (doc as usize / self.root.per_page) * self.root.per_page);
+        let want = self
+            .root
+            .per_page
+            .min(self.len - (doc as usize / self.root.per_page) * self.root.per_page);
         if store.len() != want {
             return Err(FormatError::corrupt(
                 &format!("p/{name}"),
@@ -412,7 +421,9 @@ fn renamed(e: FormatError, page: &str) -> FormatError {
             offset,
             message,
         },
-        FormatError::FormatVersion { found, expected, .. } => FormatError::FormatVersion {
+        FormatError::FormatVersion {
+            found, expected, ..
+        } => FormatError::FormatVersion {
             file: format!("p/{page}"),
             found,
             expected,
@@ -612,8 +623,15 @@ impl Hanja {
 }
 
 /// Vectors of a paged bundle: assembled once every vector page is in the cache.
-pub fn assemble_vectors(cache: &PageCache, root: &Numbered, dim: usize, rows: usize) -> Result<Option<Vectors>> {
-    let names: Vec<String> = (0..root.pages).map(|n| root.name(Kind::Vectors, n)).collect();
+pub fn assemble_vectors(
+    cache: &PageCache,
+    root: &Numbered,
+    dim: usize,
+    rows: usize,
+) -> Result<Option<Vectors>> {
+    let names: Vec<String> = (0..root.pages)
+        .map(|n| root.name(Kind::Vectors, n))
+        .collect();
     let bodies: Vec<_> = names.iter().map(|n| cache.get(n)).collect();
     if bodies.iter().any(Option::is_none) {
         return Ok(None);
@@ -622,14 +640,27 @@ pub fn assemble_vectors(cache: &PageCache, root: &Numbered, dim: usize, rows: us
     for (name, body) in names.iter().zip(bodies) {
         let v = Vectors::open(&body.expect("checked")).map_err(|e| renamed(e, name))?;
         if v.dim() != dim {
-            return Err(FormatError::corrupt(&format!("p/{name}"), 8, format!("dimension {} but the entry says {dim}", v.dim())));
+            return Err(FormatError::corrupt(
+                &format!("p/{name}"),
+                8,
+                format!("dimension {} but the entry says {dim}", v.dim()),
+            ));
         }
         parts.push(v);
     }
-    let all = write_quantized(dim, parts.iter().flat_map(|v| (0..v.len()).map(move |i| v.row(i))))?;
+    let all = write_quantized(
+        dim,
+        parts
+            .iter()
+            .flat_map(|v| (0..v.len()).map(move |i| v.row(i))),
+    )?;
     let v = Vectors::open(&all)?;
     if v.len() != rows {
-        return Err(FormatError::corrupt(ENTRY_FILE, 0, format!("vector pages hold {} rows, expected {rows}", v.len())));
+        return Err(FormatError::corrupt(
+            ENTRY_FILE,
+            0,
+            format!("vector pages hold {} rows, expected {rows}", v.len()),
+        ));
     }
     Ok(Some(v))
 }
@@ -696,7 +727,12 @@ pub struct WholeParts {
 }
 
 /// Rebuilds the whole parts from a cache holding every page of `root` (see [`all_pages`]); `chunks` = indexed chunks. Errors: PageMissing, DataCorruption.
-pub fn whole_parts(root: &PagesRoot, cache: &Arc<PageCache>, chunks: usize, num_terms: usize) -> Result<WholeParts> {
+pub fn whole_parts(
+    root: &PagesRoot,
+    cache: &Arc<PageCache>,
+    chunks: usize,
+    num_terms: usize,
+) -> Result<WholeParts> {
     let lex = lexicon(root, cache, chunks, num_terms);
     let mut doc_lens = vec![0u32; chunks];
     let mut lists: BTreeMap<String, Vec<(u32, u32)>> = BTreeMap::new();
@@ -712,17 +748,25 @@ pub fn whole_parts(root: &PagesRoot, cache: &Arc<PageCache>, chunks: usize, num_
             for &(d, _, dl) in &list {
                 doc_lens[d as usize] = dl;
             }
-            lists.insert(e.term.clone(), list.into_iter().map(|(d, tf, _)| (d, tf)).collect());
+            lists.insert(
+                e.term.clone(),
+                list.into_iter().map(|(d, tf, _)| (d, tf)).collect(),
+            );
         }
     }
     let (terms_fst, postings) = crate::postings::write_lists(&doc_lens, lists.into_iter())?;
     let pc = PagedChunks::new(cache.clone(), root.chunks.clone(), root.records);
-    let raws = (0..root.records as u32).map(|d| pc.raw(d)).collect::<Result<Vec<_>>>()?;
+    let raws = (0..root.records as u32)
+        .map(|d| pc.raw(d))
+        .collect::<Result<Vec<_>>>()?;
     let chunks_bin = write_raw_records(raws.iter().map(Vec::as_slice));
     let vectors = match &root.vectors {
         Some(v) => {
-            let vs = assemble_vectors(cache, v, root.dim, chunks)?
-                .ok_or_else(|| FormatError::PageMissing { name: v.name(Kind::Vectors, 0) })?;
+            let vs = assemble_vectors(cache, v, root.dim, chunks)?.ok_or_else(|| {
+                FormatError::PageMissing {
+                    name: v.name(Kind::Vectors, 0),
+                }
+            })?;
             Some(write_quantized(vs.dim(), (0..vs.len()).map(|i| vs.row(i)))?)
         }
         None => None,
@@ -744,10 +788,11 @@ pub fn whole_parts(root: &PagesRoot, cache: &Arc<PageCache>, chunks: usize, num_
     for n in 0..root.sources.pages {
         let name = root.sources.name(Kind::Sources, n);
         let body = cache.require(&name)?;
-        let part: Vec<SourceEntry> = serde_json::from_slice(&body).map_err(|source| FormatError::Json {
-            file: format!("p/{name}"),
-            source,
-        })?;
+        let part: Vec<SourceEntry> =
+            serde_json::from_slice(&body).map_err(|source| FormatError::Json {
+                file: format!("p/{name}"),
+                source,
+            })?;
         sources.extend(part);
     }
     Ok(WholeParts {

@@ -314,8 +314,13 @@ mod tests {
         assert_eq!(decode_stored(&p.name, &p.bytes).unwrap(), raw);
         // Another page's name.
         let other = encode(Kind::Columns, b"x");
-        let err = decode_stored(&other.name, &p.bytes).unwrap_err().to_string();
-        assert!(err.contains(&other.name) && err.contains("expected by its name"), "{err}");
+        let err = decode_stored(&other.name, &p.bytes)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&other.name) && err.contains("expected by its name"),
+            "{err}"
+        );
         // A flipped body byte.
         let mut bad = p.bytes.clone();
         let n = bad.len();
