@@ -11,6 +11,7 @@ pub mod bundle;
 pub mod chunks;
 pub mod codec;
 pub mod error;
+mod fst_check;
 pub mod hanja;
 pub mod manifest;
 pub mod postings;
