@@ -67,7 +67,7 @@ impl HanjaMap {
         };
         let set = fst::Set::new(bytes).map_err(fst_err)?;
         // Corrupt nodes can make fst lookups panic: check the fst's own CRC32C first.
-        set.as_fst().verify().map_err(fst_err)?;
+        crate::fst_check::verify(set.as_fst()).map_err(fst_err)?;
         Ok(HanjaMap { set })
     }
 

@@ -12,6 +12,7 @@ pub mod bundle;
 pub mod chunks;
 pub mod codec;
 pub mod error;
+mod fst_check;
 pub mod hanja;
 pub mod manifest;
 pub mod paged;
