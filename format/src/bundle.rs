@@ -496,10 +496,10 @@ impl Bundle {
     }
 
     fn paged_from_entry(bytes: &[u8], dir: Option<PathBuf>) -> Result<Self> {
-        let manifest = Manifest::parse(bytes)?;
+        let manifest = Manifest::parse_named(bytes, ENTRY_FILE)?;
         let Some(root) = manifest.pages.clone() else {
             return Err(FormatError::FormatVersion {
-                file: MANIFEST_FILE.into(),
+                file: ENTRY_FILE.into(),
                 found: manifest.format_version,
                 expected: PAGED_FORMAT_VERSION,
             });

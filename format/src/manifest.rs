@@ -305,19 +305,20 @@ impl Manifest {
     /// Parses manifest bytes and checks the format and analyzer versions (analyzer
     /// versions 1 and 2 are accepted, see [`crate::analyzer`]).
     pub fn parse(bytes: &[u8]) -> Result<Self> {
+        Self::parse_named(bytes, MANIFEST_FILE)
+    }
+
+    /// [`Manifest::parse`] for bytes read from the file named `file` (`manifest.json` or a
+    /// paged bundle's `jikji.json`), which errors name.
+    pub fn parse_named(bytes: &[u8], file: &str) -> Result<Self> {
         #[derive(Deserialize)]
         struct VersionOnly {
             format_version: u32,
         }
         let v: VersionOnly = serde_json::from_slice(bytes).map_err(|source| FormatError::Json {
-            file: MANIFEST_FILE.into(),
+            file: file.into(),
             source,
         })?;
-        let file = if v.format_version == PAGED_FORMAT_VERSION {
-            crate::paged::ENTRY_FILE
-        } else {
-            MANIFEST_FILE
-        };
         if v.format_version != FORMAT_VERSION && v.format_version != PAGED_FORMAT_VERSION {
             return Err(FormatError::FormatVersion {
                 file: file.into(),
