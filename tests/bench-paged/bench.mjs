@@ -241,7 +241,7 @@ window.bench = {
   async search(q, k) {
     const t0 = performance.now();
     const r = await j.search(q, { mode: "bm25", topK: k });
-    return { ms: performance.now() - t0, hits: r.hits.map((h) => ({ source: h.source, text: h.text.length })), stats: r.stats };
+    return { ms: performance.now() - t0, hits: r.hits.map((h) => ({ id: h.id, source: h.source, text: h.text.length })), stats: r.stats };
   },
   cacheStats() { return j.cacheStats(); },
 };
@@ -401,7 +401,7 @@ async function replay(o, system, url, queries) {
   });
 }
 
-function summarize(system, c, prepared, replayed, cold) {
+function summarize(system, c, prepared, replayed, cold, native = null) {
   const runs = replayed.runs;
   const first = runs[0];
   const tr = (es) => sum(es.map((e) => e.transfer));
@@ -412,7 +412,13 @@ function summarize(system, c, prepared, replayed, cold) {
       ? r.hits.map((h) => prepared.docOfSource(h.source))
       : r.hits.map((h) => prepared.docOfUrl.get(new URL(h.url, "http://x").pathname) ?? `?${h.url}`);
   let ndcg = null;
-  if (prepared.qrels) ndcg = mean(runs.map((r) => ndcg10(docIds(r), prepared.qrels.get(r.q.id) ?? new Map())));
+  let nativeNdcg = null;
+  const ndcgOf = (rs) => mean(rs.map((r) => ndcg10(docIds(r), prepared.qrels.get(r.q.id) ?? new Map())));
+  if (prepared.qrels) ndcg = ndcgOf(runs);
+  if (prepared.qrels && native) nativeNdcg = ndcgOf(native);
+  const sameAsNative = native
+    ? runs.filter((r, i) => JSON.stringify(r.hits.map((h) => h.id)) === JSON.stringify(native[i].hits.map((h) => h.id))).length
+    : null;
   const cats = byCategory(system, first.entries);
   const laterNew = later.map((r) => tr(r.entries));
   return {
@@ -450,10 +456,32 @@ function summarize(system, c, prepared, replayed, cold) {
       : null,
     latency: { p50: quantile(runs.map((r) => r.ms), 0.5), p90: quantile(runs.map((r) => r.ms), 0.9), firstMs: first.ms },
     ndcg10: ndcg,
+    native: native ? { ndcg10: nativeNdcg, sameTop10: sameAsNative } : null,
     static: { wasm: cats.wasm ?? null, js: cats.js ?? null },
     pageCache: replayed.cache,
     hitsPerQuery: mean(runs.map((r) => r.hits.length)),
   };
+}
+
+/**
+ * The same queries natively (`jikji search BUNDLE Q… --mode bm25 --top-k 10 --json`), in
+ * batches: the reference the browser's results must equal.
+ */
+async function nativeRuns(o, bundle, queries) {
+  const out = [];
+  for (let i = 0; i < queries.length; i += 50) {
+    const batch = queries.slice(i, i + 50);
+    const { stdout } = await execFileP(
+      o.bin,
+      ["search", bundle, ...batch.map((q) => q.text), "--mode", "bm25", "--top-k", String(TOP), "--json"],
+      { cwd: ROOT, maxBuffer: 256 << 20 },
+    );
+    const parsed = JSON.parse(stdout);
+    const list = Array.isArray(parsed) ? parsed : [parsed];
+    if (list.length !== batch.length) throw new Error(`jikji search answered ${list.length} results for ${batch.length} queries`);
+    list.forEach((r, j) => out.push({ q: batch[j], hits: r.hits.map((h) => ({ id: h.id, source: h.source })) }));
+  }
+  return out;
 }
 
 // ---------------------------------------------------------------- main
@@ -521,7 +549,8 @@ async function main() {
           cold.push({ q: q.text, transfer: sum(es.map((e) => e.transfer)), requests: es.length, rounds: rounds(es) });
         }
         server.proc.kill();
-        results.push(summarize(system, c, prepared, replayed, cold));
+        const native = system === "jikji" ? await nativeRuns(o, bundle, prepared.queries) : null;
+        results.push(summarize(system, c, prepared, replayed, cold, native));
         const f = results[results.length - 1].first;
         log(`   first query: ${(f.transfer / 1e3).toFixed(1)} kB in ${f.requests} requests`);
       }
@@ -570,6 +599,12 @@ function print(h, results) {
     const s = (x) => (x ? `${kB(x.transfer)} / ${kB(x.raw)} (${x.requests} files)` : "—");
     console.log(`  ${r.system} ${r.corpus}: wasm ${s(r.static.wasm)}; JS ${s(r.static.js)}`);
   }
+  for (const r of results)
+    if (r.native)
+      console.log(
+        `\n${r.system} ${r.corpus}: the browser's top ${TOP} equals native jikji search for ${r.native.sameTop10} of ${r.queries} queries` +
+          (r.native.ndcg10 == null ? "" : `; native nDCG@10 ${r.native.ndcg10.toFixed(3)}`),
+      );
   for (const r of results) if (r.pageCache) console.log(`\npage cache after the replay (${r.corpus}): ${JSON.stringify(r.pageCache)}`);
 }
 
