@@ -398,7 +398,7 @@ describe("Jikji search page in Chromium", { timeout: READY_MS + 20 * 60_000 }, (
     const p2 = await context.newPage();
     forwardConsole(p2, "v1-bundle", null);
     // A v1 bundle as a static host would serve it: manifest.json, no jikji.json.
-    await p2.route("**/v1bundle/**", (route) => {
+    await p2.route((url) => url.pathname.startsWith("/v1bundle/"), (route) => {
       const p = new URL(route.request().url()).pathname;
       if (p.endsWith("/manifest.json")) {
         return route.fulfill({ status: 200, contentType: "application/json", body: JSON.stringify({ format_version: 1, files: {} }) });
