@@ -211,7 +211,7 @@ function renderSite(dir, docs) {
 <script type="module">
 let pf = null;
 window.bench = {
-  async open() { pf = await import("/pagefind/pagefind.js"); return null; },
+  async open() { pf = await import("/pagefind/pagefind.js"); await pf.init(); return null; },
   async search(q, k) {
     const t0 = performance.now();
     const s = await pf.search(q);
@@ -254,6 +254,15 @@ window.benchReady = true;
 
 // ---------------------------------------------------------------- measuring
 
+/** `promise`, or an Error naming `what` after `ms`. */
+function withTimeout(promise, ms, what) {
+  let timer;
+  return Promise.race([
+    promise,
+    new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms / 1000} s`)), ms))),
+  ]).finally(() => clearTimeout(timer));
+}
+
 /** Records every request of a browser context with its sizes and timing. */
 class NetLog {
   constructor(context) {
@@ -262,7 +271,7 @@ class NetLog {
     context.on("request", (r) => this.pending.add(r));
     const done = (r, failed) => {
       this.pending.delete(r);
-      this.entries.push(this.measure(r, failed));
+      this.entries.push(withTimeout(this.measure(r, failed), 15_000, `measuring ${r.url()}`));
     };
     context.on("requestfinished", (r) => done(r, false));
     context.on("requestfailed", (r) => done(r, true));
@@ -388,13 +397,14 @@ async function replay(o, system, url, queries) {
     for (const [i, q] of queries.entries()) {
       let r;
       try {
-        r = await page.evaluate(([q, k]) => window.bench.search(q, k), [q.text, TOP]);
+        r = await withTimeout(page.evaluate(([q, k]) => window.bench.search(q, k), [q.text, TOP]), 120_000, "the search");
       } catch (e) {
         throw new Error(`${system}: query ${JSON.stringify(q.text)}: ${e.message.split("\n")[0]}`);
       }
       const entries = await net.since(mark);
       mark = net.mark();
       runs.push({ q, ms: r.ms + (i === 0 ? openT : 0), hits: r.hits, stats: r.stats ?? null, entries });
+      if ((i + 1) % 50 === 0) log(`   ${system}: ${i + 1} of ${queries.length} queries`);
     }
     const cache = system === "jikji" ? await page.evaluate(() => window.bench.cacheStats()) : null;
     return { runs, wallMs: Date.now() - t0, cache };
