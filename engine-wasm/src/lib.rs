@@ -26,6 +26,10 @@ use lifecycle::Lifecycle;
 
 pub use search::{Expansion, Scored, FUSION_DEPTH, RRF_K};
 
+/// Most passes one query makes over a paged bundle (dictionary, postings, chunks, plus
+/// expansions: the Hanja pages, the typo dictionary and the terms it reaches).
+pub const MAX_ROUNDS: usize = 8;
+
 /// Errors of the engine.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -62,6 +66,11 @@ pub enum EngineError {
     /// Unknown fusion name.
     #[error("unknown fusion {0:?} (expected rrf, weighted or weighted:W with 0 ≤ W ≤ 1)")]
     BadFusion(String),
+    /// A paged bundle needs these pages (names under `p/`) to answer the query: fetch them,
+    /// add them ([`jikji_format::Bundle::add_page`]) and run the query again. Natively,
+    /// for a bundle read from a folder, the engine loads them itself and never returns this.
+    #[error("the query needs {} more pages of the bundle: {}", .0.len(), .0.join(", "))]
+    NeedPages(Vec<String>),
     /// The embedder failed.
     #[cfg(feature = "embed")]
     #[error(transparent)]
@@ -266,8 +275,18 @@ impl Engine {
     }
 
     fn lifecycle(&self) -> Result<&Lifecycle, EngineError> {
+        if self.lifecycle.get().is_none() {
+            match Lifecycle::read(&self.bundle) {
+                // A paged bundle's columns page not loaded yet: not a result to keep.
+                Err(e) if e.is_page_missing() => return Err(e.into()),
+                r => {
+                    let _ = self.lifecycle.set(r.map_err(|e| e.to_string()));
+                }
+            }
+        }
         self.lifecycle
-            .get_or_init(|| Lifecycle::read(&self.bundle).map_err(|e| e.to_string()))
+            .get()
+            .expect("set above")
             .as_ref()
             .map_err(|e| {
                 EngineError::Format(FormatError::corrupt(
@@ -283,10 +302,31 @@ impl Engine {
         Ok(Self::new(Bundle::from_files(files)?))
     }
 
-    /// Opens a bundle folder (native only).
+    /// Opens a bundle folder (native only): a format 2 bundle paged (only `jikji.json` is
+    /// read; each query reads the pages it needs, as the browser does), format 1 whole.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn open_dir(dir: &std::path::Path) -> Result<Self, EngineError> {
-        Ok(Self::new(Bundle::open_dir(dir)?))
+        Ok(Self::new(Bundle::open_paged_dir(dir)?))
+    }
+
+    /// Opens a paged bundle from its entry file's bytes (`jikji.json`), as the browser
+    /// does; pages are added with [`Engine::add_page`].
+    pub fn open_entry(entry: &[u8]) -> Result<Self, EngineError> {
+        Ok(Self::new(Bundle::open_entry(entry)?))
+    }
+
+    /// Adds a page (header + raw body) to a paged bundle's cache. Errors on a page that
+    /// fails verification (named) or a whole bundle.
+    pub fn add_page(&self, name: &str, bytes: &[u8]) -> Result<(), EngineError> {
+        Ok(self.bundle.add_page(name, bytes)?)
+    }
+
+    /// Evicts least recently used pages down to the cache budget: call before a new query
+    /// (never between the rounds of one). No-op for a whole bundle.
+    pub fn trim_cache(&self) {
+        if let Some(c) = self.bundle.cache() {
+            c.trim();
+        }
     }
 
     /// The bundle.
@@ -365,7 +405,7 @@ impl Engine {
         let qvec: Option<Vec<f32>> = match mode {
             Mode::Bm25 => None,
             _ => {
-                if self.bundle.vectors().is_none() {
+                if !self.bundle.has_vectors() {
                     return Err(EngineError::NoVectors(mode));
                 }
                 #[cfg(feature = "embed")]
@@ -400,7 +440,60 @@ impl Engine {
     /// hybrid mode the fused ranking is filtered (ranks inside each list still count the
     /// left-out chunks). The stages (rankers, fusion, parents and lifecycle filters,
     /// calibrated scores, minimum score) are described in the `pipeline` module.
+    ///
+    /// On a paged bundle the query runs in passes (see [`jikji_format::paged`]): a pass
+    /// that read a page not in the cache is thrown away; natively the missing pages are
+    /// read from the bundle folder and the query runs again (at most [`MAX_ROUNDS`]
+    /// passes), in the browser [`EngineError::NeedPages`] lists them for the caller.
     pub fn search_with_options(
+        &self,
+        query: &str,
+        qvec: Option<&[f32]>,
+        mode: Mode,
+        top_k: usize,
+        opts: &SearchOptions,
+    ) -> Result<SearchResult, EngineError> {
+        let Some(cache) = self.bundle.cache() else {
+            return self.pass(query, qvec, mode, top_k, opts);
+        };
+        #[cfg(not(target_arch = "wasm32"))]
+        let native = self.bundle.can_load_pages();
+        #[cfg(not(target_arch = "wasm32"))]
+        if native {
+            cache.trim();
+        }
+        for _ in 0..MAX_ROUNDS {
+            cache.clear_missing();
+            let result = self.pass(query, qvec, mode, top_k, opts);
+            let missing = cache.take_missing();
+            if missing.is_empty() {
+                return match result {
+                    Err(EngineError::Format(e)) if e.is_page_missing() => {
+                        Err(EngineError::Format(jikji_format::FormatError::corrupt(
+                            jikji_format::paged::ENTRY_FILE,
+                            0,
+                            format!("{e}, but no page was recorded as missing"),
+                        )))
+                    }
+                    r => r,
+                };
+            }
+            #[cfg(not(target_arch = "wasm32"))]
+            if native {
+                self.bundle.load_pages(&missing)?;
+                continue;
+            }
+            return Err(EngineError::NeedPages(missing));
+        }
+        Err(EngineError::Format(jikji_format::FormatError::corrupt(
+            jikji_format::paged::ENTRY_FILE,
+            0,
+            format!("the query still needed pages after {MAX_ROUNDS} rounds"),
+        )))
+    }
+
+    /// One pass of a query (see [`Engine::search_with_options`]).
+    fn pass(
         &self,
         query: &str,
         qvec: Option<&[f32]>,

@@ -71,6 +71,11 @@ impl HanjaMap {
         Ok(HanjaMap { set })
     }
 
+    /// The `hanja.fst` bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        self.set.as_fst().as_bytes()
+    }
+
     /// Number of keys (both directions).
     pub fn len(&self) -> usize {
         self.set.len()
@@ -79,6 +84,29 @@ impl HanjaMap {
     /// True if the table is empty.
     pub fn is_empty(&self) -> bool {
         self.set.is_empty()
+    }
+
+    /// Every key in order (`'h'|'c'` + two chars, see the module docs).
+    pub fn keys(&self) -> Vec<Vec<u8>> {
+        let mut out = Vec::with_capacity(self.set.len());
+        let mut s = self.set.stream();
+        while let Some(k) = s.next() {
+            out.push(k.to_vec());
+        }
+        out
+    }
+
+    /// A table of `keys` (sorted, as [`HanjaMap::keys`] gives them). Errors as [`HanjaMap::open`].
+    pub fn from_keys(keys: &[Vec<u8>]) -> Result<Self> {
+        let mut b = fst::SetBuilder::memory();
+        b.extend_iter(keys.iter()).map_err(|source| FormatError::Fst {
+            file: HANJA_FILE.into(),
+            source,
+        })?;
+        Self::open(b.into_inner().map_err(|source| FormatError::Fst {
+            file: HANJA_FILE.into(),
+            source,
+        })?)
     }
 
     fn lookup(&self, tag: u8, c: char) -> Vec<char> {

@@ -9,7 +9,11 @@ use crate::error::{FormatError, Result};
 /// File name of the manifest in a bundle.
 pub const MANIFEST_FILE: &str = "manifest.json";
 /// Version of the bundle format as a whole; bumped on any incompatible change of any file.
+/// Format 1: whole files listed in `manifest.json`.
 pub const FORMAT_VERSION: u32 = 1;
+/// Format 2: the paged bundle, an entry file `jikji.json` and pages under `p/` (see
+/// [`crate::paged`]). Native readers read both formats; the browser reads format 2.
+pub const PAGED_FORMAT_VERSION: u32 = 2;
 
 /// Size and SHA-256 of one bundle file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -166,6 +170,10 @@ pub struct Manifest {
     /// (`--allow-ai-draft`); `jikji update` keeps admitting them. Absent: false.
     #[serde(default)]
     pub allow_ai_draft: bool,
+    /// Format 2 (paged) bundles only: the roots of the pages under `p/` (see
+    /// [`crate::paged::PagesRoot`]); absent in format 1 manifests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pages: Option<crate::paged::PagesRoot>,
 }
 
 fn yes() -> bool {
@@ -305,17 +313,29 @@ impl Manifest {
             file: MANIFEST_FILE.into(),
             source,
         })?;
-        if v.format_version != FORMAT_VERSION {
+        let file = if v.format_version == PAGED_FORMAT_VERSION {
+            crate::paged::ENTRY_FILE
+        } else {
+            MANIFEST_FILE
+        };
+        if v.format_version != FORMAT_VERSION && v.format_version != PAGED_FORMAT_VERSION {
             return Err(FormatError::FormatVersion {
-                file: MANIFEST_FILE.into(),
+                file: file.into(),
                 found: v.format_version,
-                expected: FORMAT_VERSION,
+                expected: PAGED_FORMAT_VERSION,
             });
         }
         let m: Manifest = serde_json::from_slice(bytes).map_err(|source| FormatError::Json {
-            file: MANIFEST_FILE.into(),
+            file: file.into(),
             source,
         })?;
+        if (m.format_version == PAGED_FORMAT_VERSION) != m.pages.is_some() {
+            return Err(FormatError::corrupt(
+                file,
+                0,
+                "format 2 needs `pages`, format 1 must not have it",
+            ));
+        }
         m.analyzer()?;
         m.check_settings()?;
         Ok(m)
