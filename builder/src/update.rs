@@ -15,9 +15,13 @@
 //! 4. **embed**: a chunk whose text is in the old bundle reuses that vector *as stored*
 //!    (the int8 row and its scale, bit for bit: no dequantize/requantize drift); only
 //!    texts not in the old bundle are embedded (through the vector cache, if given).
-//! 5. **calibrate**: the score calibration is fitted again on the new bundle, as a build
-//!    does (300 pseudo-queries spread over all chunks, embedded with the model), unless the
-//!    data files are byte for byte the old ones (then the old calibration is kept).
+//! 5. **calibrate**: the old calibration is kept when the data files are byte for byte the
+//!    old ones (it is then exactly the one a full build fits), or when the edit is too small
+//!    to move it ([`Recalibrate::WhenMoved`], the default: at most [`KEEP_CALIBRATION_SHARE`]
+//!    of the chunk texts added or removed, in a bundle of at least
+//!    [`KEEP_CALIBRATION_MIN_CHUNKS`] chunks; `builder/tests/update_calibration.rs` measures
+//!    how far a full build's refit is then). Otherwise it is fitted again on the new bundle,
+//!    as a build does (300 pseudo-queries spread over all chunks, embedded with the model).
 //! 6. **write**: a new bundle through [`jikji_format::BundleWriter`] (temp folder, atomic
 //!    swap; the old bundle stays valid until the swap and becomes `BUNDLE.prev`).
 //!
@@ -79,8 +83,11 @@ pub struct UpdateReport {
     pub findings: Vec<Finding>,
     /// True if a new bundle was written; false when nothing changed.
     pub written: bool,
-    /// True if the old calibration was kept because the data files are unchanged.
+    /// True if the old calibration was kept (see [`Recalibrate`]).
     pub calibration_reused: bool,
+    /// Why the calibration was kept or fitted, e.g. `kept: 2 of 6333 chunk texts changed
+    /// (≤ 1%)`.
+    pub calibration_note: String,
     /// Seconds per phase: open, scan, chunk, index, embed, calibrate, write.
     pub seconds: Vec<(String, f64)>,
 }
@@ -89,15 +96,58 @@ fn text_key(text: &str) -> [u8; 32] {
     Sha256::digest(text.as_bytes()).into()
 }
 
+/// Largest share of a bundle's chunk texts (added + removed, over the larger of the old and
+/// new chunk counts) that an update may change and still keep the old calibration under
+/// [`Recalibrate::WhenMoved`]: 1%.
+///
+/// Why the calibration cannot move then: it is a Platt fit on 300 pseudo-queries drawn from
+/// the chunks; a change of at most 1% of the texts replaces in expectation at most 3 of their
+/// source chunks and moves the BM25 statistics (chunk count, document frequencies, mean
+/// length) by about 1%, well inside the fit's own sampling noise (a full build of the edited
+/// corpus draws a different set of 300 spans, since the spans are picked by chunk position).
+/// Measured: `builder/tests/update_calibration.rs`.
+pub const KEEP_CALIBRATION_SHARE: f64 = 0.01;
+
+/// Fewest chunks a bundle must have for [`Recalibrate::WhenMoved`] to keep its calibration
+/// after a change (smaller bundles are refitted: there, 300 pseudo-queries cover a large share
+/// of the chunks, and the fit is fast).
+pub const KEEP_CALIBRATION_MIN_CHUNKS: usize = 1000;
+
+/// When `jikji update` fits the score calibration again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Recalibrate {
+    /// Keep the old calibration when the data files are byte for byte the old ones, or when at
+    /// most [`KEEP_CALIBRATION_SHARE`] of the chunk texts changed in a bundle of at least
+    /// [`KEEP_CALIBRATION_MIN_CHUNKS`] chunks (and the old calibration is of the current
+    /// method, for a bundle with the same kind of data: vectors or not); otherwise refit.
+    #[default]
+    WhenMoved,
+    /// Keep it only when the data files are byte for byte the old ones (the result is then
+    /// exactly what a full build fits); otherwise refit (`jikji update --recalibrate`).
+    Always,
+}
+
+/// [`update_with`] with [`Recalibrate::WhenMoved`].
+///
+/// # Errors
+/// As [`update_with`].
+pub fn update(opts: &IngestOptions, allow_ai_draft: bool) -> Result<UpdateReport> {
+    update_with(opts, allow_ai_draft, Recalibrate::default())
+}
+
 /// Updates `opts.bundle` from `opts.corpus` with the bundle's own [`BundleSettings`] (its
-/// manifest's; `allow_ai_draft` true also admits AI drafts if the bundle did not). See the
-/// module doc. Errors: the bundle cannot be opened or has no sources table (built by an
-/// older `jikji`: build it once), the model differs from the bundle's, a corpus error with
-/// `strict`, or an I/O error.
+/// manifest's; `allow_ai_draft` true also admits AI drafts if the bundle did not),
+/// re-fitting the calibration as `recalibrate` says. See the module doc. Errors: the bundle
+/// cannot be opened or has no sources table (built by an older `jikji`: build it once), the
+/// model differs from the bundle's, a corpus error with `strict`, or an I/O error.
 ///
 /// When nothing changed (same files, hashes, version facts and `updated` dates) the bundle
 /// is left as it is and `written` is false.
-pub fn update(opts: &IngestOptions, allow_ai_draft: bool) -> Result<UpdateReport> {
+pub fn update_with(
+    opts: &IngestOptions,
+    allow_ai_draft: bool,
+    recalibrate: Recalibrate,
+) -> Result<UpdateReport> {
     let mut report = UpdateReport::default();
     let timed = |name: &str, t: Instant, report: &mut UpdateReport| {
         report
@@ -160,13 +210,26 @@ pub fn update(opts: &IngestOptions, allow_ai_draft: bool) -> Result<UpdateReport
 
     let t = Instant::now();
     let chunks_bin = write_chunks(&records)?;
-    let calibration = if old.same_data(&chunks_bin, &indexed, vectors.as_ref()) {
+    let same_data = old.same_data(&chunks_bin, &indexed, vectors.as_ref());
+    let small = (recalibrate == Recalibrate::WhenMoved)
+        .then(|| old.small_change(&records, vectors.is_some()))
+        .flatten();
+    let calibration = if same_data {
         // The calibration is a function of the bundle's data files and the model: when
         // those are byte for byte the old bundle's (only the sources table changed, e.g. a
         // touched file), the old calibration is the one a full build would fit.
         report.calibration_reused = true;
+        report.calibration_note = "kept: data files unchanged".into();
+        m.calibration.clone()
+    } else if let Some((changed, of)) = small {
+        report.calibration_reused = true;
+        report.calibration_note = format!(
+            "kept: {changed} of {of} chunk texts changed (≤ {}%; --recalibrate refits)",
+            KEEP_CALIBRATION_SHARE * 100.0
+        );
         m.calibration.clone()
     } else {
+        report.calibration_note = "fitted".into();
         // Otherwise it is fitted on the whole new bundle exactly as `jikji build` does
         // (its pseudo-queries are spread over all chunks, so it cannot be patched).
         if let (Some(dir), None, Some(_)) = (model_dir, &embedder, &vectors) {
@@ -312,6 +375,38 @@ impl Old {
                 Some((_, bytes)) => same(jikji_format::vectors::VECTORS_FILE, bytes),
                 None => !m.files.contains_key(jikji_format::vectors::VECTORS_FILE),
             }
+    }
+}
+
+impl Old {
+    /// `Some((changed, of))` when the new `records` change at most
+    /// [`KEEP_CALIBRATION_SHARE`] of the chunk texts (`changed`: texts added plus texts
+    /// removed, as multisets; `of`: the larger chunk count), the bundle has at least
+    /// [`KEEP_CALIBRATION_MIN_CHUNKS`] chunks, has a calibration of the current method, and
+    /// keeps having vectors (or not); `None` otherwise.
+    fn small_change(&self, records: &[ChunkRecord], has_vectors: bool) -> Option<(usize, usize)> {
+        let m = self.bundle.manifest();
+        let of = records.len().max(self.records.len());
+        if of < KEEP_CALIBRATION_MIN_CHUNKS
+            || m.calibration
+                .as_ref()
+                .is_none_or(|c| c.method != crate::calibrate::METHOD)
+            || has_vectors != m.files.contains_key(jikji_format::vectors::VECTORS_FILE)
+        {
+            return None;
+        }
+        let mut count: HashMap<[u8; 32], i64> = HashMap::new();
+        for r in &self.records {
+            *count.entry(text_key(&r.text)).or_default() -= 1;
+        }
+        for r in records {
+            *count.entry(text_key(&r.text)).or_default() += 1;
+        }
+        let changed = count
+            .values()
+            .map(|c| c.unsigned_abs() as usize)
+            .sum::<usize>();
+        (changed as f64 <= KEEP_CALIBRATION_SHARE * of as f64).then_some((changed, of))
     }
 }
 
@@ -510,6 +605,9 @@ pub fn print_update_report(r: &UpdateReport, bundle: &Path) {
     );
     for f in &r.findings {
         eprintln!("  {f}");
+    }
+    if r.written {
+        eprintln!("  calibration {}", r.calibration_note);
     }
     let secs: Vec<String> = r
         .seconds

@@ -18,6 +18,7 @@
 
 pub mod chunk;
 pub mod embed;
+pub mod import;
 pub mod index;
 pub mod report;
 pub mod write;
@@ -125,6 +126,10 @@ pub struct IngestOptions {
     pub strict: bool,
     /// Copy files with errors into this folder (the originals stay in place).
     pub quarantine: Option<PathBuf>,
+    /// Import the chunk vectors from this `.npy` file and its `.json` sidecar instead of
+    /// embedding them ([`import`]); needs `model_dir` (checked against the sidecar, and
+    /// used for the calibration).
+    pub vectors: Option<PathBuf>,
 }
 
 impl IngestOptions {
@@ -140,6 +145,7 @@ impl IngestOptions {
             progress: false,
             strict: false,
             quarantine: None,
+            vectors: None,
         }
     }
 }
@@ -254,9 +260,32 @@ pub fn build_files(
     let t = Instant::now();
     let mut embedder = None;
     let mut embedded = None;
-    if let Some(dir) = &opts.model_dir {
-        let texts: Vec<&str> = chunked.records.iter().map(|r| r.text.as_str()).collect();
-        embedded = Some(embed::embed_vectors(&texts, dir, opts, &mut embedder)?);
+    let mut imported = 0;
+    match (&opts.model_dir, &opts.vectors) {
+        (Some(dir), Some(npy)) => {
+            let im = import::import_vectors(npy, &chunked.records, dir)?;
+            imported = im.embedded.vectors.len();
+            embedded = Some(embed::EmbeddedVectors {
+                model: model_info(dir)?,
+                vectors_bin: jikji_format::vectors::write_vectors(
+                    jikji_embed::DIM,
+                    &im.embedded.vectors,
+                )?,
+                stats: im.embedded,
+            });
+        }
+        (Some(dir), None) => {
+            let texts: Vec<&str> = chunked.records.iter().map(|r| r.text.as_str()).collect();
+            embedded = Some(embed::embed_vectors(&texts, dir, opts, &mut embedder)?);
+        }
+        (None, Some(npy)) => {
+            return Err(BuildError::InvalidInput {
+                path: npy.clone(),
+                line: None,
+                message: "importing vectors needs the model folder (--model DIR): its SHA-256 is checked and the calibration embeds queries with it".into(),
+            })
+        }
+        (None, None) => {}
     }
     seconds.push(("embed".to_string(), t.elapsed().as_secs_f64()));
 
@@ -316,6 +345,7 @@ pub fn build_files(
         truncated,
         cached,
         embedded: embedded_now,
+        imported,
         seconds,
         file_bytes,
     })

@@ -39,6 +39,8 @@ pub struct BuildReport {
     pub cached: usize,
     /// Chunks embedded in this build.
     pub embedded: usize,
+    /// Chunk vectors imported with `--vectors` (then nothing is embedded or cached).
+    pub imported: usize,
     /// Seconds per phase: read, chunk+index, embed, write.
     pub seconds: Vec<(String, f64)>,
     /// Bytes per bundle file.
@@ -49,8 +51,19 @@ pub struct BuildReport {
 pub fn print_report(r: &BuildReport, out: &Path) {
     eprintln!("built {}", out.display());
     eprintln!(
-        "  files {}  chunks {}  terms {}  model tokens {}  truncated {}  embedded {} (cached {})",
-        r.files, r.chunks, r.terms, r.tokens, r.truncated, r.embedded, r.cached
+        "  files {}  chunks {}  terms {}  model tokens {}  truncated {}  embedded {} (cached {}){}",
+        r.files,
+        r.chunks,
+        r.terms,
+        r.tokens,
+        r.truncated,
+        r.embedded,
+        r.cached,
+        if r.imported > 0 {
+            format!("  imported {}", r.imported)
+        } else {
+            String::new()
+        }
     );
     let parents = if r.parents > 0 {
         format!(" (+{} parent sections, returned as results)", r.parents)

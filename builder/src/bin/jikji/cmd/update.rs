@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use jikji_builder::ingest::IngestOptions;
-use jikji_builder::update::{print_update_report, update};
+use jikji_builder::update::{print_update_report, update_with, Recalibrate};
 
 use crate::args::{CheckArgs, EmbedArgs, ModelArgs};
 
@@ -30,6 +30,10 @@ pub struct Args {
     /// Fail on any corpus error instead of updating from the good files.
     #[arg(long)]
     strict: bool,
+    /// Fit the score calibration again whenever the data files change (default: keep it
+    /// when at most 1% of the chunk texts changed in a bundle of 1,000+ chunks).
+    #[arg(long)]
+    recalibrate: bool,
 }
 
 /// Updates the bundle and prints what changed.
@@ -44,7 +48,12 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         quarantine: a.check.quarantine,
         ..IngestOptions::new(a.dir, &a.bundle)
     };
-    let report = update(&opts, a.check.allow_ai_draft)?;
+    let recalibrate = if a.recalibrate {
+        Recalibrate::Always
+    } else {
+        Recalibrate::WhenMoved
+    };
+    let report = update_with(&opts, a.check.allow_ai_draft, recalibrate)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
