@@ -535,10 +535,14 @@ impl PagedLexicon {
         let Ok(aut) = fst::automaton::Levenshtein::new(term, distance) else {
             return Ok(Vec::new());
         };
-        let map = fst::Map::new(body.as_slice().to_vec()).map_err(|source| FormatError::Fst {
+        let fst_err = |source| FormatError::Fst {
             file: format!("p/{name}"),
             source,
-        })?;
+        };
+        let map = fst::Map::new(body.as_slice().to_vec()).map_err(fst_err)?;
+        // Corrupt nodes can make fst lookups panic, and a hostile server can send a page
+        // whose name matches its bytes: check the fst's own CRC32C first.
+        crate::fst_check::verify(map.as_fst()).map_err(fst_err)?;
         let mut found = Vec::new();
         let mut s = map.search(aut).into_stream();
         while let Some((k, df)) = s.next() {
