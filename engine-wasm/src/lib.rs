@@ -216,8 +216,11 @@ pub struct Engine {
 
 /// What the last query read from a paged bundle's folder (natively): the browser would
 /// fetch the same pages in the same rounds (the page bytes are served as stored).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct FetchStats {
+    /// Per page kind (the name's first letter: `d` dictionary, `o` postings, `c` chunks,
+    /// `l` columns, `h` Hanja, `t` typo, `v` vectors): pages and bytes.
+    pub by_kind: std::collections::BTreeMap<String, (usize, u64)>,
     /// Rounds of page reads after the entry (0: every page was cached).
     pub rounds: usize,
     /// Pages read.
@@ -338,7 +341,15 @@ impl Engine {
     /// The pages the last query read from the bundle folder (native paged bundles; zero
     /// otherwise).
     pub fn last_fetch(&self) -> FetchStats {
-        *self.fetched.lock().unwrap_or_else(|e| e.into_inner())
+        self.fetched.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Sets the page cache's byte budget (raw bytes of unpinned pages kept between queries;
+    /// default 32 MiB; 0 = every query starts cold). No-op for a whole bundle.
+    pub fn set_cache_budget(&self, bytes: usize) {
+        if let Some(c) = self.bundle.cache() {
+            c.set_budget(bytes);
+        }
     }
 
     /// Evicts least recently used pages down to the cache budget: call before a new query
@@ -491,7 +502,7 @@ impl Engine {
             if missing.is_empty() {
                 #[cfg(not(target_arch = "wasm32"))]
                 {
-                    *self.fetched.lock().unwrap_or_else(|e| e.into_inner()) = stats;
+                    *self.fetched.lock().unwrap_or_else(|e| e.into_inner()) = stats.clone();
                 }
                 return match result {
                     Err(EngineError::Format(e)) if e.is_page_missing() => {
@@ -506,7 +517,13 @@ impl Engine {
             }
             #[cfg(not(target_arch = "wasm32"))]
             if native {
-                stats.bytes += self.bundle.load_pages(&missing)?;
+                let sizes = self.bundle.load_pages(&missing)?;
+                for (name, n) in missing.iter().zip(sizes) {
+                    let e = stats.by_kind.entry(name[..1].to_string()).or_default();
+                    e.0 += 1;
+                    e.1 += n;
+                    stats.bytes += n;
+                }
                 stats.rounds += 1;
                 stats.pages += missing.len();
                 continue;

@@ -455,10 +455,10 @@ impl Bundle {
     /// Natively, for a bundle opened with [`Bundle::open_paged_dir`]: reads pages `names`
     /// from `p/` and adds them to the cache. Errors: no folder (a browser bundle), a
     /// missing file, a page that fails verification.
-    /// Returns the bytes read (pages as stored).
+    /// Returns the bytes read per page (as stored), in the order of `names`.
     #[cfg(not(target_arch = "wasm32"))]
-    pub fn load_pages(&self, names: &[String]) -> Result<u64> {
-        let mut total = 0u64;
+    pub fn load_pages(&self, names: &[String]) -> Result<Vec<u64>> {
+        let mut sizes = Vec::with_capacity(names.len());
         let p = self.paged.as_ref().ok_or_else(|| {
             FormatError::InvalidInput("not a paged bundle: pages cannot be loaded".into())
         })?;
@@ -481,10 +481,10 @@ impl Bundle {
                 }
                 Err(e) => return Err(FormatError::io(&path, e)),
             };
-            total += bytes.len() as u64;
+            sizes.push(bytes.len() as u64);
             p.cache.add_stored(name, &bytes)?;
         }
-        Ok(total)
+        Ok(sizes)
     }
 
     /// Opens a paged bundle from its entry file's bytes (`jikji.json`), with an empty page

@@ -50,6 +50,10 @@ pub struct Args {
     /// as stored), then the first query's bytes and the mean and median of later ones.
     #[arg(long)]
     fetch_stats: bool,
+    /// With --fetch-stats: start every query with an empty page cache (each one is a
+    /// visitor's first query).
+    #[arg(long, requires = "fetch_stats")]
+    cold: bool,
 }
 
 /// Runs every query and prints the results.
@@ -106,15 +110,26 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         }
     }
     anyhow::ensure!(!queries.is_empty(), "no queries given");
+    if a.cold {
+        engine.set_cache_budget(0);
+    }
     let mut results = Vec::new();
     let mut fetched = Vec::new();
     for q in &queries {
         results.push(engine.search(q, mode, a.top_k)?);
         let f = engine.last_fetch();
         if a.fetch_stats {
+            let kinds: Vec<String> = f
+                .by_kind
+                .iter()
+                .map(|(k, (n, b))| format!("{k}:{n}/{b}"))
+                .collect();
             eprintln!(
-                "fetch: rounds {} pages {} bytes {} ({q})",
-                f.rounds, f.pages, f.bytes
+                "fetch: rounds {} pages {} bytes {} [{}] ({q})",
+                f.rounds,
+                f.pages,
+                f.bytes,
+                kinds.join(" ")
             );
         }
         fetched.push(f.bytes);
@@ -123,7 +138,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         let entry = std::fs::metadata(a.bundle.join(jikji_format::paged::ENTRY_FILE))
             .map(|m| m.len())
             .unwrap_or(0);
-        let later = &fetched[1..];
+        let later = if a.cold { &fetched[..] } else { &fetched[1..] };
         let mean = if later.is_empty() {
             0.0
         } else {
@@ -133,8 +148,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         sorted.sort_unstable();
         let median = sorted.get(sorted.len() / 2).copied().unwrap_or(0);
         eprintln!(
-            "fetch summary: entry {entry} B; first query {} B of pages; later {} queries: mean {:.0} B, median {median} B",
+            "fetch summary: entry {entry} B; first query {} B of pages; {} {} queries: mean {:.0} B, median {median} B",
             fetched[0],
+            if a.cold { "all" } else { "later" },
             later.len(),
             mean
         );
