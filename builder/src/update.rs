@@ -19,7 +19,15 @@
 //!    does (300 pseudo-queries spread over all chunks, embedded with the model), unless the
 //!    data files are byte for byte the old ones (then the old calibration is kept).
 //! 6. **write**: a new bundle through [`jikji_format::BundleWriter`] (temp folder, atomic
-//!    swap; the old bundle stays valid until the swap and becomes `BUNDLE.prev`).
+//!    swap; the old bundle stays valid until the swap and becomes `BUNDLE.prev`); then the
+//!    older generations are rotated ([`crate::generations`]): the replaced bundle becomes
+//!    `BUNDLE.prev.1`, the one before `BUNDLE.prev.2`, up to [`UpdateOptions::keep`].
+//!
+//! **Deletion guard**: after the chunk stage, before anything is written, an update that
+//! would delete more files than [`UpdateOptions::max_deletions`] allows (default 20% of the
+//! files in the bundle's sources table) fails with [`BuildError::TooManyDeletions`] unless
+//! [`UpdateOptions::allow_deletions`]: a corpus folder given by mistake, or not mounted,
+//! does not empty the bundle.
 //!
 //! The result equals a full `jikji build` of the same files: same chunk ids, records and
 //! postings byte for byte, vectors copied from the old bundle bit for bit; a text embedded
@@ -85,19 +93,116 @@ pub struct UpdateReport {
     pub seconds: Vec<(String, f64)>,
 }
 
+/// How many of a bundle's files one update may delete: a count (`3`) or a percentage of
+/// the files in the bundle's sources table (`20%`, rounded down).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum DeletionLimit {
+    /// At most this many files.
+    Files(usize),
+    /// At most this share of the bundle's files, in percent (0–100).
+    Percent(f64),
+}
+
+impl Default for DeletionLimit {
+    /// 20% of the bundle's files.
+    fn default() -> Self {
+        DeletionLimit::Percent(20.0)
+    }
+}
+
+impl DeletionLimit {
+    /// The most files that may be deleted from a bundle of `total` files.
+    pub fn limit(&self, total: usize) -> usize {
+        match *self {
+            DeletionLimit::Files(n) => n,
+            DeletionLimit::Percent(p) => ((total as f64) * p / 100.0).floor() as usize,
+        }
+    }
+}
+
+impl std::fmt::Display for DeletionLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeletionLimit::Files(n) => write!(f, "--max-deletions {n}"),
+            DeletionLimit::Percent(p) => write!(f, "--max-deletions {p}%"),
+        }
+    }
+}
+
+impl std::str::FromStr for DeletionLimit {
+    type Err = String;
+    /// `N` (files) or `P%` (percent, 0–100, decimals allowed).
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        let t = s.trim();
+        if let Some(p) = t.strip_suffix('%') {
+            let v: f64 = p
+                .trim()
+                .parse()
+                .map_err(|_| format!("{s:?}: expected N (files) or P% (percent)"))?;
+            if !(0.0..=100.0).contains(&v) {
+                return Err(format!("{s:?}: a percentage from 0% to 100%"));
+            }
+            Ok(DeletionLimit::Percent(v))
+        } else {
+            t.parse()
+                .map(DeletionLimit::Files)
+                .map_err(|_| format!("{s:?}: expected N (files) or P% (percent)"))
+        }
+    }
+}
+
+/// The choices of one update that are not bundle settings (those come from the manifest).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct UpdateOptions {
+    /// Also admit AI drafts (`provenance: ai-draft`) if the bundle did not.
+    pub allow_ai_draft: bool,
+    /// Deletion guard (see the module doc).
+    pub max_deletions: DeletionLimit,
+    /// Turn the deletion guard off.
+    pub allow_deletions: bool,
+    /// Older generations kept (`BUNDLE.prev.1..=keep`, [`crate::generations`]).
+    pub keep: usize,
+}
+
+impl Default for UpdateOptions {
+    /// No extra AI drafts, at most 20% of the files deleted, 2 generations kept.
+    fn default() -> Self {
+        UpdateOptions {
+            allow_ai_draft: false,
+            max_deletions: DeletionLimit::default(),
+            allow_deletions: false,
+            keep: crate::generations::DEFAULT_KEEP,
+        }
+    }
+}
+
 fn text_key(text: &str) -> [u8; 32] {
     Sha256::digest(text.as_bytes()).into()
 }
 
+/// [`update_with`] with the default [`UpdateOptions`] and `allow_ai_draft`.
+pub fn update(opts: &IngestOptions, allow_ai_draft: bool) -> Result<UpdateReport> {
+    update_with(
+        opts,
+        &UpdateOptions {
+            allow_ai_draft,
+            ..UpdateOptions::default()
+        },
+    )
+}
+
 /// Updates `opts.bundle` from `opts.corpus` with the bundle's own [`BundleSettings`] (its
-/// manifest's; `allow_ai_draft` true also admits AI drafts if the bundle did not). See the
-/// module doc. Errors: the bundle cannot be opened or has no sources table (built by an
-/// older `jikji`: build it once), the model differs from the bundle's, a corpus error with
-/// `strict`, or an I/O error.
+/// manifest's; `u.allow_ai_draft` true also admits AI drafts if the bundle did not, and a
+/// bundle that holds AI-draft chunks admits them even if its manifest predates the
+/// `allow_ai_draft` field). See the module doc. Errors: the bundle cannot be opened or has
+/// no sources table (built by an older `jikji`: build it once), the model differs from the
+/// bundle's, a corpus error with `strict`, too many deletions
+/// ([`BuildError::TooManyDeletions`], nothing written), a generation folder that is not a
+/// bundle (nothing written), or an I/O error.
 ///
 /// When nothing changed (same files, hashes, version facts and `updated` dates) the bundle
 /// is left as it is and `written` is false.
-pub fn update(opts: &IngestOptions, allow_ai_draft: bool) -> Result<UpdateReport> {
+pub fn update_with(opts: &IngestOptions, u: &UpdateOptions) -> Result<UpdateReport> {
     let mut report = UpdateReport::default();
     let timed = |name: &str, t: Instant, report: &mut UpdateReport| {
         report
@@ -109,7 +214,13 @@ pub fn update(opts: &IngestOptions, allow_ai_draft: bool) -> Result<UpdateReport
     let old = Old::open(&opts.bundle)?;
     let m = old.bundle.manifest();
     let mut settings = BundleSettings::of_manifest(m)?;
-    settings.allow_ai_draft |= allow_ai_draft;
+    // A bundle that holds AI drafts was built admitting them, whatever its manifest says
+    // (manifests before `allow_ai_draft` was recorded read as false).
+    let has_drafts = old
+        .records
+        .iter()
+        .any(|r| r.provenance.as_deref() == Some("ai-draft"));
+    settings.allow_ai_draft |= u.allow_ai_draft || has_drafts;
     // Changed files are chunked as the bundle was (strategy, limits, tokenizer).
     let chunking = Chunking::of_manifest(m, opts.model_dir.as_deref())?;
     timed("open", t, &mut report);
@@ -135,6 +246,20 @@ pub fn update(opts: &IngestOptions, allow_ai_draft: bool) -> Result<UpdateReport
         report.written = false;
         return Ok(report);
     };
+    let total = m.sources.len();
+    let limit = u.max_deletions.limit(total);
+    if !u.allow_deletions && report.deleted.len() > limit {
+        return Err(BuildError::TooManyDeletions {
+            bundle: opts.bundle.clone(),
+            deleted: report.deleted.len(),
+            total,
+            limit,
+            rule: u.max_deletions.to_string(),
+            files: report.deleted.clone(),
+        });
+    }
+    // Before anything is written: no generation name may hold a user's folder.
+    crate::generations::check(&opts.bundle, u.keep)?;
 
     let t = Instant::now();
     // The bundle's own analyzer options, hanja choice and BM25 parameters (a version 1
@@ -186,6 +311,9 @@ pub fn update(opts: &IngestOptions, allow_ai_draft: bool) -> Result<UpdateReport
     timed("calibrate", t, &mut report);
 
     let t = Instant::now();
+    // A `BUNDLE.prev` left by `jikji build` (or an interrupted update) joins the
+    // generations first, so the writer does not replace it.
+    crate::generations::rotate(&opts.bundle, u.keep)?;
     write_bundle(
         &opts.bundle,
         BundleParts {
@@ -199,6 +327,7 @@ pub fn update(opts: &IngestOptions, allow_ai_draft: bool) -> Result<UpdateReport
             settings,
         },
     )?;
+    crate::generations::rotate(&opts.bundle, u.keep)?;
     report.written = true;
     timed("write", t, &mut report);
     Ok(report)
