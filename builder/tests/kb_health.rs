@@ -464,3 +464,177 @@ fn gaps_compared_raw_scores_on_an_uncalibrated_bundle_silently() {
     let (code, _, _) = gaps(&bundle, &queries, &["--strict"]);
     assert_eq!(code, 1);
 }
+
+/// A bundle of `corpus` with vectors (the real model; vectors cached in
+/// `target/jikji-test-cache`), drafts admitted.
+fn build_dense(corpus: &Path, bundle: &Path) {
+    build(
+        &IngestOptions {
+            model_dir: Some(common::model_dir()),
+            cache_dir: Some(common::cache_dir()),
+            threads: 2,
+            ..IngestOptions::new(corpus, bundle)
+        },
+        &BundleSettings {
+            allow_ai_draft: true,
+            ..BundleSettings::default()
+        },
+    )
+    .unwrap();
+}
+
+fn jikji_model(args: &[&str], paths: &[&Path]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_jikji"))
+        .args(args)
+        .args(paths)
+        .env("JIKJI_MODEL_DIR", common::model_dir())
+        .output()
+        .unwrap()
+}
+
+/// The scenario's two contradictions between an English and a Korean page (60 s / 30초,
+/// 6 months / 3개월) were missed even at a low threshold, and `conflicts` exited 0.
+#[test]
+fn conflicts_missed_contradictions_across_languages() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bundle = tmp.path().join("bundle");
+    build_dense(&fixture(), &bundle);
+    let out = jikji_model(&["conflicts", "--json"], &[&bundle]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "findings exit 1: {}",
+        stderr(&out)
+    );
+    let found: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let pairs: Vec<(String, String, String, String, String)> = found
+        .iter()
+        .map(|c| {
+            let d = &c["differences"][0];
+            (
+                c["newer"]["source"].as_str().unwrap().to_string(),
+                c["older"]["source"].as_str().unwrap().to_string(),
+                d["newer"][0].as_str().unwrap().to_string(),
+                d["older"][0].as_str().unwrap().to_string(),
+                c["newer_by"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let want = |n: &str, o: &str, vn: &str, vo: &str, by: &str| {
+        (
+            n.to_string(),
+            o.to_string(),
+            vn.to_string(),
+            vo.to_string(),
+            by.to_string(),
+        )
+    };
+    assert_eq!(
+        pairs,
+        [
+            want(
+                "1. api/payment-api.md",
+                "1. api/결제-API.md",
+                "60 s",
+                "30 s",
+                "updated 2026-09-01 > 2026-03-02"
+            ),
+            want(
+                "3. policy/privacy-retention.md",
+                "3. policy/개인정보-보관.md",
+                "6 months",
+                "3 months",
+                "updated 2026-08-01 > 2026-02-10"
+            ),
+        ],
+        "exactly the two planted contradictions (the promotion pages agree on dates and amounts written differently)"
+    );
+    assert!(found.iter().all(|c| c["cross_language"] == true));
+    let out = jikji_model(&["conflicts"], &[&bundle]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("timeout / 설정값: 60 s (newer) vs 30 s (older)"),
+        "{text}"
+    );
+    assert!(text.contains("2 contradiction candidate(s)"), "{text}");
+}
+
+/// A lightly edited copy that changes the timeout was reported as a 0.99 duplicate: the
+/// side holding the newer fact could have been deleted.
+#[test]
+fn dedup_called_a_pair_with_different_values_a_duplicate() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bundle = tmp.path().join("bundle");
+    build_dense(&fixture(), &bundle);
+    let new = tmp.path().join("new");
+    std::fs::create_dir_all(&new).unwrap();
+    let payment = std::fs::read_to_string(fixture().join("1. api/payment-api.md")).unwrap();
+    std::fs::write(
+        new.join("payment-copy.md"),
+        payment.replace("timeout is 60 seconds", "timeout is 30 seconds"),
+    )
+    .unwrap();
+    std::fs::copy(
+        fixture().join("3. policy/cart-limits.md"),
+        new.join("cart-copy.md"),
+    )
+    .unwrap();
+    let out = jikji_model(&["dedup", "--json", "--new"], &[&new, &bundle]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let v: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let timeout = v
+        .iter()
+        .find(|c| c["heading_path"].to_string().contains("Request timeout"))
+        .unwrap();
+    assert!(timeout["cosine"].as_f64().unwrap() >= 0.965, "{timeout}");
+    assert_eq!(timeout["class"], "conflict", "{timeout}");
+    assert_eq!(timeout["differences"][0]["newer"][0], "30 s");
+    assert_eq!(timeout["differences"][0]["older"][0], "60 s");
+    assert!(v
+        .iter()
+        .filter(|c| c["source"] == "cart-copy.md")
+        .all(|c| c["class"] == "duplicate"));
+    // The unchanged retry section of the copy is still a duplicate.
+    let retries = v
+        .iter()
+        .find(|c| c["heading_path"].to_string().contains("Retries"))
+        .unwrap();
+    assert_eq!(retries["class"], "duplicate");
+
+    // Within a bundle that holds both: listed as values differing, not as duplicates.
+    let kb = corpus(tmp.path());
+    std::fs::copy(
+        new.join("payment-copy.md"),
+        kb.join("1. api/payment-copy.md"),
+    )
+    .unwrap();
+    let both = tmp.path().join("both");
+    build_dense(&kb, &both);
+    let out = jikji_model(&["dedup", "--json"], &[&both]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let dup_sources: Vec<(String, String)> = v["duplicates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["a"]["heading_path"].to_string(),
+                p["b"]["heading_path"].to_string(),
+            )
+        })
+        .collect();
+    assert!(
+        dup_sources
+            .iter()
+            .all(|(a, _)| !a.contains("Request timeout")),
+        "{dup_sources:?}"
+    );
+    let differ = v["values_differ"].as_array().unwrap();
+    assert!(
+        differ.iter().any(|p| p["a"]["heading_path"]
+            .to_string()
+            .contains("Request timeout")),
+        "{v}"
+    );
+}
