@@ -638,3 +638,71 @@ fn dedup_called_a_pair_with_different_values_a_duplicate() {
         "{v}"
     );
 }
+
+fn kb_sources() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kb-sources")
+}
+
+/// `출처 : 고객센터 공지` (a space before the colon, no URL) was rejected, and a URL in a code
+/// span counted as the source, with its backtick.
+#[test]
+fn source_rule_counted_a_code_example_and_rejected_a_spaced_notice() {
+    use jikji_builder::corpus::{scan, CheckOptions};
+    let s = scan(&kb_sources(), CheckOptions::default()).unwrap();
+    assert!(s.findings.is_empty(), "{:#?}", s.findings);
+    let src = |rel: &str| {
+        s.files
+            .iter()
+            .find(|f| f.rel == rel)
+            .unwrap_or_else(|| panic!("{rel} not accepted"))
+            .source_url
+            .clone()
+    };
+    assert_eq!(
+        src("고객센터-안내.md").as_deref(),
+        Some("고객센터 공지 2026-11호")
+    );
+    assert_eq!(
+        src("refunds.md").as_deref(),
+        Some("https://kb.example.com/policy/refunds")
+    );
+    // The code examples come first; the source is the URL in the text, without its '.'.
+    assert_eq!(
+        src("orders-api.md").as_deref(),
+        Some("https://kb.example.com/api/orders")
+    );
+    assert_eq!(
+        src("handbook.md").as_deref(),
+        Some("Support team handbook, 3rd edition (printed)")
+    );
+    assert_eq!(
+        src("shipping.md").as_deref(),
+        Some("https://kb.example.com/ko/shipping")
+    );
+
+    // A file whose only URLs are examples in code has no source: an error, and a warning
+    // naming the line of the example.
+    let tmp = tempfile::tempdir().unwrap();
+    let c = tmp.path().join("c");
+    copy_dir(&kb_sources(), &c);
+    std::fs::write(
+        c.join("webhooks.md"),
+        "# Webhooks\n\nRegister a hook:\n\n    POST with `curl -X POST https://api.example.com/v2/hooks`\n\n```json\n{\"url\": \"https://example.com/hook\"}\n```\n",
+    )
+    .unwrap();
+    let out = jikji(&["check"], &[&c]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out) + &stderr(&out);
+    assert!(
+        text.contains("warning[url-in-code] webhooks.md:5: the only URL, https://api.example.com/v2/hooks, is inside code"),
+        "{text}"
+    );
+    assert!(
+        text.contains("error[no-source] webhooks.md: no source:"),
+        "{text}"
+    );
+    assert!(
+        text.contains("5 file(s) ok, 1 error(s), 1 warning(s)"),
+        "{text}"
+    );
+}
