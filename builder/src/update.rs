@@ -69,6 +69,8 @@ pub struct UpdateReport {
     pub archived: Vec<String>,
     /// Files no longer archived (their newer version was deleted).
     pub unarchived: Vec<String>,
+    /// For each file in `archived`: which newer version archived it and why.
+    pub versions: Vec<crate::versions::VersionNote>,
     /// Chunk records taken from the old bundle.
     pub chunks_kept: usize,
     /// Chunk records made now (new and changed files).
@@ -236,6 +238,10 @@ pub fn update_with(opts: &IngestOptions, u: &UpdateOptions) -> Result<UpdateRepo
 
     let t = Instant::now();
     let chunked = chunk(&old, &scanned.files, &versions, &chunking, &mut report);
+    report.versions = crate::versions::notes(&scanned.files, &versions)
+        .into_iter()
+        .filter(|n| report.archived.contains(&n.file))
+        .collect();
     timed("chunk", t, &mut report);
     let Some(Rechunked {
         records,
@@ -509,9 +515,12 @@ fn chunk(
             other => {
                 dirty = true;
                 match other {
-                    Some((a, b, _)) => {
+                    Some((a, b, e)) => {
                         report.changed.push(f.rel.clone());
                         report.chunks_dropped += b - a;
+                        if e.archived && !v.archived {
+                            report.unarchived.push(f.rel.clone());
+                        }
                     }
                     None => report.added.push(f.rel.clone()),
                 }
@@ -615,11 +624,21 @@ pub fn print_update_report(r: &UpdateReport, bundle: &Path) {
     } else {
         eprintln!("{}: up to date, nothing written", bundle.display());
     }
+    for v in &r.versions {
+        eprintln!("  archived: {v}");
+    }
+    let explained: Vec<&String> = r.versions.iter().map(|v| &v.file).collect();
+    let archived: Vec<String> = r
+        .archived
+        .iter()
+        .filter(|a| !explained.contains(a))
+        .cloned()
+        .collect();
     for (label, list) in [
         ("added", &r.added),
         ("changed", &r.changed),
         ("deleted", &r.deleted),
-        ("archived (newer version present)", &r.archived),
+        ("archived (newer version present)", &archived),
         ("unarchived", &r.unarchived),
     ] {
         for p in list {

@@ -706,3 +706,73 @@ fn source_rule_counted_a_code_example_and_rejected_a_spaced_notice() {
         "{text}"
     );
 }
+
+/// `auth-api_v1.md` ("still supported until 2027-06-30") was archived next to
+/// `auth-api_v2.md` by its file-name suffix, and nothing said so.
+#[test]
+fn version_grouping_archived_a_live_api_silently() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kb = corpus(tmp.path());
+    let bundle = tmp.path().join("bundle");
+    let out = jikji(
+        &[
+            "build",
+            "--no-embed",
+            "--allow-ai-draft",
+            "--quiet",
+            "--out",
+        ],
+        &[&bundle, &kb],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let e = stderr(&out);
+    assert!(
+        e.contains("archived: 5. plans/sprint-plan_v1.md (v1) archived by 5. plans/sprint-plan_v2.md (v2): same name but the version suffix (document 5. plans/sprint-plan)"),
+        "{e}"
+    );
+    assert!(
+        !e.contains("auth-api_v1.md (v1) archived"),
+        "versioning: none: {e}"
+    );
+    let archived = |b: &Path| -> Vec<String> {
+        Bundle::open_dir(b)
+            .unwrap()
+            .manifest()
+            .sources
+            .iter()
+            .filter(|s| s.archived)
+            .map(|s| s.path.clone())
+            .collect()
+    };
+    assert_eq!(archived(&bundle), ["5. plans/sprint-plan_v1.md"]);
+
+    // Without the opt-out the suffix groups the two APIs, and the update says which and why.
+    let v1 = kb.join("1. api/auth-api_v1.md");
+    let text = std::fs::read_to_string(&v1).unwrap();
+    std::fs::write(&v1, text.replace("versioning: none\n", "")).unwrap();
+    let out = jikji(&["update", "--quiet"], &[&bundle, &kb]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("archived: 1. api/auth-api_v1.md (v1) archived by 1. api/auth-api_v2.md (v2): same name but the version suffix (document 1. api/auth-api); if both are current, put `versioning: none` in the older one's front matter"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        archived(&bundle),
+        ["1. api/auth-api_v1.md", "5. plans/sprint-plan_v1.md"]
+    );
+    // A doc_id of its own also keeps it apart.
+    std::fs::write(
+        &v1,
+        text.replace("versioning: none", "doc_id: auth-api-cookies"),
+    )
+    .unwrap();
+    let out = jikji(&["update", "--quiet"], &[&bundle, &kb]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("unarchived: 1. api/auth-api_v1.md"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(archived(&bundle), ["5. plans/sprint-plan_v1.md"]);
+}

@@ -240,6 +240,7 @@ pub fn build_files(
         opts.model_dir.as_deref(),
     )?;
     let versions = crate::versions::resolve(files);
+    let version_notes = crate::versions::notes(files, &versions);
     let chunked = chunk::chunk_files(files, &versions, &chunking);
     let mut chunk_chars: Vec<usize> = chunked
         .records
@@ -318,5 +319,6 @@ pub fn build_files(
         embedded: embedded_now,
         seconds,
         file_bytes,
+        versions: version_notes,
     })
 }
