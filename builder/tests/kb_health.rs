@@ -776,3 +776,29 @@ fn version_grouping_archived_a_live_api_silently() {
     );
     assert_eq!(archived(&bundle), ["5. plans/sprint-plan_v1.md"]);
 }
+
+/// BEIR's `_id` gave "none of the 3 queries has a relevant document": it is read as `id`,
+/// and a record with neither is an error naming the file and line.
+#[test]
+fn eval_read_beir_ids_as_empty() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kb-eval-beir");
+    let out = jikji(&["eval", "--modes", "bm25", "--json"], &[&dir]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["queries"], 3, "{r}");
+    let tmp = tempfile::tempdir().unwrap();
+    let bad = tmp.path().join("set");
+    copy_dir(&dir, &bad);
+    std::fs::write(
+        bad.join("queries.jsonl"),
+        "{\"_id\": \"q1\", \"text\": \"timeout\"}\n{\"qid\": \"q2\", \"text\": \"iOS\"}\n",
+    )
+    .unwrap();
+    let out = jikji(&["eval", "--modes", "bm25"], &[&bad]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("queries.jsonl:2: no \"id\" (or BEIR \"_id\") field"),
+        "{}",
+        stderr(&out)
+    );
+}
