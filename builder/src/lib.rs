@@ -14,6 +14,7 @@ pub mod dedup;
 pub mod error;
 pub mod eval;
 pub mod gaps;
+pub mod generations;
 pub mod ingest;
 pub mod lang;
 pub mod npy;

@@ -215,8 +215,8 @@ fn update_equals_full_rebuild_bm25() {
     )
     .unwrap();
     assert_same_bundle(&bundle, &full, &[Mode::Bm25], 0);
-    // The replaced bundle is kept as BUNDLE.prev and is still the old one.
-    let prev = Bundle::open_dir(&tmp.path().join("bundle.prev")).unwrap();
+    // The replaced bundle is kept as BUNDLE.prev.1 and is still the old one.
+    let prev = Bundle::open_dir(&tmp.path().join("bundle.prev.1")).unwrap();
     assert!(prev
         .manifest()
         .sources

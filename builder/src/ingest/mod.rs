@@ -246,6 +246,7 @@ pub fn build_files(
         opts.model_dir.as_deref(),
     )?;
     let versions = crate::versions::resolve(files);
+    let version_notes = crate::versions::notes(files, &versions);
     let chunked = chunk::chunk_files(files, &versions, &chunking);
     let mut chunk_chars: Vec<usize> = chunked
         .records
@@ -348,5 +349,6 @@ pub fn build_files(
         imported,
         seconds,
         file_bytes,
+        versions: version_notes,
     })
 }

@@ -45,6 +45,8 @@ pub struct BuildReport {
     pub seconds: Vec<(String, f64)>,
     /// Bytes per bundle file.
     pub file_bytes: Vec<(String, u64)>,
+    /// Every archived file: which newer version archived it and why.
+    pub versions: Vec<crate::versions::VersionNote>,
 }
 
 /// Prints the closing summary.
@@ -98,6 +100,9 @@ pub fn print_report(r: &BuildReport, out: &Path) {
     }
     for q in &r.quarantined {
         eprintln!("  quarantined a copy: {}", q.display());
+    }
+    for v in &r.versions {
+        eprintln!("  archived: {v}");
     }
     let secs: Vec<String> = r
         .seconds
