@@ -10,11 +10,12 @@
 //!
 //! Nothing that is not a bundle is ever removed or renamed over: [`check`] refuses, before
 //! anything is written, when one of these names holds a file, or a folder that is neither
-//! empty nor a bundle (no `manifest.json`).
+//! empty nor a bundle (no `manifest.json` or `jikji.json`).
 
 use std::path::{Path, PathBuf};
 
 use jikji_format::manifest::MANIFEST_FILE;
+use jikji_format::paged::ENTRY_FILE;
 
 use crate::error::{BuildError, Result};
 
@@ -30,12 +31,14 @@ pub fn generation_path(bundle: &Path, k: usize) -> PathBuf {
     }
 }
 
-/// True if `dir` is absent, an empty folder, or a bundle (a folder with `manifest.json`).
+/// True if `dir` is absent, an empty folder, or a bundle (a folder with `manifest.json`, or
+/// `jikji.json` for a paged bundle).
 fn ours(dir: &Path) -> bool {
     match std::fs::symlink_metadata(dir) {
         Err(_) => true,
         Ok(m) if m.is_dir() => {
             dir.join(MANIFEST_FILE).is_file()
+                || dir.join(ENTRY_FILE).is_file()
                 || std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none())
         }
         Ok(_) => false,
@@ -51,7 +54,7 @@ pub fn check(bundle: &Path, keep: usize) -> Result<()> {
             return Err(BuildError::Bundle {
                 path: bundle.to_path_buf(),
                 message: format!(
-                    "{} exists and is not a jikji bundle (no {MANIFEST_FILE}); it would be replaced as an older generation, so nothing was written — move it away, or give --keep a smaller number",
+                    "{} exists and is not a jikji bundle (no {MANIFEST_FILE} or {ENTRY_FILE}); it would be replaced as an older generation, so nothing was written — move it away, or give --keep a smaller number",
                     p.display()
                 ),
             });
@@ -98,7 +101,7 @@ fn check_one(bundle: &Path, p: &Path) -> Result<()> {
         Err(BuildError::Bundle {
             path: bundle.to_path_buf(),
             message: format!(
-                "{} is not a jikji bundle (no {MANIFEST_FILE}); it was left as it is",
+                "{} is not a jikji bundle (no {MANIFEST_FILE} or {ENTRY_FILE}); it was left as it is",
                 p.display()
             ),
         })

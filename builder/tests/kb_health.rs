@@ -194,7 +194,7 @@ fn update_kept_only_one_previous_generation() {
     build_bm25(&kb, &bundle);
     let cart = kb.join("3. policy/cart-limits.md");
     let chunks = |b: &Path| Bundle::open_dir(b).unwrap().manifest().counts.chunks;
-    let mut built = vec![std::fs::read(bundle.join("manifest.json")).unwrap()];
+    let mut built = vec![std::fs::read(bundle.join("jikji.json")).unwrap()];
     for round in 1..=3 {
         append(
             &cart,
@@ -202,15 +202,15 @@ fn update_kept_only_one_previous_generation() {
         );
         let out = jikji(&["update", "--quiet"], &[&bundle, &kb]);
         assert!(out.status.success(), "{}", stderr(&out));
-        built.push(std::fs::read(bundle.join("manifest.json")).unwrap());
+        built.push(std::fs::read(bundle.join("jikji.json")).unwrap());
     }
     // Generation k is the bundle as it was k updates ago.
     assert_eq!(
-        std::fs::read(prev(&bundle, 1).join("manifest.json")).unwrap(),
+        std::fs::read(prev(&bundle, 1).join("jikji.json")).unwrap(),
         built[2]
     );
     assert_eq!(
-        std::fs::read(prev(&bundle, 2).join("manifest.json")).unwrap(),
+        std::fs::read(prev(&bundle, 2).join("jikji.json")).unwrap(),
         built[1]
     );
     assert!(!prev(&bundle, 3).exists());
@@ -222,7 +222,7 @@ fn update_kept_only_one_previous_generation() {
     let out = jikji(&["update", "--quiet", "--keep", "3"], &[&bundle, &kb]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(
-        std::fs::read(prev(&bundle, 3).join("manifest.json")).unwrap(),
+        std::fs::read(prev(&bundle, 3).join("jikji.json")).unwrap(),
         built[1]
     );
 
@@ -264,7 +264,7 @@ fn plain_update_reported_an_ai_draft_as_deleted() {
     assert!(sources(&bundle).iter().any(|s| s == draft));
 
     // A manifest written before `allow_ai_draft` was recorded (the field absent).
-    let mpath = bundle.join("manifest.json");
+    let mpath = bundle.join("jikji.json");
     let mut m: serde_json::Value = serde_json::from_slice(&std::fs::read(&mpath).unwrap()).unwrap();
     m.as_object_mut().unwrap().remove("allow_ai_draft");
     std::fs::write(&mpath, serde_json::to_vec_pretty(&m).unwrap()).unwrap();
@@ -441,7 +441,7 @@ fn gaps_compared_raw_scores_on_an_uncalibrated_bundle_silently() {
     let kb = corpus(tmp.path());
     let bundle = tmp.path().join("bundle");
     build_bm25(&kb, &bundle);
-    let mpath = bundle.join("manifest.json");
+    let mpath = bundle.join("jikji.json");
     let mut m: serde_json::Value = serde_json::from_slice(&std::fs::read(&mpath).unwrap()).unwrap();
     m.as_object_mut().unwrap().remove("calibration");
     std::fs::write(&mpath, serde_json::to_vec_pretty(&m).unwrap()).unwrap();

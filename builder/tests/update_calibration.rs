@@ -11,7 +11,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use jikji_builder::ingest::{build, BundleSettings, IngestOptions};
-use jikji_builder::update::{update, update_with, Recalibrate};
+use jikji_builder::update::{update, update_with, Recalibrate, UpdateOptions};
 use jikji_engine::{Engine, Mode};
 
 /// Largest difference allowed between a calibrated score of the updated bundle (old
@@ -146,8 +146,10 @@ fn a_one_file_edit_keeps_the_calibration_within_tolerance_of_a_full_build() {
     copy_tree(&s.pristine, &again);
     let r = update_with(
         &IngestOptions::new(&s.corpus, &again),
-        false,
-        Recalibrate::Always,
+        &UpdateOptions {
+            recalibrate: Recalibrate::Always,
+            ..UpdateOptions::default()
+        },
     )
     .unwrap();
     assert!(

@@ -341,7 +341,10 @@ impl Engine {
     /// The pages the last query read from the bundle folder (native paged bundles; zero
     /// otherwise).
     pub fn last_fetch(&self) -> FetchStats {
-        self.fetched.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.fetched
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Sets the page cache's byte budget (raw bytes of unpinned pages kept between queries;
