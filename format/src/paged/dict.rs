@@ -24,15 +24,18 @@
 //! sit in their block; longer ones are concatenated in term order and cut into postings
 //! pages of [`POSTINGS_PAGE`] raw bytes.
 //!
-//! The typo dictionary is an [`fst::Map`] of every term without Han, Hangul or Kana
-//! characters → df: the terms a Latin query word can be within a small Levenshtein
-//! distance of (a CJK term shares no character with it), so typo expansion over it
-//! gives the same terms as over the whole dictionary.
+//! The typo dictionary holds every term without Han, Hangul or Kana characters → df: the
+//! terms a Latin query word can be within a small Levenshtein distance of (a CJK term
+//! shares no character with it), so typo expansion over it gives the same terms as over
+//! the whole dictionary. It is cut by term length in chars (page `t-<gen>-<b>` holds the
+//! terms of `b + 1` chars, the last page all longer ones, [`TYPO_BUCKETS`]), each page an
+//! [`fst::Map`]: a word of `L` chars within distance `d` reads only the pages of lengths
+//! `L − d ..= L + d`.
 
 use std::sync::Arc;
 
 use super::cache::PageCache;
-use super::page::{self, Encoded, Kind};
+use super::page::{Encoded, Kind};
 use super::Numbered;
 use crate::analyzer::{script_of, Script};
 use crate::codec::{put_varint, Reader};
@@ -44,6 +47,13 @@ pub const BLOCK_TARGET: usize = 2048;
 pub const INLINE_MAX: usize = 1024;
 /// Raw size of a postings page.
 pub const POSTINGS_PAGE: usize = 4096;
+/// Typo dictionary pages: terms of 1 … `TYPO_BUCKETS − 1` chars, then all longer terms.
+pub const TYPO_BUCKETS: usize = 24;
+
+fn typo_bucket(chars: usize) -> usize {
+    chars.clamp(1, TYPO_BUCKETS) - 1
+}
+
 /// Matches looked at by prefix and typo expansion (as the whole-file index does).
 const SCAN: usize = 4096;
 
@@ -57,8 +67,9 @@ pub struct Written {
     pub blocks: Numbered,
     /// The postings pages (`o-<gen>-<n>`; `per_page` = [`POSTINGS_PAGE`] bytes).
     pub postings: Numbered,
-    /// Name of the typo dictionary page, if any term qualifies.
-    pub typo: Option<String>,
+    /// The typo dictionary pages (`t-<gen>-<b>`, [`TYPO_BUCKETS`] of them), if any term
+    /// qualifies.
+    pub typo: Option<Numbered>,
 }
 
 fn encode_list(list: &[(u32, u32)], doc_lens: &[u32]) -> Vec<u8> {
@@ -96,13 +107,16 @@ pub fn write<'a>(
     }
     let mut stream: Vec<u8> = Vec::new();
     let mut all: Vec<Term> = Vec::new();
-    let mut typo = fst::MapBuilder::memory();
+    let mut typo: Vec<fst::MapBuilder<Vec<u8>>> = (0..TYPO_BUCKETS)
+        .map(|_| fst::MapBuilder::memory())
+        .collect();
     let mut any_typo = false;
     for (term, list) in terms {
         let bytes = encode_list(&list, doc_lens);
         let df = list.len() as u32;
         if typo_term(term) {
-            typo.insert(term.as_bytes(), u64::from(df))
+            typo[typo_bucket(term.chars().count())]
+                .insert(term.as_bytes(), u64::from(df))
                 .map_err(|source| FormatError::Fst {
                     file: "p/t-…".into(),
                     source,
@@ -196,14 +210,16 @@ pub fn write<'a>(
     let (blocks, block_pages) = super::numbered(Kind::Dict, block_bodies, 0);
     pages.extend(block_pages);
     let typo = if any_typo {
-        let bytes = typo.into_inner().map_err(|source| FormatError::Fst {
-            file: "p/t-…".into(),
-            source,
-        })?;
-        let p = page::encode(Kind::Typo, &bytes);
-        let name = p.name.clone();
-        pages.push(p);
-        Some(name)
+        let mut bodies = Vec::with_capacity(TYPO_BUCKETS);
+        for b in typo {
+            bodies.push(b.into_inner().map_err(|source| FormatError::Fst {
+                file: "p/t-…".into(),
+                source,
+            })?);
+        }
+        let (root, tp) = super::numbered(Kind::Typo, bodies, 0);
+        pages.extend(tp);
+        Some(root)
     } else {
         None
     };
@@ -395,7 +411,7 @@ pub struct PagedLexicon {
     keys: Vec<String>,
     blocks: Numbered,
     postings: Numbered,
-    typo: Option<String>,
+    typo: Option<Numbered>,
     num_docs: usize,
     num_terms: usize,
     avg_doc_len: f32,
@@ -411,7 +427,7 @@ impl PagedLexicon {
         keys: Vec<String>,
         blocks: Numbered,
         postings: Numbered,
-        typo: Option<String>,
+        typo: Option<Numbered>,
         num_docs: usize,
         num_terms: usize,
         avg_doc_len: f32,
@@ -521,38 +537,46 @@ impl PagedLexicon {
         Ok(found)
     }
 
-    /// Terms within Levenshtein `distance` of `term` with their df (from the typo page),
-    /// the first [`SCAN`] in term order; empty if the page is not loaded (recorded) or the
-    /// automaton would be too large.
+    /// Terms within Levenshtein `distance` of `term` with their df (from the typo pages of
+    /// the lengths it can reach), the first [`SCAN`] in term order; empty if a page is not
+    /// loaded (recorded) or the automaton would be too large.
     pub fn fuzzy_matches(&self, term: &str, distance: u32) -> Result<Vec<(u32, String)>> {
         use fst::{IntoStreamer, Streamer};
-        let Some(name) = &self.typo else {
+        let Some(typo) = &self.typo else {
             return Ok(Vec::new());
         };
-        let Some(body) = self.cache.get(name) else {
+        let len = term.chars().count();
+        let d = distance as usize;
+        let lo = typo_bucket(len.saturating_sub(d));
+        let hi = typo_bucket(len + d);
+        let names: Vec<String> = (lo..=hi).map(|b| typo.name(Kind::Typo, b)).collect();
+        let bodies: Vec<_> = names.iter().map(|n| self.cache.get(n)).collect();
+        if bodies.iter().any(Option::is_none) {
             return Ok(Vec::new());
-        };
-        let Ok(aut) = fst::automaton::Levenshtein::new(term, distance) else {
-            return Ok(Vec::new());
-        };
-        let fst_err = |source| FormatError::Fst {
-            file: format!("p/{name}"),
-            source,
-        };
-        let map = fst::Map::new(body.as_slice().to_vec()).map_err(fst_err)?;
-        // Corrupt nodes can make fst lookups panic, and a hostile server can send a page
-        // whose name matches its bytes: check the fst's own CRC32C first.
-        crate::fst_check::verify(map.as_fst()).map_err(fst_err)?;
+        }
         let mut found = Vec::new();
-        let mut s = map.search(aut).into_stream();
-        while let Some((k, df)) = s.next() {
-            if found.len() >= SCAN {
-                break;
-            }
-            if let Ok(t) = std::str::from_utf8(k) {
-                found.push((df as u32, t.to_string()));
+        for (name, body) in names.iter().zip(bodies) {
+            let Ok(aut) = fst::automaton::Levenshtein::new(term, distance) else {
+                return Ok(Vec::new());
+            };
+            let fst_err = |source| FormatError::Fst {
+                file: format!("p/{name}"),
+                source,
+            };
+            let map = fst::Map::new(body.expect("checked").as_slice().to_vec()).map_err(fst_err)?;
+            // Corrupt nodes can make fst lookups panic, and a hostile server can send a
+            // page that matches its header: check the fst's own CRC32C first.
+            crate::fst_check::verify(map.as_fst()).map_err(fst_err)?;
+            let mut s = map.search(aut).into_stream();
+            while let Some((k, df)) = s.next() {
+                if let Ok(t) = std::str::from_utf8(k) {
+                    found.push((df as u32, t.to_string()));
+                }
             }
         }
+        // The first SCAN in term order, as one scan of the whole dictionary would take.
+        found.sort_by(|a, b| a.1.cmp(&b.1));
+        found.truncate(SCAN);
         Ok(found)
     }
 }

@@ -78,8 +78,9 @@ pub struct PagesRoot {
     pub dict: Numbered,
     /// Postings pages (`o-<gen>-<n>`; `per_page` = their raw size in bytes).
     pub postings: Numbered,
-    /// The typo dictionary page, if any term qualifies ([`dict::typo_term`]).
-    pub typo: Option<String>,
+    /// The typo dictionary pages by term length (`t-<gen>-<b>`, [`dict::TYPO_BUCKETS`]), if
+    /// any term qualifies ([`dict::typo_term`]).
+    pub typo: Option<Numbered>,
     /// Σ of the indexed chunks' lengths in terms (BM25's avgdl = this / chunks).
     pub total_doc_len: u64,
     /// Chunk record pages (indexed chunks, then parent records).
@@ -338,6 +339,13 @@ pub fn check_root(root: &PagesRoot, chunks: usize, parents: usize) -> Result<()>
     let hanja_pages = root.hanja.as_ref().map_or(0, |h| h.pages);
     if root.hanja_keys.windows(2).any(|w| w[0] >= w[1]) || root.hanja_keys.len() != hanja_pages {
         return bad("Hanja pages are not in key order, or not one key per page".into());
+    }
+    if root
+        .typo
+        .as_ref()
+        .is_some_and(|t| t.pages != dict::TYPO_BUCKETS)
+    {
+        return bad("typo dictionary pages are not one per length bucket".into());
     }
     if root.postings.per_page != dict::POSTINGS_PAGE {
         return bad(format!(
@@ -671,7 +679,9 @@ pub fn all_pages(root: &PagesRoot) -> Vec<String> {
         .map(|n| root.dict.name(Kind::Dict, n))
         .collect();
     out.extend((0..root.postings.pages).map(|n| root.postings.name(Kind::Postings, n)));
-    out.extend(root.typo.clone());
+    if let Some(t) = &root.typo {
+        out.extend((0..t.pages).map(|n| t.name(Kind::Typo, n)));
+    }
     out.push(root.columns.clone());
     if let Some(h) = &root.hanja {
         out.extend((0..h.pages).map(|n| h.name(Kind::Hanja, n)));

@@ -13,7 +13,7 @@
 //! 20  28 bytes         the first 28 bytes of SHA-256 (FIPS 180-4) of the raw body
 //! 48  body (stored_len bytes)
 //! ```
-//! A content-named page (`<kind>-<h16>`: columns, typo) is named by the first 8 bytes of
+//! A content-named page (`<kind>-<h16>`: columns) is named by the first 8 bytes of
 //! that digest in hex; a numbered page (`<kind>-<g16>-<n>`: every other kind) carries its
 //! number in the header. Readers
 //! refuse a page over [`MAX_PAGE`] bytes, a digest or length that does not match, and a
@@ -82,9 +82,9 @@ impl Kind {
     /// True for kinds named by generation and number instead of content hash: every kind
     /// with many pages, so the entry lists one generation and a count instead of a name
     /// per page (the generation is a hash of all the kind's pages, so a build with other
-    /// content has other names). Only the single columns and typo pages are content-named.
+    /// content has other names). Only the single columns page is content-named.
     pub fn numbered(self) -> bool {
-        !matches!(self, Kind::Columns | Kind::Typo)
+        !matches!(self, Kind::Columns)
     }
 }
 
