@@ -74,14 +74,15 @@ fn sources(bundle: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Every file of a bundle folder, by name, with its bytes.
+/// Every file of a bundle folder (pages under `p/` included), by path, with its bytes.
 fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut v: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
+    let mut v: Vec<_> = walkdir::WalkDir::new(dir)
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().is_file())
         .map(|e| {
-            let e = e.unwrap();
             (
-                e.file_name().to_string_lossy().into_owned(),
+                e.path().strip_prefix(dir).unwrap().display().to_string(),
                 std::fs::read(e.path()).unwrap(),
             )
         })

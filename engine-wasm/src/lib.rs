@@ -549,13 +549,29 @@ impl Engine {
         top_k: usize,
         opts: &SearchOptions,
     ) -> Result<SearchResult, EngineError> {
-        let life = self.lifecycle()?;
+        let life = match self.lifecycle() {
+            Ok(l) => l,
+            Err(EngineError::Format(e)) if e.is_page_missing() => {
+                // The columns page is not loaded yet: rank anyway, so the dictionary pages
+                // this query needs are asked for in the same round.
+                let _ = self.rankers(query, qvec, mode, top_k.max(scores::MARGIN_DEPTH));
+                return Err(e.into());
+            }
+            Err(e) => return Err(e),
+        };
         let excluded = life.excluded(opts);
         let depth = pipeline::Depth::of(self, top_k, excluded);
         let lists = self.rankers(query, qvec, mode, depth.rank)?;
         let fused = self.fuse(query, qvec, mode, lists, depth.rank)?;
         let ranked = pipeline::filter(self, fused.ranked, depth, life, opts, excluded)?;
         let scored = pipeline::calibrate(&ranked, fused.scale, depth, life);
+        if self.bundle.cache().is_some_and(|c| c.has_missing()) {
+            // An incomplete ranking (a page not loaded yet): fetch no chunk page for it.
+            return Err(jikji_format::FormatError::PageMissing {
+                name: "(ranking)".into(),
+            }
+            .into());
+        }
         let hits = self.hits(scored)?;
         Ok(SearchResult {
             query: query.to_string(),

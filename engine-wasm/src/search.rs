@@ -294,6 +294,12 @@ pub fn query_terms(lex: &Lexical, query: &str) -> Result<Vec<QueryTerm>> {
             if index.df(&stem)? > FUZZY_MAX_DF {
                 continue; // a well-attested word: most likely not a typo
             }
+            if !index.knows(&stem) {
+                // A paged bundle whose block for the word is not loaded yet: its df of 0
+                // means "unknown", not "absent"; decide in the next pass (else every
+                // word would fetch the typo dictionary).
+                continue;
+            }
             let distance = if len >= 9 { 2 } else { 1 };
             let cap = idf_of(&stem)?;
             for t in index.fuzzy_terms(&stem, distance, MAX_EXPANSIONS)? {
@@ -394,6 +400,14 @@ pub fn bm25(lex: &Lexical, query: &str, k: usize) -> Result<Vec<Scored>> {
         for (doc, tf, dl) in list {
             *acc.entry(doc).or_default() += w * saturate(tf as f32, dl);
         }
+    }
+    if index.pending() {
+        // A paged bundle's dictionary block or postings page is not loaded yet: this
+        // ranking is incomplete, so fetch no chunk page for its phrase candidates (the
+        // caller fetches the missing pages and runs the query again).
+        return Err(jikji_format::FormatError::PageMissing {
+            name: "(postings)".into(),
+        });
     }
     if sequence.len() < 2 {
         return Ok(top_k(acc.into_iter().collect(), k));

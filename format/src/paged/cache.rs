@@ -147,6 +147,13 @@ impl PageCache {
             .collect()
     }
 
+    /// True if a page was recorded as missing since the last [`PageCache::take_missing`] or
+    /// [`PageCache::clear_missing`]: what has been computed from the cache since may be
+    /// incomplete.
+    pub fn has_missing(&self) -> bool {
+        !self.lock().missing.is_empty()
+    }
+
     /// Forgets the recorded misses (at the start of a query).
     pub fn clear_missing(&self) {
         self.lock().missing.clear();

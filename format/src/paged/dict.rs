@@ -495,6 +495,21 @@ impl PagedLexicon {
         }
     }
 
+    /// True if this pass has read a page that was not loaded (see
+    /// [`PageCache::has_missing`]).
+    pub fn pending(&self) -> bool {
+        self.cache.has_missing()
+    }
+
+    /// True if the block that would hold `term` is in the cache (or no block could hold
+    /// it). Records nothing.
+    pub fn knows(&self, term: &str) -> bool {
+        match self.block_index(term) {
+            Some(i) => self.cache.contains(&self.block_name(i)),
+            None => true,
+        }
+    }
+
     /// Document frequency of `term`, `None` if absent (or its block is not loaded).
     pub fn doc_freq(&self, term: &str) -> Result<Option<usize>> {
         Ok(self

@@ -500,6 +500,24 @@ impl Lexicon {
         }
     }
 
+    /// True if a lookup of `term` answers from loaded data (always for a whole index; for a
+    /// paged one when its dictionary block is in the cache). Records nothing.
+    pub fn knows(&self, term: &str) -> bool {
+        match self {
+            Lexicon::Whole(_) => true,
+            Lexicon::Paged(p) => p.knows(term),
+        }
+    }
+
+    /// True for a paged index whose current pass read a page that was not loaded: a
+    /// ranking computed now is incomplete (the engine then fetches no chunk pages for it).
+    pub fn pending(&self) -> bool {
+        match self {
+            Lexicon::Whole(_) => false,
+            Lexicon::Paged(p) => p.pending(),
+        }
+    }
+
     /// Document frequency of `term`, 0 if absent.
     pub fn df(&self, term: &str) -> Result<u32> {
         Ok(self.doc_freq(term)?.unwrap_or(0) as u32)
