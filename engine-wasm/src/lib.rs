@@ -319,10 +319,19 @@ impl Engine {
         Ok(Self::new(Bundle::from_files(files)?))
     }
 
-    /// Opens a bundle folder (native only): a format 2 bundle paged (only `jikji.json` is
-    /// read; each query reads the pages it needs, as the browser does), format 1 whole.
+    /// Opens a bundle folder whole (native only): every file or page is read and verified
+    /// now, and the engine no longer needs the folder (see [`Bundle::open_dir`]).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn open_dir(dir: &std::path::Path) -> Result<Self, EngineError> {
+        Ok(Self::new(Bundle::open_dir(dir)?))
+    }
+
+    /// Opens a format 2 bundle folder paged (native only): only `jikji.json` is read, and
+    /// each query reads the pages it needs from the folder, as the browser fetches them
+    /// (`jikji search`; [`Engine::last_fetch`] says what it read). The folder must stay in
+    /// place while the engine is used. A format 1 folder is opened whole.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn open_dir_paged(dir: &std::path::Path) -> Result<Self, EngineError> {
         Ok(Self::new(Bundle::open_paged_dir(dir)?))
     }
 
