@@ -31,18 +31,10 @@ pub fn generation_path(bundle: &Path, k: usize) -> PathBuf {
     }
 }
 
-/// True if `dir` is absent, an empty folder, or a bundle (a folder with `manifest.json`, or
-/// `jikji.json` for a paged bundle).
+/// True if `dir` is absent, an empty folder, or a bundle: the rule the bundle writer
+/// itself follows ([`jikji_format::bundle::replaceable`]).
 fn ours(dir: &Path) -> bool {
-    match std::fs::symlink_metadata(dir) {
-        Err(_) => true,
-        Ok(m) if m.is_dir() => {
-            dir.join(MANIFEST_FILE).is_file()
-                || dir.join(ENTRY_FILE).is_file()
-                || std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none())
-        }
-        Ok(_) => false,
-    }
+    jikji_format::bundle::replaceable(dir)
 }
 
 /// Errors with [`BuildError::Bundle`] naming the folder if `BUNDLE.prev` or any of

@@ -205,8 +205,8 @@ impl BundleWriter {
 }
 
 /// True if a bundle write may replace `dir`: it does not exist, is an empty folder, or is
-/// a bundle (a folder holding `manifest.json` or `jikji.json`).
-fn replaceable(dir: &Path) -> bool {
+/// a bundle (a folder holding `manifest.json` or `jikji.json`). Never follows a symlink.
+pub fn replaceable(dir: &Path) -> bool {
     match std::fs::symlink_metadata(dir) {
         Err(_) => true,
         Ok(m) if m.is_dir() => {

@@ -344,10 +344,16 @@ impl Manifest {
 
     /// Refuses settings no build writes (a hand-edited or hostile manifest): BM25 `k1`
     /// must be finite and ≥ 0 and `b` in [0, 1]; `chunk_size` ≥ 1 and `overlap` <
-    /// `chunk_size`. Errors with [`FormatError::DataCorruption`] naming `manifest.json`
-    /// and the field (offset 0: JSON has no useful byte offset here).
+    /// `chunk_size`. Errors with [`FormatError::DataCorruption`] naming the manifest's file
+    /// (`manifest.json`, or `jikji.json` for format 2) and the field (offset 0: JSON has no
+    /// useful byte offset here).
     pub fn check_settings(&self) -> Result<()> {
-        let bad = |message: String| Err(FormatError::corrupt(MANIFEST_FILE, 0, message));
+        let file = if self.pages.is_some() {
+            crate::paged::ENTRY_FILE
+        } else {
+            MANIFEST_FILE
+        };
+        let bad = |message: String| Err(FormatError::corrupt(file, 0, message));
         let Bm25Params { k1, b } = self.bm25;
         if !(k1.is_finite() && k1 >= 0.0) {
             return bad(format!("bm25.k1 is {k1}; it must be a number ≥ 0"));
