@@ -181,13 +181,35 @@ async function transferOf(url, bodyLen) {
 
 // ---------------------------------------------------------------- pages
 
+/** A page request with no complete answer after this long is abandoned and made again. */
+const PAGE_TIMEOUT_MS = 8000;
+/** Attempts per page before the query fails. */
+const PAGE_ATTEMPTS = 3;
+
 /** Fetches page `name`, decodes it and adds it to the engine; resolves to its byte counts. */
 async function loadPage(engine, name) {
   if (!PAGE_NAME.test(name)) throw new Error(`the engine asked for a page with an invalid name ${JSON.stringify(name)}`);
   const url = fileUrl(bundleBase, `p/${name}`);
-  // Pages are immutable (named by content and build): the HTTP cache may answer.
-  const res = await fetchOk(url, `page p/${name}`);
-  const stored = await readBody(res, Number(res.headers.get("Content-Length")) || 0, () => {}, PAGE_HEADER_LEN + MAX_PAGE, `page p/${name}`);
+  // Pages are immutable (named by content and build): the HTTP cache may answer, and a
+  // request that stalls (a server that leaves one connection unanswered) is safe to repeat.
+  let stored;
+  for (let attempt = 1; ; attempt++) {
+    const abort = new AbortController();
+    const timer = setTimeout(() => abort.abort(), PAGE_TIMEOUT_MS);
+    try {
+      const res = await fetchOk(url, `page p/${name}`, abort.signal);
+      stored = await readBody(res, Number(res.headers.get("Content-Length")) || 0, () => {}, PAGE_HEADER_LEN + MAX_PAGE, `page p/${name}`);
+      break;
+    } catch (e) {
+      if (!abort.signal.aborted || attempt >= PAGE_ATTEMPTS) {
+        throw abort.signal.aborted
+          ? new Error(`page p/${name}: no answer within ${PAGE_TIMEOUT_MS / 1000} s, ${attempt} times`)
+          : e;
+      }
+    } finally {
+      clearTimeout(timer);
+    }
+  }
   const transfer = await transferOf(url, stored.length);
   const bytes = await decodePage(name, stored);
   try {
