@@ -223,17 +223,9 @@ impl ChunkStore {
     /// unparsed), e.g. a struct of `archived` and `expires` for a filter. Errors as
     /// [`ChunkStore::get`].
     pub fn get_as<T: serde::de::DeserializeOwned>(&self, doc: u32) -> Result<T> {
-        let i = doc as usize;
-        if i >= self.len() {
-            return Err(FormatError::corrupt(
-                CHUNKS_FILE,
-                0,
-                format!("chunk {doc} out of range ({} chunks)", self.len()),
-            ));
-        }
-        let a = self.body_start + self.offsets[i] as usize;
-        let b = self.body_start + self.offsets[i + 1] as usize;
-        serde_json::from_slice(&self.bytes[a..b])
+        let bytes = self.raw(doc)?;
+        let a = self.body_start + self.offsets[doc as usize] as usize;
+        serde_json::from_slice(bytes)
             .map_err(|e| FormatError::corrupt(CHUNKS_FILE, a as u64, format!("record {doc}: {e}")))
     }
 }
