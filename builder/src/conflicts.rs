@@ -37,7 +37,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
 
 use jikji_format::analyzer::korean_stem;
-use jikji_format::ChunkRecord;
+use jikji_format::{ChunkRecord, ConflictNote};
 use serde::Serialize;
 
 use crate::dedup::{comparable, lsh_candidates, FlatVectors, LshParams};
@@ -621,11 +621,15 @@ pub fn find_conflicts(
         comparable(a, b) && !a.archived && !b.archived
     };
     // Candidate pairs with their cosines.
+    // Pairs below both thresholds are never used: not kept (an exact scan of 4,000 chunks
+    // has 8 M pairs).
+    let least = o.similar.min(o.similar_cross);
     let pairs: Vec<(usize, usize, f32)> = if n <= EXACT_MAX {
         (0..n)
             .flat_map(|i| (i + 1..n).map(move |j| (i, j)))
             .filter(|&(i, j)| ok(i, j))
             .map(|(i, j)| (i, j, v.cosine(i, j)))
+            .filter(|p| p.2 >= least)
             .collect()
     } else {
         lsh_candidates(v, o.lsh)
@@ -633,6 +637,7 @@ pub fn find_conflicts(
             .map(|(i, j)| (i as usize, j as usize))
             .filter(|&(i, j)| ok(i, j))
             .map(|(i, j)| (i, j, v.cosine(i, j)))
+            .filter(|p| p.2 >= least)
             .collect()
     };
     let kinds: Vec<BTreeSet<Kind>> = records[..n]
@@ -704,6 +709,68 @@ pub fn find_conflicts(
             .then(x.newer.id.cmp(&y.newer.id))
     });
     out
+}
+
+/// Records on every chunk of `records` (doc id = index, vectors `v`) the contradiction
+/// candidates it is part of ([`find_conflicts`] with the default [`ConflictOptions`], as
+/// `jikji conflicts` finds them), replacing what the records held (an update carries the
+/// old bundle's notes); one [`ConflictNote`] per side and difference. `jikji build` and
+/// `jikji update` run it on bundles with vectors (after embedding, before the calibration)
+/// so that a search hit says it is part of a known conflict pair. Returns the number of
+/// pairs found.
+pub fn annotate(records: &mut [ChunkRecord], v: &FlatVectors) -> usize {
+    for r in records.iter_mut() {
+        r.conflicts.clear();
+    }
+    let found = find_conflicts(records, v, &ConflictOptions::default());
+    let index: BTreeMap<&str, usize> = records
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.id.as_str(), i))
+        .collect();
+    let known = |c: &Conflict| c.newer_by.starts_with("updated ") && !c.newer_by.contains(';');
+    let mut notes: Vec<(usize, ConflictNote)> = Vec::new();
+    for c in &found {
+        let (Some(&n), Some(&o)) = (
+            index.get(c.newer.id.as_str()),
+            index.get(c.older.id.as_str()),
+        ) else {
+            continue;
+        };
+        let (newer, older) = if known(c) {
+            ("this", "other")
+        } else {
+            ("unknown", "unknown")
+        };
+        for d in &c.differences {
+            notes.push((
+                n,
+                ConflictNote {
+                    with: c.older.id.clone(),
+                    source: c.older.source.clone(),
+                    newer: newer.into(),
+                    subject: d.subject.clone(),
+                    this: d.newer.clone(),
+                    other: d.older.clone(),
+                },
+            ));
+            notes.push((
+                o,
+                ConflictNote {
+                    with: c.newer.id.clone(),
+                    source: c.newer.source.clone(),
+                    newer: older.into(),
+                    subject: d.subject.clone(),
+                    this: d.older.clone(),
+                    other: d.newer.clone(),
+                },
+            ));
+        }
+    }
+    for (i, note) in notes {
+        records[i].conflicts.push(note);
+    }
+    found.len()
 }
 
 #[cfg(test)]

@@ -582,6 +582,7 @@ mod tests {
             archived: false,
             parent_id: None,
             parent_doc: None,
+            conflicts: Vec::new(),
         }
     }
 

@@ -98,7 +98,11 @@ pub struct UpdateReport {
     /// Why the calibration was kept or fitted, e.g. `kept: 2 of 6333 chunk texts changed
     /// (≤ 1%)`.
     pub calibration_note: String,
-    /// Seconds per phase: open, scan, chunk, index, embed, calibrate, write.
+    /// Contradiction candidates recorded on their chunks, found again over the whole new
+    /// bundle ([`crate::ingest::annotate_conflicts`]); `None` when not looked for (no vectors,
+    /// or nothing written).
+    pub conflicts: Option<usize>,
+    /// Seconds per phase: open, scan, chunk, index, embed, conflicts, calibrate, write.
     pub seconds: Vec<(String, f64)>,
 }
 
@@ -286,7 +290,7 @@ pub fn update_with(opts: &IngestOptions, u: &UpdateOptions) -> Result<UpdateRepo
         .collect();
     timed("chunk", t, &mut report);
     let Some(Rechunked {
-        records,
+        mut records,
         from_old,
         sources,
     }) = chunked
@@ -330,6 +334,15 @@ pub fn update_with(opts: &IngestOptions, u: &UpdateOptions) -> Result<UpdateRepo
         &mut report,
     )?;
     timed("embed", t, &mut report);
+
+    let t = Instant::now();
+    // Over all records: a new file can contradict an unchanged one, and a deleted file's
+    // notes must go (the old records carry the old bundle's).
+    report.conflicts = match &vectors {
+        Some((_, bytes)) => Some(crate::ingest::annotate_conflicts(&mut records, bytes)?),
+        None => None,
+    };
+    timed("conflicts", t, &mut report);
 
     let t = Instant::now();
     let chunks_bin = write_chunks(&records)?;
@@ -748,6 +761,7 @@ pub fn print_update_report(r: &UpdateReport, bundle: &Path) {
     }
     if r.written {
         eprintln!("  calibration {}", r.calibration_note);
+        eprintln!("  {}", crate::ingest::report::conflicts_line(r.conflicts));
     }
     let secs: Vec<String> = r
         .seconds

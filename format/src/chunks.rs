@@ -83,6 +83,33 @@ pub struct ChunkRecord {
     /// (parents follow the indexed chunks; see [`crate::manifest::ChunkingInfo::parents`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_doc: Option<u32>,
+    /// Contradiction candidates this chunk is part of, found when the bundle was built or
+    /// updated (the builder's `conflicts` detector with its default thresholds, as `jikji
+    /// conflicts` runs it; bundles with vectors only). Empty, and absent from the JSON,
+    /// when there are none, in bundles without vectors and in bundles written before the
+    /// field existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conflicts: Vec<ConflictNote>,
+}
+
+/// One side of a known contradiction candidate, as recorded on a chunk
+/// ([`ChunkRecord::conflicts`]): another chunk of another source states a different value
+/// of the same thing.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConflictNote {
+    /// The other chunk's `id`.
+    pub with: String,
+    /// The other chunk's `source` (path relative to the corpus root).
+    pub source: String,
+    /// Which side is newer by front matter `updated` (else the file's modification date):
+    /// `this`, `other`, or `unknown` when the dates are equal or missing.
+    pub newer: String,
+    /// What they disagree on (`timeout`, or `timeout / 설정값` across languages).
+    pub subject: String,
+    /// This chunk's values, normalised (`60 s`, `6 months`, `2026-07-01`).
+    pub this: Vec<String>,
+    /// The other chunk's values.
+    pub other: Vec<String>,
 }
 
 impl ChunkRecord {

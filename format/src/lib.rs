@@ -21,7 +21,7 @@ pub mod time;
 pub mod vectors;
 
 pub use bundle::{sha256_hex, Bundle, BundleWriter, TestBundle};
-pub use chunks::ChunkRecord;
+pub use chunks::{ChunkRecord, ConflictNote};
 pub use error::{FormatError, Result};
 pub use manifest::{
     Bm25Params, Calibration, ChunkingInfo, Counts, FileEntry, Manifest, MarginPlatt, ModelInfo,

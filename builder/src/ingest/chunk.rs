@@ -187,6 +187,7 @@ pub fn chunk_file(f: &SourceFile, chunking: &Chunking, v: &VersionInfo) -> FileC
         archived: v.archived,
         parent_id: None,
         parent_doc: None,
+        conflicts: Vec::new(),
     };
     let parents: Vec<ChunkRecord> = out
         .parents

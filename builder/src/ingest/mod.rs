@@ -7,6 +7,7 @@
 //! | chunk | [`chunk::chunk_files`] | files + [`Chunking`] → [`chunk::Chunked`]: chunk records, parents, sources table |
 //! | index | [`index::index`] | records + [`BundleSettings`] → [`index::Indexed`]: `terms.fst`, `postings.bin`, `hanja.fst` |
 //! | embed | [`embed::embed_passages`] | chunk texts → passage vectors (through the [`crate::vector_cache`]) |
+//! | conflicts | [`annotate_conflicts`] | records + vectors → records noting their contradiction candidates (bundles with vectors) |
 //! | calibrate | [`crate::calibrate`] | the bundle's data files (+ embedder) → score calibration |
 //! | write | [`write::write_bundle`] | [`write::BundleParts`] → the bundle, atomically; manifest records the settings |
 //!
@@ -247,7 +248,7 @@ pub fn build_files(
     )?;
     let versions = crate::versions::resolve(files);
     let version_notes = crate::versions::notes(files, &versions);
-    let chunked = chunk::chunk_files(files, &versions, &chunking);
+    let mut chunked = chunk::chunk_files(files, &versions, &chunking);
     let mut chunk_chars: Vec<usize> = chunked
         .records
         .iter()
@@ -289,6 +290,13 @@ pub fn build_files(
         (None, None) => {}
     }
     seconds.push(("embed".to_string(), t.elapsed().as_secs_f64()));
+
+    let t = Instant::now();
+    let conflicts = match &embedded {
+        Some(e) => Some(annotate_conflicts(&mut chunked.records, &e.vectors_bin)?),
+        None => None,
+    };
+    seconds.push(("conflicts".to_string(), t.elapsed().as_secs_f64()));
 
     let t = Instant::now();
     if let (Some(dir), None) = (&opts.model_dir, &embedder) {
@@ -350,5 +358,18 @@ pub fn build_files(
         seconds,
         file_bytes,
         versions: version_notes,
+        conflicts,
     })
+}
+
+/// Conflicts stage: records on the chunks the contradiction candidates among them
+/// ([`crate::conflicts::annotate`]), from the bundle's `vectors.bin` bytes; returns the
+/// pairs found. Errors only if the vector bytes are corrupt.
+pub fn annotate_conflicts(
+    records: &mut [jikji_format::ChunkRecord],
+    vectors_bin: &[u8],
+) -> Result<usize> {
+    let v = jikji_format::vectors::Vectors::open(vectors_bin)?;
+    let flat = crate::dedup::FlatVectors::from_vectors(&v);
+    Ok(crate::conflicts::annotate(records, &flat))
 }

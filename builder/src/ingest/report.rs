@@ -47,6 +47,9 @@ pub struct BuildReport {
     pub file_bytes: Vec<(String, u64)>,
     /// Every archived file: which newer version archived it and why.
     pub versions: Vec<crate::versions::VersionNote>,
+    /// Contradiction candidates recorded on their chunks ([`super::annotate_conflicts`]);
+    /// `None` when not looked for (a bundle without vectors: `--no-embed`).
+    pub conflicts: Option<usize>,
 }
 
 /// Prints the closing summary.
@@ -104,6 +107,7 @@ pub fn print_report(r: &BuildReport, out: &Path) {
     for v in &r.versions {
         eprintln!("  archived: {v}");
     }
+    eprintln!("  {}", conflicts_line(r.conflicts));
     let secs: Vec<String> = r
         .seconds
         .iter()
@@ -116,4 +120,15 @@ pub fn print_report(r: &BuildReport, out: &Path) {
         .map(|(f, b)| format!("{f} {b}"))
         .collect();
     eprintln!("  bytes: {}", bytes.join(", "));
+}
+
+/// The build and update summaries' line about recorded conflicts.
+pub fn conflicts_line(found: Option<usize>) -> String {
+    match found {
+        Some(0) => "conflicts: none found".to_string(),
+        Some(n) => format!(
+            "conflicts: {n} contradiction candidate(s) recorded on their chunks (search hits say so; `jikji conflicts` lists them)"
+        ),
+        None => "conflicts: not looked for (no vectors: built with --no-embed; the detector needs dense similarity)".to_string(),
+    }
 }
