@@ -209,6 +209,7 @@ pub struct Engine {
     embedder: Option<jikji_embed::Embedder>,
     fusion: Fusion,
     min_score: f32,
+    prefer_tier: Option<u32>,
     options: SearchOptions,
     lifecycle: OnceLock<Result<Lifecycle, String>>,
     fetched: std::sync::Mutex<FetchStats>,
@@ -245,6 +246,7 @@ impl Engine {
             embedder: None,
             fusion,
             min_score: 0.0,
+            prefer_tier: None,
             options: SearchOptions::default(),
             lifecycle: OnceLock::new(),
             fetched: Default::default(),
@@ -277,6 +279,22 @@ impl Engine {
     /// Drops hits whose (calibrated) score is below `min_score` (default 0: keep all).
     pub fn set_min_score(&mut self, min_score: f32) {
         self.min_score = min_score;
+    }
+
+    /// Lets hits of `tier` (a tier folder's number, `1. …` → 1; lower is better curated)
+    /// win ties (default `None`: ranking by score alone). Hits tie when their reported
+    /// scores are within [`pipeline::TIE`] (0.01) of the best hit of their group: groups are
+    /// formed greedily from the top of the ranking, each starting at the best hit not yet in
+    /// a group and holding the hits after it whose score is at least its score minus `TIE`.
+    /// Within a group the hits of `tier` come first, in their order, then the others, in
+    /// theirs; scores are not changed (so they can be out of order by less than `TIE`), only
+    /// ranks. A group that straddles the `top_k`-th hit is completed from up to
+    /// [`pipeline::TIE_DEPTH`] further hits, so a preferred hit that ties with the last one
+    /// shown can enter the results. On a bundle without calibration the scores compared are
+    /// raw scores (BM25 or cosine), where 0.01 is a smaller tie than on calibrated [0, 1]
+    /// scores.
+    pub fn set_prefer_tier(&mut self, tier: Option<u32>) {
+        self.prefer_tier = tier;
     }
 
     /// Sets the lifecycle filters used by [`Engine::search`] and
@@ -569,11 +587,16 @@ impl Engine {
             Err(e) => return Err(e),
         };
         let excluded = life.excluded(opts);
-        let depth = pipeline::Depth::of(self, top_k, excluded);
+        // Preferring a tier looks past the top_k-th hit for the hits that tie with it.
+        let deep = top_k.saturating_add(self.prefer_tier.map_or(0, |_| pipeline::TIE_DEPTH));
+        let depth = pipeline::Depth::of(self, deep, excluded);
         let lists = self.rankers(query, qvec, mode, depth.rank)?;
         let fused = self.fuse(query, qvec, mode, lists, depth.rank)?;
         let ranked = pipeline::filter(self, fused.ranked, depth, life, opts, excluded)?;
-        let scored = pipeline::calibrate(&ranked, fused.scale, depth, life);
+        let mut scored = pipeline::calibrate(&ranked, fused.scale, depth, life);
+        if self.prefer_tier.is_some() {
+            scored.truncate(pipeline::tie_cut(&scored, top_k));
+        }
         if self.bundle.cache().is_some_and(|c| c.has_missing()) {
             // An incomplete ranking (a page not loaded yet): fetch no chunk page for it.
             return Err(jikji_format::FormatError::PageMissing {
@@ -581,7 +604,10 @@ impl Engine {
             }
             .into());
         }
-        let hits = self.hits(scored)?;
+        let mut hits = self.hits(scored)?;
+        if let Some(tier) = self.prefer_tier {
+            hits = pipeline::prefer_tier(hits, tier, top_k);
+        }
         Ok(SearchResult {
             query: query.to_string(),
             mode,

@@ -13,6 +13,9 @@
 //!    (its margin counts the other hits left, not the ones filtered out).
 //! 6. [`Engine::hits`]: hits under the minimum score dropped, the rest ranked and given
 //!    their records.
+//! 7. [`prefer_tier`] (only with [`Engine::set_prefer_tier`]): within each group of tied
+//!    scores the preferred tier's hits first; the ranking cut to `top_k` ([`tie_cut`] kept
+//!    the hits that tie with the `top_k`-th for it).
 //!
 //! Lists are `(doc id, raw score)` ([`Scored`]), best first; doc ids index the chunk store.
 
@@ -289,4 +292,131 @@ pub(crate) fn calibrate(
         .zip(scores)
         .map(|(&(doc, raw), score)| (doc, raw, score))
         .collect()
+}
+
+/// Reported scores within this of the best hit of their group tie (see
+/// [`Engine::set_prefer_tier`]): a hundredth of the calibrated [0, 1] scale, below what a
+/// calibrated probability can tell apart on the bundles measured (README, "Retrieval
+/// quality": the fits are checked in bands of 0.1 and 0.3).
+pub const TIE: f32 = 0.01;
+
+/// With a preferred tier, how many hits past the `top_k`-th are ranked and scored, so that
+/// the group of hits tied with the `top_k`-th can be completed ([`tie_cut`]).
+pub const TIE_DEPTH: usize = 10;
+
+/// The start of each tie group of `scores` (best first): greedily from the top, a group
+/// starts at the first score not yet in one and holds the scores after it that are at
+/// least that score minus [`TIE`].
+fn tie_groups(scores: impl Iterator<Item = f32>) -> Vec<usize> {
+    let mut starts = Vec::new();
+    let mut lead = f32::INFINITY;
+    for (i, s) in scores.enumerate() {
+        if starts.is_empty() || s < lead - TIE {
+            starts.push(i);
+            lead = s;
+        }
+    }
+    starts
+}
+
+/// How many of `scored` (`(doc, raw, reported score)`, best first) to give records: the
+/// first `top_k`, plus the rest of the tie group the `top_k`-th is in.
+pub(crate) fn tie_cut(scored: &[(u32, f32, f32)], top_k: usize) -> usize {
+    if scored.len() <= top_k || top_k == 0 {
+        return scored.len().min(top_k);
+    }
+    let starts = tie_groups(scored.iter().map(|s| s.2));
+    // The first group that starts after the top_k-th hit ends the cut.
+    starts
+        .into_iter()
+        .find(|&g| g >= top_k)
+        .unwrap_or(scored.len())
+}
+
+/// Stage 7: `hits` (best first) with, inside each tie group (see
+/// [`Engine::set_prefer_tier`]), the hits of `tier` moved ahead of the others (both keep
+/// their order), cut to `top_k` and ranked again from 1. Scores are unchanged.
+pub(crate) fn prefer_tier(hits: Vec<Hit>, tier: u32, top_k: usize) -> Vec<Hit> {
+    let mut starts = tie_groups(hits.iter().map(|h| h.score));
+    starts.push(hits.len());
+    let mut out = Vec::with_capacity(hits.len());
+    let mut rest = hits.into_iter();
+    for w in starts.windows(2) {
+        let group: Vec<Hit> = rest.by_ref().take(w[1] - w[0]).collect();
+        let (mut first, others): (Vec<Hit>, Vec<Hit>) =
+            group.into_iter().partition(|h| h.tier == Some(tier));
+        first.extend(others);
+        out.extend(first);
+    }
+    out.truncate(top_k);
+    for (i, h) in out.iter_mut().enumerate() {
+        h.rank = i + 1;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hit(score: f32, tier: u32) -> Hit {
+        Hit {
+            rank: 0,
+            score,
+            raw_score: score,
+            chunk: jikji_format::ChunkRecord {
+                tier: Some(tier),
+                id: format!("{score}-{tier}"),
+                ..Default::default()
+            },
+        }
+    }
+
+    #[test]
+    fn ties_are_grouped_from_the_top_within_a_hundredth() {
+        // 0.90 leads {0.90, 0.895, 0.891}; 0.889 is more than 0.01 below 0.90: a new group.
+        let g = tie_groups([0.90, 0.895, 0.891, 0.889, 0.5].into_iter());
+        assert_eq!(g, [0, 3, 4]);
+        let scored: Vec<(u32, f32, f32)> = [0.9, 0.85, 0.849, 0.845, 0.7]
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| (i as u32, s, s))
+            .collect();
+        // top 2: the 2nd (0.85) ties with the next two.
+        assert_eq!(tie_cut(&scored, 2), 4);
+        assert_eq!(tie_cut(&scored, 1), 1);
+        assert_eq!(tie_cut(&scored, 9), 5);
+    }
+
+    #[test]
+    fn a_preferred_tier_wins_ties_only() {
+        let hits = vec![
+            hit(0.95, 99),
+            hit(0.90, 99),
+            hit(0.895, 1),
+            hit(0.70, 99),
+            hit(0.60, 1),
+        ];
+        let ids = |v: &[Hit]| v.iter().map(|h| h.id.clone()).collect::<Vec<_>>();
+        let out = prefer_tier(hits.clone(), 1, 5);
+        assert_eq!(
+            ids(&out),
+            ["0.95-99", "0.895-1", "0.9-99", "0.7-99", "0.6-1"],
+            "0.895 ties with 0.90; 0.60 ties with nothing"
+        );
+        assert_eq!(
+            out.iter().map(|h| h.rank).collect::<Vec<_>>(),
+            [1, 2, 3, 4, 5]
+        );
+        // Cut after the reordering: the tier-1 hit tied with the 2nd takes its place.
+        assert_eq!(
+            ids(&prefer_tier(hits.clone(), 1, 2)),
+            ["0.95-99", "0.895-1"]
+        );
+        // Another tier preferred, or none in the group: the order is the scores'.
+        assert_eq!(
+            ids(&prefer_tier(hits, 7, 5)),
+            ["0.95-99", "0.9-99", "0.895-1", "0.7-99", "0.6-1"]
+        );
+    }
 }
