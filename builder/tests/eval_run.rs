@@ -22,6 +22,8 @@ fn options(tmp: &std::path::Path) -> EvalOptions {
         progress: false,
         settings: BundleSettings::default(),
         expansion: Expansion::default(),
+        now_ms: None,
+        prefer_tier: None,
     }
 }
 

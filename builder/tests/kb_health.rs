@@ -803,3 +803,330 @@ fn eval_read_beir_ids_as_empty() {
         stderr(&out)
     );
 }
+
+fn kb_eval() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kb-health-eval")
+}
+
+/// `jikji eval` could only build its own bundle from `corpus.jsonl`, so a real bundle's
+/// versions, expiry and provenance never applied. `--bundle` evaluates an existing one,
+/// with qrels naming source paths or doc_ids.
+#[test]
+fn eval_could_not_evaluate_an_existing_bundle() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kb = corpus(tmp.path());
+    // The cart limits expire at the end of 2026.
+    let cart = kb.join("3. policy/cart-limits.md");
+    let text = std::fs::read_to_string(&cart).unwrap();
+    std::fs::write(
+        &cart,
+        text.replacen(
+            "updated: 2026-04-01",
+            "updated: 2026-04-01\nexpires: 2026-12-31",
+            1,
+        ),
+    )
+    .unwrap();
+    let bundle = tmp.path().join("bundle");
+    build_bm25(&kb, &bundle);
+    let run = tmp.path().join("run.trec");
+    let eval = |now: &str| {
+        let out = jikji(
+            &["eval", "--modes", "bm25", "--json", "--now", now, "--run"],
+            &[&run, Path::new("--bundle"), &bundle, &kb_eval()],
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+        let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let lines = std::fs::read_to_string(&run).unwrap();
+        (r, lines)
+    };
+    let (r, lines) = eval("2026-12-01");
+    assert_eq!(r["queries"], 5, "{r}");
+    assert_eq!(r["documents"], 14);
+    assert_eq!(r["bundle"], bundle.display().to_string());
+    let m = &r["modes"][0]["metrics"];
+    assert_eq!(
+        m["ndcg_10"], 1.0,
+        "every query finds its document first: {r}\n{lines}"
+    );
+    // The sprint plan is judged by its doc_id: the current version (v2) counts for it, and
+    // the archived v1 is never returned. Spaces in names are %20 in the run file.
+    assert!(
+        lines.contains("sprint Q0 5.%20plans/sprint-plan 1 "),
+        "{lines}"
+    );
+    assert!(!lines.contains("sprint-plan_v1"), "{lines}");
+    assert!(
+        lines.contains("timeout-ko Q0 1.%20api/결제-API.md 1 "),
+        "{lines}"
+    );
+
+    // After the cart limits expire, their query has no right answer any more.
+    let (r, lines) = eval("2027-01-15");
+    assert!(!lines.contains("cart-limits"), "{lines}");
+    let m = &r["modes"][0]["metrics"];
+    assert!((m["recall_10"].as_f64().unwrap() - 0.8).abs() < 1e-9, "{r}");
+
+    // A name that is neither a source path nor a doc_id is an error naming the line.
+    let bad = tmp.path().join("bad");
+    copy_dir(&kb_eval(), &bad);
+    std::fs::write(
+        bad.join("qrels.tsv"),
+        "query-id\tcorpus-id\tscore\nios\tios-requirements.md\t1\n",
+    )
+    .unwrap();
+    let out = jikji(&["eval", "--modes", "bm25", "--bundle"], &[&bundle, &bad]);
+    assert_eq!(out.status.code(), Some(1));
+    let e = stderr(&out);
+    assert!(e.contains("qrels.tsv:2"), "{e}");
+    assert!(
+        e.contains("\"ios-requirements.md\" is neither a source path nor a doc_id"),
+        "{e}"
+    );
+    assert!(
+        e.contains("did you mean \"2. mobile/ios-requirements.md\"?"),
+        "{e}"
+    );
+}
+
+/// Hits carried tier and provenance, but nothing let a curated tier win a tie:
+/// `--prefer-tier` puts that tier first among hits whose scores are within 0.01.
+#[test]
+fn a_curated_tier_could_not_win_a_tie() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kb = corpus(tmp.path());
+    // The same page copied from an online source into a less curated tier folder.
+    std::fs::create_dir_all(kb.join("9. online")).unwrap();
+    std::fs::copy(
+        kb.join("3. policy/cart-limits.md"),
+        kb.join("9. online/cart-limits-copy.md"),
+    )
+    .unwrap();
+    let bundle = tmp.path().join("bundle");
+    build_bm25(&kb, &bundle);
+    let search = |extra: &[&str]| -> Vec<serde_json::Value> {
+        let mut args = vec!["search", "--mode", "bm25", "--json", "--top-k", "3"];
+        args.extend_from_slice(extra);
+        let out = jikji(
+            &args,
+            &[
+                &bundle,
+                Path::new("how many items can a shopping cart hold"),
+            ],
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v[0]["hits"].as_array().unwrap().clone()
+    };
+    let tiers = |hits: &[serde_json::Value]| -> Vec<u64> {
+        hits.iter().map(|h| h["tier"].as_u64().unwrap()).collect()
+    };
+    let plain = search(&[]);
+    assert_eq!(plain[0]["score"], plain[1]["score"], "the copies tie");
+    assert_eq!(
+        tiers(&plain)[..2],
+        [3, 9],
+        "by default the corpus order breaks the tie"
+    );
+    let nine = search(&["--prefer-tier", "9"]);
+    assert_eq!(tiers(&nine)[..2], [9, 3]);
+    assert_eq!(nine[0]["source"], "9. online/cart-limits-copy.md");
+    assert_eq!(nine[0]["rank"], 1);
+    assert_eq!(nine[1]["rank"], 2);
+    assert_eq!(
+        nine[0]["score"], plain[1]["score"],
+        "scores are not changed"
+    );
+    // A tier that is not in the tie does not jump it.
+    let one = search(&["--prefer-tier", "1"]);
+    assert_eq!(tiers(&one)[..2], [3, 9]);
+
+    // Provenance is on every hit that declares it (the AI draft), with its tier, in JSON
+    // and in the text output.
+    let out = jikji(
+        &["search", "--mode", "bm25", "--json", "--top-k", "1"],
+        &[&bundle, Path::new("release 3.2 saved cards")],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let h = &v[0]["hits"][0];
+    assert_eq!(h["source"], "6. drafts/release-notes.md", "{v}");
+    assert_eq!(h["provenance"], "ai-draft");
+    assert_eq!(h["tier"], 6);
+    let out = jikji(
+        &["search", "--mode", "bm25", "--top-k", "1"],
+        &[&bundle, Path::new("release 3.2 saved cards")],
+    );
+    let text = stdout(&out);
+    assert!(
+        text.contains("tier 6") && text.contains("(ai-draft)"),
+        "{text}"
+    );
+
+    // Eval takes the option too.
+    let out = jikji(
+        &[
+            "eval",
+            "--modes",
+            "bm25",
+            "--json",
+            "--prefer-tier",
+            "9",
+            "--bundle",
+        ],
+        &[&bundle, &kb_eval()],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+/// Conflicts were only listed by `jikji conflicts`: a search hit that is one side of a
+/// known contradiction said nothing. Build and update record them on the chunks.
+#[test]
+fn a_hit_in_a_known_conflict_pair_did_not_say_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kb = corpus(tmp.path());
+    let bundle = tmp.path().join("bundle");
+    build_dense(&kb, &bundle);
+    let search = |q: &str, json: bool| -> Output {
+        let mut args = vec!["search", "--mode", "bm25", "--top-k", "5"];
+        if json {
+            args.push("--json");
+        }
+        jikji(&args, &[&bundle, Path::new(q)])
+    };
+    let hits = |q: &str| -> Vec<serde_json::Value> {
+        let out = search(q, true);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v[0]["hits"].as_array().unwrap().clone()
+    };
+    let find = |hits: &[serde_json::Value], heading: &str| -> serde_json::Value {
+        hits.iter()
+            .find(|h| h["heading_path"].to_string().contains(heading))
+            .unwrap_or_else(|| panic!("{heading} not in {hits:?}"))
+            .clone()
+    };
+    let h = hits("payment request timeout 결제 요청 타임아웃");
+    let en = find(&h, "Request timeout");
+    let c = &en["conflicts"][0];
+    assert_eq!(c["source"], "1. api/결제-API.md", "{en}");
+    assert_eq!(c["newer"], "this");
+    assert_eq!(c["this"][0], "60 s");
+    assert_eq!(c["other"][0], "30 s");
+    let ko = find(&h, "요청 타임아웃");
+    assert_eq!(ko["conflicts"][0]["newer"], "other", "{ko}");
+    assert_eq!(ko["conflicts"][0]["with"], en["id"]);
+    // Pages that agree carry nothing.
+    let promo = hits("summer promotion free shipping");
+    assert!(
+        promo.iter().all(|h| h.get("conflicts").is_none()),
+        "{promo:?}"
+    );
+    let text = stdout(&search("payment request timeout", false));
+    assert!(
+        text.contains("CONFLICT with 1. api/결제-API.md: timeout / 설정값 60 s here vs 30 s there (this one is newer)"),
+        "{text}"
+    );
+
+    // An update finds them again over the whole bundle: the Korean page corrected, the
+    // English page's note is gone.
+    let ko_page = kb.join("1. api/결제-API.md");
+    let t = std::fs::read_to_string(&ko_page).unwrap();
+    std::fs::write(&ko_page, t.replace("30초", "60초")).unwrap();
+    let out = jikji_model(
+        &["update", "--cache"],
+        &[&common::cache_dir(), &bundle, &kb],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("conflicts: 1 contradiction candidate(s) recorded"),
+        "the retention pair remains: {}",
+        stderr(&out)
+    );
+    let h = hits("payment request timeout");
+    assert!(h.iter().all(|h| h.get("conflicts").is_none()), "{h:?}");
+
+    // Without vectors the build says it did not look.
+    let plain = tmp.path().join("plain");
+    let out = jikji(
+        &["build", "--no-embed", "--allow-ai-draft", "--out"],
+        &[&plain, &kb],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("conflicts: not looked for (no vectors: built with --no-embed"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// The issue's scenario on its 27 documents (`kb-health` + `kb-scenario`): check rejects
+/// 3, the bundle holds 24; the 23-of-24 deletion is refused, both cross-language
+/// contradictions are found, the iOS answer from the Android page fails its expected
+/// source, and the alert persists on a retry.
+#[test]
+fn issue_18_scenario() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kb = corpus(tmp.path());
+    copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kb-scenario"),
+        &kb,
+    );
+    let out = jikji(&["check", "--allow-ai-draft"], &[&kb]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let bundle = tmp.path().join("bundle");
+    build_dense(&kb, &bundle);
+    assert_eq!(sources(&bundle).len(), 24);
+
+    let queries = tmp.path().join("core.jsonl");
+    std::fs::write(&queries, CORE).unwrap();
+    let (code, first, _) = gaps(&bundle, &queries, &[]);
+    assert_eq!(code, 0, "{first}");
+
+    let one = tmp.path().join("one");
+    std::fs::create_dir_all(one.join("1. api")).unwrap();
+    std::fs::copy(
+        kb.join("1. api/payment-api.md"),
+        one.join("1. api/payment-api.md"),
+    )
+    .unwrap();
+    let out = jikji(&["update", "--quiet"], &[&bundle, &one]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("would delete 23 of the bundle's 24 files"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = jikji_model(&["conflicts", "--json"], &[&bundle]);
+    assert_eq!(out.status.code(), Some(1));
+    let found: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let pairs: Vec<(&str, &str)> = found
+        .iter()
+        .map(|c| {
+            (
+                c["newer"]["source"].as_str().unwrap(),
+                c["older"]["source"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        pairs,
+        [
+            ("1. api/payment-api.md", "1. api/결제-API.md"),
+            ("3. policy/privacy-retention.md", "3. policy/개인정보-보관.md")
+        ]
+    );
+
+    std::fs::remove_file(kb.join("2. mobile/ios-requirements.md")).unwrap();
+    let out = jikji_model(
+        &["update", "--quiet", "--cache"],
+        &[&common::cache_dir(), &bundle, &kb],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let (code, second, _) = gaps(&bundle, &queries, &[]);
+    assert_eq!(code, 1, "{second}");
+    assert_eq!(outcome(&second, "ios")["wrong_source"], true);
+    let (code, third, _) = gaps(&bundle, &queries, &[]);
+    assert_eq!(code, 1, "the alert persists on a retry: {third}");
+    assert_eq!(outcome(&third, "ios")["wrong_source"], true);
+}

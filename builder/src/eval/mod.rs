@@ -13,7 +13,7 @@
 
 mod run;
 
-pub use run::{run, EvalOptions, EvalReport, ModeRow};
+pub use run::{run, run_bundle, EvalOptions, EvalReport, ModeRow};
 
 use std::collections::HashMap;
 use std::io::BufRead;
@@ -186,6 +186,55 @@ pub fn ece(top1: &[(f32, bool)], bins: usize) -> f64 {
         .sum()
 }
 
+/// Query id → document name → grade, as read from a qrels file.
+pub type Qrels = HashMap<String, HashMap<String, i32>>;
+
+/// Reads a `qrels.tsv` file: tab-separated `query-id  doc  grade` (TREC's four columns
+/// `query-id 0 doc grade` also work; a first line whose grade is not an integer is a
+/// header). Returns the judgements and, per document name, the 1-based line that first
+/// names it (for errors about unknown names). Errors name the file and line.
+pub fn load_qrels(qpath: &Path) -> Result<(Qrels, Vec<(usize, String)>)> {
+    let mut qrels: Qrels = HashMap::new();
+    let mut named: Vec<(usize, String)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let text = std::fs::read_to_string(qpath).map_err(|e| BuildError::io("reading", qpath, e))?;
+    for (i, line) in text.lines().enumerate() {
+        let cols: Vec<&str> = line.split('\t').collect();
+        if line.trim().is_empty() {
+            continue;
+        }
+        let (q, d, g) = match cols.as_slice() {
+            [q, d, g] => (q, d, g),
+            [q, _, d, g] => (q, d, g), // TREC qrels with an iteration column
+            _ => {
+                return Err(BuildError::InvalidInput {
+                    path: qpath.to_path_buf(),
+                    line: Some(i + 1),
+                    message: "expected query-id, corpus-id, score (tab-separated)".into(),
+                })
+            }
+        };
+        let Ok(g) = g.trim().parse::<i32>() else {
+            if i == 0 {
+                continue; // header
+            }
+            return Err(BuildError::InvalidInput {
+                path: qpath.to_path_buf(),
+                line: Some(i + 1),
+                message: format!("score {g:?} is not an integer"),
+            });
+        };
+        if seen.insert(d.to_string()) {
+            named.push((i + 1, d.to_string()));
+        }
+        qrels
+            .entry(q.to_string())
+            .or_default()
+            .insert(d.to_string(), g);
+    }
+    Ok((qrels, named))
+}
+
 impl EvalSet {
     /// Reads `dir/{corpus.jsonl, queries.jsonl, qrels.tsv}` (ids in `id` or BEIR's `_id`);
     /// errors name the file and line.
@@ -202,41 +251,7 @@ impl EvalSet {
             })
             .collect::<Result<_>>()?;
         let queries = load_queries(&dir.join("queries.jsonl"))?;
-        let qpath = dir.join("qrels.tsv");
-        let mut qrels: HashMap<String, HashMap<String, i32>> = HashMap::new();
-        let text =
-            std::fs::read_to_string(&qpath).map_err(|e| BuildError::io("reading", &qpath, e))?;
-        for (i, line) in text.lines().enumerate() {
-            let cols: Vec<&str> = line.split('\t').collect();
-            if line.trim().is_empty() {
-                continue;
-            }
-            let (q, d, g) = match cols.as_slice() {
-                [q, d, g] => (q, d, g),
-                [q, _, d, g] => (q, d, g), // TREC qrels with an iteration column
-                _ => {
-                    return Err(BuildError::InvalidInput {
-                        path: qpath,
-                        line: Some(i + 1),
-                        message: "expected query-id, corpus-id, score".into(),
-                    })
-                }
-            };
-            let Ok(g) = g.trim().parse::<i32>() else {
-                if i == 0 {
-                    continue; // header
-                }
-                return Err(BuildError::InvalidInput {
-                    path: qpath,
-                    line: Some(i + 1),
-                    message: format!("score {g:?} is not an integer"),
-                });
-            };
-            qrels
-                .entry(q.to_string())
-                .or_default()
-                .insert(d.to_string(), g);
-        }
+        let (qrels, _) = load_qrels(&dir.join("qrels.tsv"))?;
         Ok(EvalSet {
             corpus,
             queries,

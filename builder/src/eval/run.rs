@@ -7,7 +7,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use jikji_engine::{Engine, Expansion, Fusion, Mode};
+use jikji_engine::{Engine, Expansion, Fusion, Mode, SearchOptions};
 use serde::Serialize;
 
 use super::{bands, ece, load_queries, mean, metrics, percentile, Band, EvalSet, Metrics};
@@ -34,7 +34,8 @@ pub struct EvalOptions {
     pub queries: Option<PathBuf>,
     /// Every query counts as having no answer in the corpus (another set's queries).
     pub unanswerable: bool,
-    /// Write a TREC run file (`qid Q0 docid rank score jikji-MODE`).
+    /// Write a TREC run file (`qid Q0 docid rank score jikji-MODE`; spaces and `%` in a
+    /// docid, as in a bundle's source paths, written `%20` and `%25`).
     pub run: Option<PathBuf>,
     /// Show progress bars on stderr while building.
     pub progress: bool,
@@ -42,6 +43,11 @@ pub struct EvalOptions {
     pub settings: BundleSettings,
     /// Query expansion weights.
     pub expansion: Expansion,
+    /// The clock for expiry filtering, in ms since the Unix epoch (`None`: none). An eval
+    /// set's own corpus has no `expires`; an existing bundle's files may.
+    pub now_ms: Option<i64>,
+    /// Hits of this tier win ties ([`jikji_engine::Engine::set_prefer_tier`]).
+    pub prefer_tier: Option<u32>,
 }
 
 /// One evaluated ranking: a mode (and fusion, for hybrid).
@@ -68,11 +74,14 @@ pub struct ModeRow {
 pub struct EvalReport {
     /// The eval set folder.
     pub set: PathBuf,
+    /// The bundle evaluated ([`run_bundle`]); `None` when the eval built its own from
+    /// `corpus.jsonl` ([`run`]).
+    pub bundle: Option<PathBuf>,
     /// The queries file, if not the set's own.
     pub queries_file: Option<PathBuf>,
     /// Whether every query counted as unanswerable.
     pub unanswerable: bool,
-    /// Documents in the corpus.
+    /// Documents in the corpus ([`run_bundle`]: files in the bundle's sources table).
     pub documents: usize,
     /// Queries evaluated.
     pub queries: usize,
@@ -90,8 +99,11 @@ pub struct EvalReport {
     pub chunks: usize,
     /// Bundle bytes (all files the manifest lists).
     pub bundle_bytes: u64,
-    /// Seconds to build the bundle.
+    /// Seconds to build the bundle ([`run_bundle`]: to open it and load the model).
     pub build_s: f64,
+    /// Seconds per build phase (chunk+index, embed, conflicts, calibrate, write); empty
+    /// for [`run_bundle`].
+    pub build_phases: Vec<(String, f64)>,
     /// Whether the bundle has a score calibration.
     pub calibrated: bool,
     /// The calibration block of the manifest.
@@ -126,39 +138,7 @@ pub fn run(dir: &Path, o: &EvalOptions) -> Result<EvalReport> {
     if let Some(q) = &o.queries {
         set.queries = load_queries(q)?;
     }
-    let usage = |message: String| BuildError::Eval {
-        path: dir.to_path_buf(),
-        message,
-    };
-    // A queries file must match the run: judged queries, or (unanswerable) none judged.
-    let has_relevant = |qrels: &HashMap<String, HashMap<String, i32>>, id: &str| {
-        qrels.get(id).is_some_and(|j| j.values().any(|&g| g > 0))
-    };
-    let judged_ids = set
-        .queries
-        .iter()
-        .filter(|(id, _)| has_relevant(&set.qrels, id))
-        .count();
-    if o.unanswerable && judged_ids > 0 {
-        return Err(usage(format!(
-            "--unanswerable: {judged_ids} of the {} queries have relevant documents in {}; \
-             it is for queries this corpus cannot answer (another set's queries.jsonl)",
-            set.queries.len(),
-            dir.join("qrels.tsv").display()
-        )));
-    }
-    if !o.unanswerable && judged_ids == 0 {
-        return Err(usage(format!(
-            "none of the {} queries has a relevant document in {}{}",
-            set.queries.len(),
-            dir.join("qrels.tsv").display(),
-            if o.queries.is_some() {
-                " (queries of another set? add --unanswerable to measure their top-1 scores)"
-            } else {
-                ""
-            }
-        )));
-    }
+    check_judged(&set, o, dir)?;
     let needs_model = o.modes.iter().any(|m| *m != Mode::Bm25);
     let files: Vec<SourceFile> = set
         .corpus
@@ -200,10 +180,219 @@ pub fn run(dir: &Path, o: &EvalOptions) -> Result<EvalReport> {
         .sum();
     let _ = std::fs::remove_dir_all(&out);
     let mut engine = opened?;
-    engine.set_expansion(o.expansion);
     if needs_model {
         engine.set_embedder(load_build_embedder(&o.model)?);
     }
+    let measured = evaluate(&mut engine, &mut set, o, |h| h.source.clone())?;
+    let m = engine.bundle().manifest();
+    Ok(EvalReport {
+        set: dir.to_path_buf(),
+        bundle: None,
+        queries_file: o.queries.clone(),
+        unanswerable: o.unanswerable,
+        documents: set.corpus.len(),
+        queries: measured.queries,
+        bm25: m.bm25,
+        analyzer: m.analyzer,
+        chunk_size: m.chunk_size,
+        overlap: m.overlap,
+        expansion: ExpansionReport {
+            prefix: o.expansion.prefix,
+            fuzzy: o.expansion.fuzzy,
+            hanja: o.expansion.hanja,
+            hangul_norm: o.expansion.hangul_norm,
+        },
+        chunks: built.chunks,
+        bundle_bytes: bytes,
+        build_s,
+        build_phases: built.seconds.clone(),
+        calibrated: m.calibration.is_some(),
+        calibration: m.calibration.clone(),
+        query_embed_median_ms: measured.embed_median_ms,
+        modes: measured.rows,
+    })
+}
+
+/// Evaluates an existing bundle (`jikji eval --bundle BUNDLE DIR`): `dir` holds
+/// `queries.jsonl` and `qrels.tsv` (no corpus), whose document column names a source path
+/// of the bundle (`2. mobile/ios-requirements.md`, as in search results) or a `doc_id` (the
+/// versions of one document, front matter `doc_id` or the file name without its version
+/// suffix). The bundle is searched as `jikji search` does: archived versions left out, files
+/// whose `expires` is at or before `o.now_ms` left out, AI drafts present only if the bundle
+/// admitted them, so what is measured is what its users get. A hit counts for a qrels name
+/// that equals its `source`, else its `doc_id`; documents rank by their best chunk.
+///
+/// Errors: a qrels name that is neither a source path nor a doc_id of the bundle (naming
+/// `qrels.tsv` and the line: a typo or a renamed file would otherwise count as a miss
+/// silently), the checks of [`run`] on the queries, a bundle without vectors for a dense or
+/// hybrid mode, a model that is not the bundle's, I/O.
+pub fn run_bundle(bundle: &Path, dir: &Path, o: &EvalOptions) -> Result<EvalReport> {
+    let queries = match &o.queries {
+        Some(q) => load_queries(q)?,
+        None => load_queries(&dir.join("queries.jsonl"))?,
+    };
+    let qpath = dir.join("qrels.tsv");
+    let (qrels, named) = super::load_qrels(&qpath)?;
+    let mut set = EvalSet {
+        corpus: Vec::new(),
+        queries,
+        qrels,
+    };
+    check_judged(&set, o, dir)?;
+    let t = Instant::now();
+    let b = jikji_format::Bundle::open_dir(bundle)?;
+    let m = b.manifest().clone();
+    let paths: HashSet<&str> = m.sources.iter().map(|s| s.path.as_str()).collect();
+    let doc_ids: HashSet<&str> = m
+        .sources
+        .iter()
+        .filter_map(|s| s.doc_id.as_deref())
+        .collect();
+    if m.sources.is_empty() {
+        return Err(BuildError::Eval {
+            path: bundle.to_path_buf(),
+            message:
+                "the bundle has no sources table (built before it existed): run `jikji build` once"
+                    .into(),
+        });
+    }
+    for (line, name) in &named {
+        if !paths.contains(name.as_str()) && !doc_ids.contains(name.as_str()) {
+            let hint = m
+                .sources
+                .iter()
+                .map(|s| s.path.as_str())
+                .find(|p| p.ends_with(name.as_str()) || name.ends_with(*p))
+                .map(|p| format!(" (did you mean {p:?}?)"))
+                .unwrap_or_default();
+            return Err(BuildError::InvalidInput {
+                path: qpath,
+                line: Some(*line),
+                message: format!(
+                    "{name:?} is neither a source path nor a doc_id of the bundle {}{hint}; \
+                     name a file as search results do (\"2. mobile/ios-requirements.md\") or a doc_id",
+                    bundle.display()
+                ),
+            });
+        }
+    }
+    let mut engine = Engine::new(b);
+    let needs_model = o.modes.iter().any(|m| *m != Mode::Bm25);
+    if needs_model {
+        if !engine.bundle().has_vectors() {
+            return Err(jikji_engine::EngineError::NoVectors(Mode::Dense).into());
+        }
+        let info = crate::ingest::model_info(&o.model)?;
+        engine.check_model(&info.sha256)?;
+        engine.set_embedder(load_build_embedder(&o.model)?);
+    }
+    let open_s = t.elapsed().as_secs_f64();
+    let judged_names: HashSet<String> =
+        set.qrels.values().flat_map(|j| j.keys().cloned()).collect();
+    let key = |h: &jikji_engine::Hit| match &h.doc_id {
+        Some(d) if !judged_names.contains(&h.source) && judged_names.contains(d) => d.clone(),
+        _ => h.source.clone(),
+    };
+    let measured = evaluate(&mut engine, &mut set, o, key)?;
+    let bytes: u64 = walkdir::WalkDir::new(bundle)
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_file())
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.len())
+        .sum();
+    Ok(EvalReport {
+        set: dir.to_path_buf(),
+        bundle: Some(bundle.to_path_buf()),
+        queries_file: o.queries.clone(),
+        unanswerable: o.unanswerable,
+        documents: m.sources.len(),
+        queries: measured.queries,
+        bm25: m.bm25,
+        analyzer: m.analyzer,
+        chunk_size: m.chunk_size,
+        overlap: m.overlap,
+        expansion: ExpansionReport {
+            prefix: o.expansion.prefix,
+            fuzzy: o.expansion.fuzzy,
+            hanja: o.expansion.hanja,
+            hangul_norm: o.expansion.hangul_norm,
+        },
+        chunks: m.counts.chunks,
+        bundle_bytes: bytes,
+        build_s: open_s,
+        build_phases: Vec::new(),
+        calibrated: m.calibration.is_some(),
+        calibration: m.calibration.clone(),
+        query_embed_median_ms: measured.embed_median_ms,
+        modes: measured.rows,
+    })
+}
+
+/// A queries file must match the run: judged queries, or (`unanswerable`) none judged.
+fn check_judged(set: &EvalSet, o: &EvalOptions, dir: &Path) -> Result<()> {
+    let usage = |message: String| BuildError::Eval {
+        path: dir.to_path_buf(),
+        message,
+    };
+    // A queries file must match the run: judged queries, or (unanswerable) none judged.
+    let has_relevant = |qrels: &HashMap<String, HashMap<String, i32>>, id: &str| {
+        qrels.get(id).is_some_and(|j| j.values().any(|&g| g > 0))
+    };
+    let judged_ids = set
+        .queries
+        .iter()
+        .filter(|(id, _)| has_relevant(&set.qrels, id))
+        .count();
+    if o.unanswerable && judged_ids > 0 {
+        return Err(usage(format!(
+            "--unanswerable: {judged_ids} of the {} queries have relevant documents in {}; \
+             it is for queries this corpus cannot answer (another set's queries.jsonl)",
+            set.queries.len(),
+            dir.join("qrels.tsv").display()
+        )));
+    }
+    if !o.unanswerable && judged_ids == 0 {
+        return Err(usage(format!(
+            "none of the {} queries has a relevant document in {}{}",
+            set.queries.len(),
+            dir.join("qrels.tsv").display(),
+            if o.queries.is_some() {
+                " (queries of another set? add --unanswerable to measure their top-1 scores)"
+            } else {
+                ""
+            }
+        )));
+    }
+    Ok(())
+}
+
+/// What [`evaluate`] measured.
+struct Measured {
+    queries: usize,
+    embed_median_ms: f64,
+    rows: Vec<ModeRow>,
+}
+
+/// Runs the judged queries of `set` (every query when `o.unanswerable`) on `engine` for
+/// each mode and fusion of `o` and measures them; `key` names a hit's document as the
+/// qrels do (a document ranks by its best chunk: its first hit).
+fn evaluate(
+    engine: &mut Engine,
+    set: &mut EvalSet,
+    o: &EvalOptions,
+    key: impl Fn(&jikji_engine::Hit) -> String,
+) -> Result<Measured> {
+    let has_relevant = |qrels: &HashMap<String, HashMap<String, i32>>, id: &str| {
+        qrels.get(id).is_some_and(|j| j.values().any(|&g| g > 0))
+    };
+    let needs_model = o.modes.iter().any(|m| *m != Mode::Bm25);
+    engine.set_expansion(o.expansion);
+    engine.set_prefer_tier(o.prefer_tier);
+    engine.set_search_options(SearchOptions {
+        now_ms: o.now_ms,
+        ..SearchOptions::default()
+    });
     // Unanswerable runs: every query, none with a relevant document.
     if o.unanswerable {
         set.qrels = set
@@ -269,12 +458,15 @@ pub fn run(dir: &Path, o: &EvalOptions) -> Result<EvalReport> {
             let ranked: Vec<(String, f32)> = r
                 .hits
                 .iter()
-                .filter(|h| seen.insert(h.source.clone()))
+                .map(|h| (key(h), h.score))
+                .filter(|(d, _)| seen.insert(d.clone()))
                 .take(100)
-                .map(|h| (h.source.clone(), h.score))
                 .collect();
             if let (Some(w), Some(p)) = (run_out.as_mut(), &o.run) {
                 for (i, (d, s)) in ranked.iter().enumerate() {
+                    // Run files are whitespace-separated: a source path's spaces (and
+                    // its `%`) are percent-encoded.
+                    let d = d.replace('%', "%25").replace(' ', "%20");
                     writeln!(w, "{qid} Q0 {d} {} {s} jikji-{label}", i + 1)
                         .map_err(|e| BuildError::io("writing", p, e))?;
                 }
@@ -301,30 +493,10 @@ pub fn run(dir: &Path, o: &EvalOptions) -> Result<EvalReport> {
     if let (Some(w), Some(p)) = (run_out.as_mut(), &o.run) {
         w.flush().map_err(|e| BuildError::io("writing", p, e))?;
     }
-    let m = engine.bundle().manifest();
-    Ok(EvalReport {
-        set: dir.to_path_buf(),
-        queries_file: o.queries.clone(),
-        unanswerable: o.unanswerable,
-        documents: set.corpus.len(),
+    Ok(Measured {
         queries: judged.len(),
-        bm25: m.bm25,
-        analyzer: m.analyzer,
-        chunk_size: m.chunk_size,
-        overlap: m.overlap,
-        expansion: ExpansionReport {
-            prefix: o.expansion.prefix,
-            fuzzy: o.expansion.fuzzy,
-            hanja: o.expansion.hanja,
-            hangul_norm: o.expansion.hangul_norm,
-        },
-        chunks: built.chunks,
-        bundle_bytes: bytes,
-        build_s,
-        calibrated: m.calibration.is_some(),
-        calibration: m.calibration.clone(),
-        query_embed_median_ms: percentile(&embed_ms, 0.5),
-        modes: rows,
+        embed_median_ms: percentile(&embed_ms, 0.5),
+        rows,
     })
 }
 
@@ -334,16 +506,41 @@ impl EvalReport {
     pub fn to_text(&self) -> String {
         use std::fmt::Write as _;
         let mut s = String::new();
-        let _ = writeln!(
-            s,
-            "{}: {} documents, {} chunks, {} judged queries, bundle {} bytes, build {:.1} s",
-            self.set.display(),
-            self.documents,
-            self.chunks,
-            self.queries,
-            self.bundle_bytes,
-            self.build_s
-        );
+        match &self.bundle {
+            Some(b) => {
+                let _ = writeln!(
+                    s,
+                    "{} on bundle {}: {} files, {} chunks, {} judged queries, bundle {} bytes, open {:.1} s",
+                    self.set.display(),
+                    b.display(),
+                    self.documents,
+                    self.chunks,
+                    self.queries,
+                    self.bundle_bytes,
+                    self.build_s
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    s,
+                    "{}: {} documents, {} chunks, {} judged queries, bundle {} bytes, build {:.1} s",
+                    self.set.display(),
+                    self.documents,
+                    self.chunks,
+                    self.queries,
+                    self.bundle_bytes,
+                    self.build_s
+                );
+            }
+        }
+        if !self.build_phases.is_empty() {
+            let p: Vec<String> = self
+                .build_phases
+                .iter()
+                .map(|(k, v)| format!("{k} {v:.2}s"))
+                .collect();
+            let _ = writeln!(s, "build phases: {}", p.join(", "));
+        }
         if self.unanswerable {
             let _ = writeln!(
                 s,

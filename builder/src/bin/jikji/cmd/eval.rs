@@ -7,14 +7,26 @@ use jikji_builder::eval::{run as run_eval, EvalOptions};
 use jikji_engine::{Expansion, Fusion, Mode};
 
 use crate::args::{
-    parse_fusion, ChunkingArgs, EmbedArgs, IndexArgs, ModeArg, ModelArgs, StrategyArg,
+    parse_fusion, ChunkingArgs, ClockArgs, EmbedArgs, IndexArgs, ModeArg, ModelArgs, StrategyArg,
 };
 
 /// Arguments of `jikji eval`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Folder with corpus.jsonl, queries.jsonl, qrels.tsv.
+    /// Folder with corpus.jsonl, queries.jsonl, qrels.tsv (with --bundle: queries.jsonl
+    /// and qrels.tsv naming the bundle's source paths or doc_ids).
     dir: PathBuf,
+    /// Evaluate this existing bundle instead of building one from DIR/corpus.jsonl: the
+    /// qrels name source paths (as search results show them) or doc_ids; archived versions
+    /// and expired files are left out as `jikji search` leaves them out.
+    #[arg(long, value_name = "BUNDLE")]
+    bundle: Option<PathBuf>,
+    /// With --bundle: the clock for expiry (default: now).
+    #[command(flatten)]
+    clock: ClockArgs,
+    /// Hits of this tier win ties (see `jikji search --prefer-tier`).
+    #[arg(long, value_name = "TIER")]
+    prefer_tier: Option<u32>,
     /// Comma-separated modes (dense and hybrid embed the whole corpus first).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "bm25")]
     modes: Vec<ModeArg>,
@@ -89,8 +101,17 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             hanja: a.hanja_weight,
             hangul_norm: a.hangul_norm,
         },
+        // An eval set's own corpus has no `expires`; a bundle is searched as of now.
+        now_ms: match &a.bundle {
+            Some(_) => Some(a.clock.now_ms()?),
+            None => None,
+        },
+        prefer_tier: a.prefer_tier,
     };
-    let report = run_eval(&a.dir, &opts)?;
+    let report = match &a.bundle {
+        Some(b) => jikji_builder::eval::run_bundle(b, &a.dir, &opts)?,
+        None => run_eval(&a.dir, &opts)?,
+    };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

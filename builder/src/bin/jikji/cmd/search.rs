@@ -39,6 +39,11 @@ pub struct Args {
     /// Also return archived chunks (older versions of a document).
     #[arg(long)]
     include_archived: bool,
+    /// Hits of this tier (the tier folder's number: `1. api` → 1) win ties: among hits whose
+    /// scores are within 0.01 of the best of their group, this tier's come first. Scores are
+    /// unchanged; only the order within a tie (README "Trust signals").
+    #[arg(long, value_name = "TIER")]
+    prefer_tier: Option<u32>,
     #[command(flatten)]
     clock: ClockArgs,
     /// Also run the queries of this file (JSON lines with a `text` field, as the eval sets'
@@ -81,6 +86,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         engine.set_fusion(f);
     }
     engine.set_min_score(a.min_score);
+    engine.set_prefer_tier(a.prefer_tier);
     engine.set_search_options(SearchOptions {
         now_ms: Some(a.clock.now_ms()?),
         include_archived: a.include_archived,
@@ -199,6 +205,22 @@ fn print_results(results: &[SearchResult], json: bool) -> std::io::Result<()> {
             )?;
             if let Some(u) = &h.source_url {
                 writeln!(out, "     {u}")?;
+            }
+            // A known contradiction candidate (recorded at build/update time).
+            for c in &h.conflicts {
+                let which = match c.newer.as_str() {
+                    "this" => "this one is newer",
+                    "other" => "the other is newer",
+                    _ => "newer unknown",
+                };
+                writeln!(
+                    out,
+                    "     CONFLICT with {}: {} {} here vs {} there ({which})",
+                    c.source,
+                    c.subject,
+                    c.this.join(", "),
+                    c.other.join(", ")
+                )?;
             }
             let snippet: String = h
                 .text
