@@ -1113,7 +1113,10 @@ fn issue_18_scenario() {
         pairs,
         [
             ("1. api/payment-api.md", "1. api/결제-API.md"),
-            ("3. policy/privacy-retention.md", "3. policy/개인정보-보관.md")
+            (
+                "3. policy/privacy-retention.md",
+                "3. policy/개인정보-보관.md"
+            )
         ]
     );
 

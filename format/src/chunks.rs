@@ -307,6 +307,14 @@ mod tests {
             archived: false,
             parent_id: None,
             parent_doc: None,
+            conflicts: vec![ConflictNote {
+                with: "cd".into(),
+                source: "2. y/b.md".into(),
+                newer: "this".into(),
+                subject: "timeout".into(),
+                this: vec!["60 s".into()],
+                other: vec!["30 s".into()],
+            }],
         };
         let bytes = write_chunks(&[rec.clone(), rec.clone()]).unwrap();
         let s = ChunkStore::open(bytes).unwrap();
