@@ -19,6 +19,7 @@
 pub mod cache;
 pub mod columns;
 pub mod dict;
+pub mod expand;
 pub mod page;
 
 use std::collections::BTreeMap;
@@ -109,6 +110,13 @@ pub struct PagesRoot {
     pub dim: usize,
     /// Sources-table pages (JSON arrays of [`SourceEntry`]), read by native commands only.
     pub sources: Numbered,
+    /// The first key of each bigram expansion page ([`expand`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expand_keys: Vec<String>,
+    /// Bigram expansion pages (`x-<gen>-<n>`), written with the Hanja pages; absent in
+    /// bundles written before them (the engine then expands through the Hanja pages).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expand: Option<Numbered>,
 }
 
 /// What [`write_pages`] lays out: a bundle's parts as the builder holds them.
@@ -222,6 +230,8 @@ pub fn write_pages(parts: &Parts) -> Result<(PagesRoot, Vec<Encoded>)> {
     // Hanja: groups of keys with the same (tag, first char) never split across pages.
     let mut hanja_keys = Vec::new();
     let mut hanja = None;
+    let mut expand_keys = Vec::new();
+    let mut expand = None;
     if let Some(h) = parts.hanja {
         let keys = h.keys();
         let mut bodies = Vec::new();
@@ -246,6 +256,15 @@ pub fn write_pages(parts: &Parts) -> Result<(PagesRoot, Vec<Encoded>)> {
         let (root, hp) = numbered(Kind::Hanja, bodies, 0);
         pages.extend(hp);
         hanja = Some(root);
+        let terms = parts.lexical.term_list();
+        let table = expand::table(terms.iter().map(String::as_str), h);
+        let (keys, bodies) = expand::write(&table);
+        if !bodies.is_empty() {
+            let (root, xp) = numbered(Kind::Expansions, bodies, 0);
+            pages.extend(xp);
+            expand_keys = keys;
+            expand = Some(root);
+        }
     }
 
     // Vectors.
@@ -292,6 +311,8 @@ pub fn write_pages(parts: &Parts) -> Result<(PagesRoot, Vec<Encoded>)> {
             vectors,
             dim,
             sources,
+            expand_keys,
+            expand,
         },
         pages,
     ))
@@ -345,6 +366,10 @@ pub fn check_root(root: &PagesRoot, chunks: usize, parents: usize) -> Result<()>
     let hanja_pages = root.hanja.as_ref().map_or(0, |h| h.pages);
     if root.hanja_keys.windows(2).any(|w| w[0] >= w[1]) || root.hanja_keys.len() != hanja_pages {
         return bad("Hanja pages are not in key order, or not one key per page".into());
+    }
+    let expand_pages = root.expand.as_ref().map_or(0, |x| x.pages);
+    if root.expand_keys.windows(2).any(|w| w[0] >= w[1]) || root.expand_keys.len() != expand_pages {
+        return bad("bigram expansion pages are not in key order, or not one key per page".into());
     }
     if root
         .typo
@@ -617,14 +642,55 @@ pub enum Hanja {
         keys: Vec<String>,
         /// The pages.
         pages: Numbered,
+        /// First key of each bigram expansion page and the pages, if the bundle has them.
+        expand: Option<(Vec<String>, Numbered)>,
     },
 }
 
 impl Hanja {
+    /// True if these are a paged bundle's readings with bigram expansion pages.
+    pub fn has_expansions(&self) -> bool {
+        matches!(
+            self,
+            Hanja::Paged {
+                expand: Some(_),
+                ..
+            }
+        )
+    }
+
+    /// The dictionary terms the two-character term `t` expands to through the readings
+    /// (see [`expand`]), from the bigram expansion pages: `None` when the bundle has no
+    /// such pages (the caller then searches [`Hanja::hanja_of`] / [`Hanja::readings_of`]
+    /// and the dictionary itself); empty while the page is not loaded (the miss is
+    /// recorded). Errors: [`FormatError::DataCorruption`] naming the page if its body is
+    /// malformed.
+    pub fn bigram_candidates(&self, t: &str) -> Result<Option<Vec<String>>> {
+        let Hanja::Paged {
+            cache,
+            expand: Some((keys, pages)),
+            ..
+        } = self
+        else {
+            return Ok(None);
+        };
+        let i = keys.partition_point(|first| first.as_str() <= t);
+        let Some(i) = i.checked_sub(1) else {
+            return Ok(Some(Vec::new()));
+        };
+        let name = pages.name(Kind::Expansions, i);
+        Ok(Some(match cache.get(&name) {
+            Some(body) => expand::lookup(&format!("p/{name}"), &body, t)?,
+            None => Vec::new(),
+        }))
+    }
+
     fn lookup(&self, tag: u8, c: char, f: impl Fn(&HanjaMap, char) -> Vec<char>) -> Vec<char> {
         match self {
             Hanja::Whole(m) => f(m, c),
-            Hanja::Paged { cache, keys, pages } => {
+            Hanja::Paged {
+                cache, keys, pages, ..
+            } => {
                 let mut key = String::new();
                 key.push(tag as char);
                 key.push(c);
@@ -709,6 +775,9 @@ pub fn all_pages(root: &PagesRoot) -> Vec<String> {
     out.push(root.columns.clone());
     if let Some(h) = &root.hanja {
         out.extend((0..h.pages).map(|n| h.name(Kind::Hanja, n)));
+    }
+    if let Some(x) = &root.expand {
+        out.extend((0..x.pages).map(|n| x.name(Kind::Expansions, n)));
     }
     out.extend((0..root.chunks.pages).map(|n| root.chunks.name(Kind::Chunks, n)));
     if let Some(v) = &root.vectors {
