@@ -28,6 +28,12 @@ fn leb(out: &mut Vec<u8>, mut v: u32) {
     }
 }
 
+/// `v − prev` as a zigzag number: 0, −1, 1, −2, … → 0, 1, 2, 3, …
+fn zigzag(v: u32, prev: u32) -> u32 {
+    let d = i64::from(v) - i64::from(prev);
+    (if d >= 0 { d << 1 } else { ((-d) << 1) - 1 }) as u32
+}
+
 fn is_hangul_syllable(c: u32) -> bool {
     (0xAC00..0xAC00 + 11172).contains(&c)
 }
@@ -72,15 +78,23 @@ fn nfkc_table() -> Vec<u8> {
             decomps.push((c as u32, d));
         }
     }
+    // In three columns: code point − the previous one; length; the decompositions' code points, each as
+    // the zigzag difference from the code point before it (across entries).
     leb(&mut out, decomps.len() as u32);
     let mut prev = 0;
-    for (c, d) in &decomps {
+    for (c, _) in &decomps {
         leb(&mut out, c - prev);
-        leb(&mut out, d.len() as u32);
-        for &x in d {
-            leb(&mut out, x as u32);
-        }
         prev = *c;
+    }
+    for (_, d) in &decomps {
+        out.push(u8::try_from(d.len()).expect("a decomposition of at most 255 characters"));
+    }
+    let mut prev = 0;
+    for (_, d) in &decomps {
+        for &x in d {
+            leb(&mut out, zigzag(x as u32, prev));
+            prev = x as u32;
+        }
     }
     // Primary composites: every (a, b) with compose(a, b) = c. Such a pair is c's one-level canonical
     // decomposition, so NFD(a) ++ NFD(b) = NFD(c): try every split of NFD(c) and every character whose NFD
@@ -119,7 +133,7 @@ fn nfkc_table() -> Vec<u8> {
     for &(a, b, c) in &comps {
         leb(&mut out, a as u32 - prev);
         leb(&mut out, b as u32);
-        leb(&mut out, c as u32);
+        leb(&mut out, zigzag(c as u32, a as u32));
         prev = a as u32;
     }
     out
@@ -142,13 +156,19 @@ fn t2s_table() -> Vec<u8> {
             pairs.push((c as u32, t as u32));
         }
     }
+    // Two columns: traditional code point − the previous one; zigzag difference of the simplified code
+    // point from the previous simplified one.
     let mut out = Vec::new();
     leb(&mut out, pairs.len() as u32);
     let mut prev = 0;
-    for &(c, t) in &pairs {
+    for &(c, _) in &pairs {
         leb(&mut out, c - prev);
-        leb(&mut out, t);
         prev = c;
+    }
+    let mut prev = 0;
+    for &(_, t) in &pairs {
+        leb(&mut out, zigzag(t, prev));
+        prev = t;
     }
     out
 }

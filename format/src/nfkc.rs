@@ -8,8 +8,9 @@
 //!
 //! Table layout (`OUT_DIR/nfkc.bin`, unsigned LEB128 numbers unless said): the count of combining-class
 //! runs, then per run (gap since the previous run's end, length, class as one byte); the count of
-//! decompositions, then per character (code point − the previous one, length, code points); the count of
-//! composites, then per (a, b) → c sorted by (a, b): (a − the previous a, b, c). Hangul syllables are
+//! decompositions, then three columns: each character's code point − the previous one; each length (one
+//! byte); all their code points, each as the zigzag difference from the code point before it; the count of
+//! composites, then per (a, b) → c sorted by (a, b): (a − the previous a, b, zigzag c − a). Hangul syllables are
 //! decomposed and composed arithmetically (Unicode §3.12), as in the crate.
 use std::sync::OnceLock;
 
@@ -39,6 +40,13 @@ impl<'a> Leb<'a> {
             }
         }
         v
+    }
+
+    /// The next number read as a zigzag difference from `prev` (0, 1, 2, 3, … → +0, −1, +1, −2, …).
+    pub(crate) fn zigzag(&mut self, prev: u32) -> u32 {
+        let z = self.next();
+        let d = i64::from(z >> 1) ^ -i64::from(z & 1);
+        (i64::from(prev) + d).clamp(0, i64::from(u32::MAX)) as u32
     }
 
     pub(crate) fn byte(&mut self) -> u8 {
@@ -85,15 +93,22 @@ fn decode(r: &mut Leb) -> Tables {
     }
     let n = r.next() as usize;
     let mut decomp = Vec::with_capacity(n);
-    let mut chars = Vec::new();
     let mut prev = 0u32;
     for _ in 0..n {
         prev = prev.saturating_add(r.next());
-        let len = r.next();
-        decomp.push((prev, chars.len() as u32, len as u8));
-        for _ in 0..len {
-            chars.push(to_char(r.next()));
-        }
+        decomp.push((prev, 0, 0));
+    }
+    let mut start = 0u32;
+    for e in &mut decomp {
+        let len = r.byte();
+        *e = (e.0, start, len);
+        start += u32::from(len);
+    }
+    let mut chars = Vec::with_capacity(start as usize);
+    let mut prev = 0u32;
+    for _ in 0..start {
+        prev = r.zigzag(prev);
+        chars.push(to_char(prev));
     }
     let n = r.next() as usize;
     let mut comp = Vec::with_capacity(n);
@@ -101,7 +116,7 @@ fn decode(r: &mut Leb) -> Tables {
     for _ in 0..n {
         a = a.saturating_add(r.next());
         let b = r.next();
-        let c = to_char(r.next());
+        let c = to_char(r.zigzag(a));
         comp.push(((u64::from(a) << 21) | u64::from(b), c));
     }
     Tables {

@@ -4,8 +4,9 @@
 //! `HashMap` from a bincode copy of its table at first use, 23 kB of the engine wasm's gzip; this is the
 //! table alone, see `docs/design/wasm-size.md`).
 //!
-//! Table layout (`OUT_DIR/t2s.bin`, unsigned LEB128 numbers): the count of pairs, then per traditional
-//! character in code point order (its code point − the previous one, the simplified code point). All are in
+//! Table layout (`OUT_DIR/t2s.bin`, unsigned LEB128 numbers): the count of pairs, then two columns in the
+//! traditional characters' code point order: each traditional code point − the previous one; each
+//! simplified code point as the zigzag difference from the previous simplified one. All are in
 //! U+0800..=U+FFFF (fast2s converts only characters of three UTF-8 bytes).
 use std::sync::OnceLock;
 
@@ -19,7 +20,12 @@ fn decode(r: &mut Leb) -> Vec<(u16, u16)> {
     let mut prev = 0u32;
     for _ in 0..n {
         prev = prev.saturating_add(r.next());
-        pairs.push((prev as u16, r.next() as u16));
+        pairs.push((prev as u16, 0));
+    }
+    let mut prev = 0u32;
+    for p in &mut pairs {
+        prev = r.zigzag(prev);
+        p.1 = prev as u16;
     }
     pairs
 }
