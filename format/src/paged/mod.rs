@@ -892,3 +892,39 @@ pub fn whole_parts(
         sources,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The streaming run writer names and encodes pages exactly as the one holding all
+    /// bodies (the generation is the same digest, computed incrementally).
+    #[test]
+    fn numbered_to_equals_numbered() {
+        let bodies: Vec<Vec<u8>> = (0..5u8)
+            .map(|i| {
+                (0..(i as usize * 700))
+                    .map(|j| (j % 251) as u8 ^ i)
+                    .collect()
+            })
+            .collect();
+        let (root, pages) = numbered(Kind::Chunks, bodies.clone(), 7);
+        let mut streamed = Vec::new();
+        let root2 = numbered_to(
+            Kind::Chunks,
+            bodies.len(),
+            7,
+            &|n| Ok(bodies[n].clone()),
+            &mut |p| {
+                streamed.push(p);
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert_eq!(root, root2);
+        assert_eq!(pages.len(), streamed.len());
+        for (a, b) in pages.iter().zip(&streamed) {
+            assert_eq!((&a.name, &a.bytes), (&b.name, &b.bytes));
+        }
+    }
+}
