@@ -16,6 +16,7 @@ pub mod eval;
 pub mod gaps;
 pub mod ingest;
 pub mod lang;
+pub mod lang_means;
 pub mod serve;
 pub mod update;
 pub mod vector_cache;

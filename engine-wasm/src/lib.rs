@@ -6,6 +6,7 @@
 //! it the engine answers BM25 queries, and dense/hybrid ones given a query vector.
 #![warn(missing_docs)]
 
+pub mod centring;
 pub mod fusion;
 mod lifecycle;
 pub mod parents;
@@ -399,7 +400,9 @@ impl Engine {
     /// out, so a filtered search still returns `top_k` hits when the bundle has them. In
     /// hybrid mode the fused ranking is filtered (ranks inside each list still count the
     /// left-out chunks). The stages (rankers, fusion, parents and lifecycle filters,
-    /// calibrated scores, minimum score) are described in the `pipeline` module.
+    /// calibrated scores, minimum score) are described in the `pipeline` module. A bundle
+    /// whose manifest has a `model.centring` first centres `qvec` for the query's language
+    /// ([`centring::centre_query`]).
     pub fn search_with_options(
         &self,
         query: &str,
@@ -408,6 +411,17 @@ impl Engine {
         top_k: usize,
         opts: &SearchOptions,
     ) -> Result<SearchResult, EngineError> {
+        // Bundles with a per-language centring compare centred query vectors (issue 15).
+        let centring = self.bundle.manifest().model.as_ref();
+        let centred = match qvec {
+            Some(q) => Some(centring::centre_query(
+                centring.and_then(|m| m.centring.as_ref()),
+                query,
+                q,
+            )?),
+            None => None,
+        };
+        let qvec = centred.as_deref();
         let life = self.lifecycle()?;
         let excluded = life.excluded(opts);
         let depth = pipeline::Depth::of(self, top_k, excluded);

@@ -36,9 +36,11 @@ use crate::chunker::report::Dist;
 use crate::chunker::{ChunkParams, Strategy};
 use crate::corpus::{quarantine, scan, CheckOptions, Scan, Severity, SourceFile};
 use crate::error::{BuildError, Result};
+use crate::lang_means::CentringSettings;
 
 /// Every choice that changes a bundle's bytes, recorded in its manifest (`chunking`,
-/// `chunk_size`, `overlap`, `analyzer`, `bm25`, `hanja`, `allow_ai_draft`) so that
+/// `chunk_size`, `overlap`, `analyzer`, `bm25`, `hanja`, `allow_ai_draft`,
+/// `model.centring`) so that
 /// `jikji update` rebuilds with the same ones. Whether chunks are token-limited follows
 /// from whether the bundle is embedded (a model folder), not from these settings.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -56,11 +58,15 @@ pub struct BundleSettings {
     pub bm25: Bm25Params,
     /// Files marked `provenance: ai-draft` are admitted (tagged in results).
     pub allow_ai_draft: bool,
+    /// Per-language centring of the vectors ([`crate::lang_means`]); `None` (`--centring
+    /// off`) stores them as the model gives them. Only used when the bundle is embedded.
+    pub centring: Option<CentringSettings>,
 }
 
 impl Default for BundleSettings {
     /// The defaults of `jikji build`: `hierarchical`, 512 / 64 chars, default analyzer,
-    /// `hanja.fst` on, BM25 k1 0.7 / b 0.75, no AI drafts.
+    /// `hanja.fst` on, BM25 k1 0.7 / b 0.75, no AI drafts, centring with query-side means
+    /// at α = 1.
     fn default() -> Self {
         BundleSettings {
             strategy: Strategy::default(),
@@ -69,6 +75,7 @@ impl Default for BundleSettings {
             hanja: true,
             bm25: Bm25Params::default(),
             allow_ai_draft: false,
+            centring: Some(CentringSettings::default()),
         }
     }
 }
@@ -77,8 +84,9 @@ impl BundleSettings {
     /// The settings a bundle was built with, from its manifest. Manifests from before a
     /// setting was recorded give that setting's default of the time: no `chunking` →
     /// `hierarchical`; analyzer version 1 → the current default options (such a bundle is
-    /// rebuilt with the current analyzer); no `hanja` → true; no `allow_ai_draft` → false.
-    /// Errors when the manifest names a strategy this build does not know.
+    /// rebuilt with the current analyzer); no `hanja` → true; no `allow_ai_draft` → false;
+    /// no `model.centring` → no centring. Errors when the manifest names a strategy or
+    /// centring this build does not know.
     pub fn of_manifest(m: &Manifest) -> Result<Self> {
         let params = ChunkParams {
             size: m.chunk_size,
@@ -100,6 +108,10 @@ impl BundleSettings {
             hanja: m.hanja,
             bm25: m.bm25,
             allow_ai_draft: m.allow_ai_draft,
+            centring: match m.model.as_ref().and_then(|i| i.centring.as_ref()) {
+                Some(c) => Some(CentringSettings::of_record(c)?),
+                None => None,
+            },
         })
     }
 }
@@ -125,6 +137,9 @@ pub struct IngestOptions {
     pub strict: bool,
     /// Copy files with errors into this folder (the originals stay in place).
     pub quarantine: Option<PathBuf>,
+    /// The language statistics for centring; `None`: `lang-means.json` in the model folder
+    /// ([`crate::lang_means::stats_path`]).
+    pub lang_means: Option<PathBuf>,
 }
 
 impl IngestOptions {
@@ -140,6 +155,7 @@ impl IngestOptions {
             progress: false,
             strict: false,
             quarantine: None,
+            lang_means: None,
         }
     }
 }
@@ -256,7 +272,15 @@ pub fn build_files(
     let mut embedded = None;
     if let Some(dir) = &opts.model_dir {
         let texts: Vec<&str> = chunked.records.iter().map(|r| r.text.as_str()).collect();
-        embedded = Some(embed::embed_vectors(&texts, dir, opts, &mut embedder)?);
+        let langs: Vec<&str> = chunked.records.iter().map(|r| r.lang.as_str()).collect();
+        embedded = Some(embed::embed_vectors(
+            &texts,
+            &langs,
+            dir,
+            opts,
+            settings.centring,
+            &mut embedder,
+        )?);
     }
     seconds.push(("embed".to_string(), t.elapsed().as_secs_f64()));
 
@@ -270,6 +294,7 @@ pub fn build_files(
         &jikji_format::chunks::write_chunks(&chunked.records)?,
         embedded.as_ref().map(|e| e.vectors_bin.clone()),
         embedder.as_ref(),
+        embedded.as_ref().and_then(|e| e.model.centring.as_ref()),
         opts.threads,
         settings.analyzer,
         settings.bm25,

@@ -7,6 +7,7 @@ use clap::ValueEnum;
 use jikji_builder::chunker::{ChunkParams, Strategy};
 use jikji_builder::corpus::CheckOptions;
 use jikji_builder::ingest::{default_cache_dir, default_threads, BundleSettings};
+use jikji_builder::lang_means::{CentringSettings, QuerySide};
 use jikji_engine::{Fusion, Mode};
 use jikji_format::analyzer::AnalyzerOptions;
 use jikji_format::Bm25Params;
@@ -146,6 +147,17 @@ pub struct IndexArgs {
     /// BM25 length normalisation b, 0 (none) to 1 (full).
     #[arg(long, allow_negative_numbers = true, default_value_t = Bm25Params::default().b)]
     pub b: f32,
+    /// Per-language centring of the dense vectors (issue 15): the query offset is the
+    /// language's `query-mean`, its `passage-mean`, or `passage-mean+offset` (one offset
+    /// shared by all languages); `off` stores the vectors as the model gives them.
+    #[arg(long, default_value = "query-mean")]
+    pub centring: String,
+    /// Centring strength α in [0, 1] (1 = subtract the whole mean).
+    #[arg(long, default_value_t = jikji_builder::lang_means::DEFAULT_ALPHA)]
+    pub centring_alpha: f32,
+    /// Language statistics for the centring (default: lang-means.json in the model folder).
+    #[arg(long)]
+    pub lang_means: Option<PathBuf>,
 }
 
 impl IndexArgs {
@@ -195,7 +207,30 @@ impl IndexArgs {
             hanja: !self.no_hanja,
             bm25: self.bm25()?,
             allow_ai_draft,
+            centring: self.centring()?,
         })
+    }
+
+    /// `--centring` and `--centring-alpha`; errors on an unknown name or α outside [0, 1].
+    pub fn centring(&self) -> anyhow::Result<Option<CentringSettings>> {
+        if self.centring == "off" {
+            return Ok(None);
+        }
+        let query_side = QuerySide::parse(&self.centring).ok_or_else(|| {
+            anyhow::anyhow!(
+                "--centring must be query-mean, passage-mean, passage-mean+offset or off, got {:?}",
+                self.centring
+            )
+        })?;
+        anyhow::ensure!(
+            (0.0..=1.0).contains(&self.centring_alpha),
+            "--centring-alpha must be in [0, 1], got {}",
+            self.centring_alpha
+        );
+        Ok(Some(CentringSettings {
+            alpha: self.centring_alpha,
+            query_side,
+        }))
     }
 }
 

@@ -65,6 +65,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         progress: !a.quiet && !a.json,
         strict: a.strict,
         quarantine: a.check.quarantine,
+        lang_means: a.index.lang_means.clone(),
         ..IngestOptions::new(a.dir, &a.out)
     };
     let report = build(&opts, &settings)?;

@@ -1,0 +1,541 @@
+//! The per-language mean vectors shipped with the model (`lang-means.json` in the model
+//! folder) and the build side of the dense centring of issue 15 (the query side is
+//! [`jikji_engine::centring`]).
+//!
+//! ## `lang-means.json`
+//! Made once per model by `jikji-lang-means` (`builder/src/bin/jikji-lang-means.rs`) from a
+//! reference sample of each language, copied into the model folder by `scripts/setup-model`:
+//!
+//! ```json
+//! {"method": "lang-mean-v1", "model_sha256": "<hex of model.onnx>", "dim": 384,
+//!  "languages": {"en": {"chunks": 400, "passage_mean": [384 f32], "query_mean": [384 f32]}, …},
+//!  "sources": [{"lang": "en", "path": "…", "sha256": "…", "chunks": 57}, …]}
+//! ```
+//!
+//! `passage_mean` is the mean of the chunks' `passage: ` vectors (each L2-normalised, the
+//! mean not), `query_mean` the mean of the same chunk texts embedded with `query: `.
+//! Languages are [`jikji_engine::centring::detect_lang`]'s codes.
+//!
+//! ## The correction
+//! A chunk of language `l` is stored as `normalise(x − α · passage_mean[l])`; a query of
+//! language `l` is compared as `normalise(y − o[l])`, where `o[l]` ([`QuerySide`]) is
+//! `α · query_mean[l]`, `α · passage_mean[l]`, or `α · (passage_mean[l] + δ)` with δ the
+//! mean over languages of `query_mean − passage_mean`. The offsets go into the manifest
+//! ([`jikji_format::Centring`]), so the engine needs nothing else.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use jikji_format::{sha256_hex, Centring};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{BuildError, Result};
+
+/// File name of the statistics in the model folder.
+pub const LANG_MEANS_FILE: &str = "lang-means.json";
+
+/// Default centring strength α (chosen in README's centring table).
+pub const DEFAULT_ALPHA: f32 = 1.0;
+
+/// What is subtracted from a query vector (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuerySide {
+    /// `α · query_mean[lang]`.
+    QueryMean,
+    /// `α · passage_mean[lang]`.
+    PassageMean,
+    /// `α · (passage_mean[lang] + δ)`, δ = the mean over languages of query − passage means.
+    PassageMeanOffset,
+}
+
+impl QuerySide {
+    /// The name recorded in the manifest and taken by `--centring`.
+    pub fn name(self) -> &'static str {
+        match self {
+            QuerySide::QueryMean => "query-mean",
+            QuerySide::PassageMean => "passage-mean",
+            QuerySide::PassageMeanOffset => "passage-mean+offset",
+        }
+    }
+
+    /// Parses [`QuerySide::name`]; `None` for anything else.
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            QuerySide::QueryMean,
+            QuerySide::PassageMean,
+            QuerySide::PassageMeanOffset,
+        ]
+        .into_iter()
+        .find(|q| q.name() == s)
+    }
+}
+
+/// How a bundle's vectors are centred (a [`crate::ingest::BundleSettings`] choice).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CentringSettings {
+    /// Strength α in [0, 1].
+    pub alpha: f32,
+    /// The query offsets.
+    pub query_side: QuerySide,
+}
+
+impl Default for CentringSettings {
+    /// α = [`DEFAULT_ALPHA`], query-side means.
+    fn default() -> Self {
+        CentringSettings {
+            alpha: DEFAULT_ALPHA,
+            query_side: QuerySide::QueryMean,
+        }
+    }
+}
+
+impl CentringSettings {
+    /// The settings a manifest's centring record was made with. Errors on a query side this
+    /// build does not know.
+    pub fn of_record(c: &Centring) -> Result<Self> {
+        let query_side = QuerySide::parse(&c.query_side).ok_or_else(|| BuildError::Model {
+            path: PathBuf::from(jikji_format::manifest::MANIFEST_FILE),
+            message: format!("unknown model.centring.query_side {:?}", c.query_side),
+        })?;
+        Ok(CentringSettings {
+            alpha: c.alpha,
+            query_side,
+        })
+    }
+}
+
+/// One language's means.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LangMean {
+    /// Reference chunks averaged.
+    pub chunks: usize,
+    /// Mean `passage: ` vector (`dim` f32s).
+    pub passage_mean: Vec<f32>,
+    /// Mean `query: ` vector of the same texts (`dim` f32s).
+    pub query_mean: Vec<f32>,
+}
+
+/// One reference file the means were computed from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatsSource {
+    /// Language its chunks were counted under.
+    pub lang: String,
+    /// Where it was read (as given to `jikji-lang-means`).
+    pub path: String,
+    /// Lowercase hex SHA-256 of its bytes.
+    pub sha256: String,
+    /// Chunks of it in the sample.
+    pub chunks: usize,
+}
+
+/// The contents of `lang-means.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LangStats {
+    /// `lang-mean-v1`.
+    pub method: String,
+    /// SHA-256 of the `model.onnx` whose vectors were averaged.
+    pub model_sha256: String,
+    /// Vector dimension.
+    pub dim: usize,
+    /// Language code → means.
+    pub languages: BTreeMap<String, LangMean>,
+    /// The reference sample.
+    #[serde(default)]
+    pub sources: Vec<StatsSource>,
+}
+
+/// A loaded statistics file and its SHA-256 (what the manifest names).
+#[derive(Debug, Clone)]
+pub struct LoadedStats {
+    /// Parsed contents.
+    pub stats: LangStats,
+    /// Lowercase hex SHA-256 of the file's bytes.
+    pub sha256: String,
+}
+
+impl LoadedStats {
+    /// Reads and checks `path`: JSON of [`LangStats`], method `lang-mean-v1`, made for the
+    /// model with SHA-256 `model_sha` (hex), every mean `dim` finite components and `dim`
+    /// = `jikji_embed::DIM`. Errors name the file ([`BuildError::Model`]).
+    pub fn load(path: &Path, model_sha: &str) -> Result<Self> {
+        let bad = |message: String| BuildError::Model {
+            path: path.to_path_buf(),
+            message,
+        };
+        let bytes = std::fs::read(path).map_err(|e| {
+            bad(format!(
+                "cannot read the language statistics ({e}); run scripts/setup-model, \
+                 or build with --centring off"
+            ))
+        })?;
+        let stats: LangStats = serde_json::from_slice(&bytes)
+            .map_err(|e| bad(format!("not a lang-means file: {e}")))?;
+        if stats.method != jikji_engine::centring::METHOD {
+            return Err(bad(format!("unknown method {:?}", stats.method)));
+        }
+        if stats.model_sha256 != model_sha {
+            return Err(bad(format!(
+                "made for model sha256 {}, the model folder's model.onnx is {model_sha}",
+                stats.model_sha256
+            )));
+        }
+        if stats.dim != jikji_embed::DIM {
+            return Err(bad(format!(
+                "dim {} (the model's is {})",
+                stats.dim,
+                jikji_embed::DIM
+            )));
+        }
+        for (lang, m) in &stats.languages {
+            for (what, v) in [
+                ("passage_mean", &m.passage_mean),
+                ("query_mean", &m.query_mean),
+            ] {
+                if v.len() != stats.dim || v.iter().any(|x| !x.is_finite()) {
+                    return Err(bad(format!(
+                        "languages.{lang}.{what}: expected {} finite numbers",
+                        stats.dim
+                    )));
+                }
+            }
+        }
+        Ok(LoadedStats {
+            stats,
+            sha256: sha256_hex(&bytes),
+        })
+    }
+
+    /// The manifest record for `settings`: the query offsets of every language.
+    pub fn record(&self, settings: CentringSettings) -> Centring {
+        let a = settings.alpha;
+        let langs = &self.stats.languages;
+        let dim = self.stats.dim;
+        let mut delta = vec![0f32; dim];
+        for m in langs.values() {
+            for (d, (q, p)) in delta
+                .iter_mut()
+                .zip(m.query_mean.iter().zip(&m.passage_mean))
+            {
+                *d += (q - p) / langs.len() as f32;
+            }
+        }
+        let query = langs
+            .iter()
+            .map(|(l, m)| {
+                let v: Vec<f32> = match settings.query_side {
+                    QuerySide::QueryMean => m.query_mean.iter().map(|x| a * x).collect(),
+                    QuerySide::PassageMean => m.passage_mean.iter().map(|x| a * x).collect(),
+                    QuerySide::PassageMeanOffset => m
+                        .passage_mean
+                        .iter()
+                        .zip(&delta)
+                        .map(|(p, d)| a * (p + d))
+                        .collect(),
+                };
+                (l.clone(), v)
+            })
+            .collect();
+        Centring {
+            method: jikji_engine::centring::METHOD.to_string(),
+            stats_sha256: self.sha256.clone(),
+            alpha: a,
+            query_side: settings.query_side.name().to_string(),
+            query,
+        }
+    }
+
+    /// Centres passage vectors in place: `vectors[i]` of chunk language `langs[i]` becomes
+    /// `normalise(x − α · passage_mean[lang])`; a language without means is left as is.
+    pub fn centre_passages(&self, vectors: &mut [Vec<f32>], langs: &[&str], alpha: f32) {
+        let offsets: BTreeMap<&str, Vec<f32>> = self
+            .stats
+            .languages
+            .iter()
+            .map(|(l, m)| {
+                (
+                    l.as_str(),
+                    m.passage_mean.iter().map(|x| alpha * x).collect(),
+                )
+            })
+            .collect();
+        for (v, lang) in vectors.iter_mut().zip(langs) {
+            if let Some(o) = offsets.get(lang) {
+                *v = jikji_engine::centring::centre(v, o);
+            }
+        }
+    }
+}
+
+/// One reference input of [`compute`]: chunks of `path` (a `.md`/`.txt` file, a `.jsonl`
+/// file whose records have a `text` field, or a folder of such files, recursively) whose
+/// detected language is `lang` count towards `lang`'s means.
+#[derive(Debug, Clone)]
+pub struct Reference {
+    /// Language code ([`jikji_engine::centring::detect_lang`]'s).
+    pub lang: String,
+    /// File or folder.
+    pub path: PathBuf,
+}
+
+/// Computes the statistics of `refs` with the model in `model_dir`: every input's texts are
+/// cut by the default chunker (`hierarchical`, 512 chars / 64 overlap, sized with the
+/// model's tokenizer); chunks of at least 50 chars whose detected language is the input's
+/// are pooled per language and, per language, the `per_lang` with the smallest SHA-256 of
+/// their text are kept (a deterministic sample spread over all inputs); each is embedded with
+/// `passage: ` (through the vector cache in `cache_dir`) and `query: `, and the vectors are
+/// averaged. Errors: an input cannot be read or holds no chunk of its language, the model
+/// is missing, embedding fails.
+pub fn compute(
+    refs: &[Reference],
+    model_dir: &Path,
+    cache_dir: Option<&Path>,
+    per_lang: usize,
+    threads: usize,
+) -> Result<LangStats> {
+    use crate::chunker::{ChunkParams, Strategy};
+    use sha2::{Digest, Sha256};
+    let chunking =
+        crate::ingest::Chunking::new(Strategy::default(), ChunkParams::default(), Some(model_dir))?;
+    // lang → (text hash, text, source index)
+    let mut pool: BTreeMap<String, Vec<([u8; 32], String, usize)>> = BTreeMap::new();
+    let mut sources = Vec::new();
+    for r in refs {
+        let files: Vec<PathBuf> = if r.path.is_dir() {
+            let mut v: Vec<PathBuf> = walkdir::WalkDir::new(&r.path)
+                .into_iter()
+                .filter_map(|e| e.ok())
+                .filter(|e| e.file_type().is_file())
+                .map(|e| e.into_path())
+                .filter(|p| {
+                    matches!(
+                        p.extension().and_then(|e| e.to_str()),
+                        Some("md" | "txt" | "jsonl")
+                    )
+                })
+                .collect();
+            v.sort();
+            v
+        } else {
+            vec![r.path.clone()]
+        };
+        let mut found = 0;
+        for f in files {
+            let bytes = std::fs::read(&f).map_err(|e| BuildError::io("reading", &f, e))?;
+            let text = String::from_utf8(bytes.clone()).map_err(|e| BuildError::Corpus {
+                path: f.clone(),
+                message: format!("not UTF-8 at byte {}", e.utf8_error().valid_up_to()),
+            })?;
+            let docs: Vec<String> = if f.extension().is_some_and(|e| e == "jsonl") {
+                let mut docs = Vec::new();
+                for (n, line) in text.lines().enumerate() {
+                    if line.trim().is_empty() {
+                        continue;
+                    }
+                    let v: serde_json::Value =
+                        serde_json::from_str(line).map_err(|e| BuildError::Corpus {
+                            path: f.clone(),
+                            message: format!("line {}: {e}", n + 1),
+                        })?;
+                    if let Some(t) = v.get("text").and_then(|t| t.as_str()) {
+                        docs.push(t.to_string());
+                    }
+                }
+                docs
+            } else {
+                vec![text]
+            };
+            let src = sources.len();
+            let mut n = 0;
+            for d in &docs {
+                for c in chunking
+                    .strategy
+                    .chunker()
+                    .chunk(d, &chunking.limits())
+                    .chunks
+                {
+                    if c.text.chars().count() < 50
+                        || jikji_engine::centring::detect_lang(&c.text) != r.lang
+                    {
+                        continue;
+                    }
+                    let h: [u8; 32] = Sha256::digest(c.text.as_bytes()).into();
+                    pool.entry(r.lang.clone())
+                        .or_default()
+                        .push((h, c.text, src));
+                    n += 1;
+                }
+            }
+            found += n;
+            sources.push(StatsSource {
+                lang: r.lang.clone(),
+                path: f.display().to_string(),
+                sha256: sha256_hex(&bytes),
+                chunks: 0,
+            });
+        }
+        if found == 0 {
+            return Err(BuildError::Corpus {
+                path: r.path.clone(),
+                message: format!("no chunk detected as {:?}", r.lang),
+            });
+        }
+    }
+    let info = crate::ingest::model_info(model_dir)?;
+    let mut embedder = None;
+    let mut languages = BTreeMap::new();
+    for (lang, mut chunks) in pool {
+        chunks.sort();
+        chunks.dedup_by(|a, b| a.0 == b.0);
+        chunks.truncate(per_lang);
+        for c in &chunks {
+            sources[c.2].chunks += 1;
+        }
+        let texts: Vec<&str> = chunks.iter().map(|c| c.1.as_str()).collect();
+        let passages = crate::ingest::embed::embed_passages(
+            &texts,
+            model_dir,
+            cache_dir,
+            threads,
+            false,
+            &mut embedder,
+        )?;
+        let e = match &mut embedder {
+            Some(e) => e,
+            None => embedder.insert(crate::ingest::load_build_embedder(model_dir)?),
+        };
+        let queries = e
+            .embed_many(&texts, jikji_embed::Prefix::Query, threads, &|_| {})
+            .map_err(|source| BuildError::Embedding {
+                what: "reference texts",
+                source,
+            })?;
+        languages.insert(
+            lang,
+            LangMean {
+                chunks: texts.len(),
+                passage_mean: mean(&passages.vectors),
+                query_mean: mean(&queries.vectors),
+            },
+        );
+    }
+    sources.retain(|s| s.chunks > 0);
+    Ok(LangStats {
+        method: jikji_engine::centring::METHOD.to_string(),
+        model_sha256: info.sha256,
+        dim: jikji_embed::DIM,
+        languages,
+        sources,
+    })
+}
+
+/// Component-wise mean of equal-length vectors (empty: zeros of [`jikji_embed::DIM`]).
+fn mean(vs: &[Vec<f32>]) -> Vec<f32> {
+    let mut m = vec![0f64; vs.first().map_or(jikji_embed::DIM, Vec::len)];
+    for v in vs {
+        for (a, b) in m.iter_mut().zip(v) {
+            *a += *b as f64;
+        }
+    }
+    m.into_iter()
+        .map(|a| (a / vs.len().max(1) as f64) as f32)
+        .collect()
+}
+
+/// The statistics file of a build: `path` if given, else [`LANG_MEANS_FILE`] in `model_dir`.
+pub fn stats_path(model_dir: &Path, path: Option<&Path>) -> PathBuf {
+    path.map_or_else(|| model_dir.join(LANG_MEANS_FILE), Path::to_path_buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats() -> LoadedStats {
+        let v = |x: f32| {
+            let mut a = vec![0f32; jikji_embed::DIM];
+            a[0] = x;
+            a
+        };
+        let languages = BTreeMap::from([
+            (
+                "en".to_string(),
+                LangMean {
+                    chunks: 1,
+                    passage_mean: v(0.2),
+                    query_mean: v(0.4),
+                },
+            ),
+            (
+                "zh".to_string(),
+                LangMean {
+                    chunks: 1,
+                    passage_mean: v(-0.2),
+                    query_mean: v(0.0),
+                },
+            ),
+        ]);
+        LoadedStats {
+            stats: LangStats {
+                method: jikji_engine::centring::METHOD.into(),
+                model_sha256: "m".into(),
+                dim: jikji_embed::DIM,
+                languages,
+                sources: vec![],
+            },
+            sha256: "s".into(),
+        }
+    }
+
+    #[test]
+    fn query_sides_give_their_offsets() {
+        let s = stats();
+        let r = |q| {
+            s.record(CentringSettings {
+                alpha: 0.5,
+                query_side: q,
+            })
+        };
+        let q = r(QuerySide::QueryMean);
+        assert_eq!((q.query["en"][0], q.query["zh"][0]), (0.2, 0.0));
+        let p = r(QuerySide::PassageMean);
+        assert_eq!((p.query["en"][0], p.query["zh"][0]), (0.1, -0.1));
+        // δ = mean(0.4 − 0.2, 0.0 + 0.2) = 0.2.
+        let o = r(QuerySide::PassageMeanOffset);
+        assert!((o.query["en"][0] - 0.2).abs() < 1e-6 && o.query["zh"][0].abs() < 1e-6);
+        assert_eq!(o.query_side, "passage-mean+offset");
+        assert_eq!(
+            CentringSettings::of_record(&o).unwrap().query_side,
+            QuerySide::PassageMeanOffset
+        );
+    }
+
+    #[test]
+    fn passages_of_other_languages_are_left_alone() {
+        let s = stats();
+        let mut a = vec![0f32; jikji_embed::DIM];
+        a[0] = 0.6;
+        a[1] = 0.8;
+        let mut vs = vec![a.clone(), a.clone()];
+        s.centre_passages(&mut vs, &["en", "ko"], 1.0);
+        assert_eq!(vs[1], a);
+        let n = (0.4f32 * 0.4 + 0.8 * 0.8).sqrt();
+        assert!((vs[0][0] - 0.4 / n).abs() < 1e-6 && (vs[0][1] - 0.8 / n).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_file_for_another_model_is_refused() {
+        let dir = std::env::temp_dir().join(format!("jikji-lang-means-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join(LANG_MEANS_FILE);
+        std::fs::write(&p, serde_json::to_vec(&stats().stats).unwrap()).unwrap();
+        assert!(LoadedStats::load(&p, "m").is_ok());
+        let e = LoadedStats::load(&p, "other").unwrap_err().to_string();
+        assert!(
+            e.contains("lang-means.json") && e.contains("made for model"),
+            "{e}"
+        );
+        std::fs::write(&p, b"{\"method\": 1}").unwrap();
+        assert!(LoadedStats::load(&p, "m").is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
