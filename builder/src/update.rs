@@ -477,7 +477,11 @@ fn vectors(
                 });
             }
             let langs: Vec<&str> = todo.iter().map(|&i| records[i].lang.as_str()).collect();
-            means.centre_passages(&mut e.vectors, &langs, c.alpha);
+            means.centre_passages(
+                &mut e.vectors,
+                &langs,
+                crate::lang_means::CentringSettings::of_record(c)?,
+            );
         }
         report.embedded = e.embedded;
         for (&i, v) in todo.iter().zip(&e.vectors) {

@@ -12,10 +12,12 @@
 //! bundle's own passages, so a query in a language the bundle has no passage in is
 //! corrected too.
 //!
-//! The builder stores each chunk vector as [`centre`]`(x, alpha · passage_mean[lang])` and
+//! The builder stores each chunk vector as [`centre`]`(x, alpha · passage_mean[lang])` (or,
+//! with query side `shift`, as `x − alpha · passage_mean[lang]` without renormalising) and
 //! records a [`Centring`] in the manifest's `model`; the engine applies [`centre_query`] to
-//! every query vector before ranking (natively and in wasm, the same code). A bundle whose
-//! manifest has no `centring` is searched with the query vector as given.
+//! every query vector before ranking (natively and in wasm, the same code; `shift` has no
+//! query offsets). A bundle whose manifest has no `centring` is searched with the query
+//! vector as given.
 
 use jikji_format::analyzer::{script_of, Script};
 use jikji_format::manifest::MANIFEST_FILE;

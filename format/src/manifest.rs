@@ -41,8 +41,9 @@ pub struct ModelInfo {
 /// Per-language mean centring of the dense vectors (issue 15): multilingual-e5-small puts a
 /// language-specific offset into every vector, so any passage in the query's language
 /// outscores the right passage in another. The builder stored each chunk's vector as
-/// `normalise(x − alpha · passage_mean[lang(chunk)])`; the engine turns a query vector `y`
-/// into `normalise(y − query[lang(query)])`. Languages come from
+/// `normalise(x − alpha · passage_mean[lang(chunk)])` (query side `shift`: `x − alpha ·
+/// passage_mean[lang(chunk)]`, not renormalised); the engine turns a query vector `y` into
+/// `normalise(y − query[lang(query)])`. Languages come from
 /// `jikji_engine::centring::detect_lang`; a language without an entry is left as is.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Centring {
@@ -55,7 +56,9 @@ pub struct Centring {
     pub alpha: f32,
     /// How the query offsets were made: `query-mean` (the language's mean of `query: `
     /// vectors), `passage-mean` (the passage mean) or `passage-mean+offset` (the passage mean
-    /// plus one offset shared by all languages: the mean of query minus passage means).
+    /// plus one offset shared by all languages: the mean of query minus passage means); or
+    /// `shift`: passages were stored as `x − alpha · passage_mean[lang]` without
+    /// renormalising, and queries are used as given (`query` is empty).
     pub query_side: String,
     /// Language code → the vector subtracted from a query of that language (`dim` f32s,
     /// already multiplied by `alpha`). Stored in the manifest so the engine needs nothing

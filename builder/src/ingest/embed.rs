@@ -49,7 +49,7 @@ pub fn embed_vectors(
     if let Some(c) = centring {
         let path = stats_path(model_dir, opts.lang_means.as_deref());
         let means = LoadedStats::load(&path, &model.sha256)?;
-        means.centre_passages(&mut stats.vectors, langs, c.alpha);
+        means.centre_passages(&mut stats.vectors, langs, c);
         model.centring = Some(means.record(c));
     }
     let vectors_bin = write_vectors(jikji_embed::DIM, &stats.vectors)?;

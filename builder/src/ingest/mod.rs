@@ -65,8 +65,7 @@ pub struct BundleSettings {
 
 impl Default for BundleSettings {
     /// The defaults of `jikji build`: `hierarchical`, 512 / 64 chars, default analyzer,
-    /// `hanja.fst` on, BM25 k1 0.7 / b 0.75, no AI drafts, centring with query-side means
-    /// at α = 1.
+    /// `hanja.fst` on, BM25 k1 0.7 / b 0.75, no AI drafts, centring `shift` at α = 1.
     fn default() -> Self {
         BundleSettings {
             strategy: Strategy::default(),

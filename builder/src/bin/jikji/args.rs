@@ -147,10 +147,12 @@ pub struct IndexArgs {
     /// BM25 length normalisation b, 0 (none) to 1 (full).
     #[arg(long, allow_negative_numbers = true, default_value_t = Bm25Params::default().b)]
     pub b: f32,
-    /// Per-language centring of the dense vectors (issue 15): the query offset is the
-    /// language's `query-mean`, its `passage-mean`, or `passage-mean+offset` (one offset
-    /// shared by all languages); `off` stores the vectors as the model gives them.
-    #[arg(long, default_value = "query-mean")]
+    /// Per-language centring of the dense vectors (issue 15): `shift` (default) subtracts
+    /// the language's passage mean from passages only, without renormalising; or passages
+    /// and queries are centred and renormalised, the query offset being the language's
+    /// `query-mean`, its `passage-mean`, or `passage-mean+offset` (one offset shared by all
+    /// languages); `off` stores the vectors as the model gives them.
+    #[arg(long, default_value = "shift")]
     pub centring: String,
     /// Centring strength α in [0, 1] (1 = subtract the whole mean).
     #[arg(long, default_value_t = jikji_builder::lang_means::DEFAULT_ALPHA)]
@@ -218,7 +220,7 @@ impl IndexArgs {
         }
         let query_side = QuerySide::parse(&self.centring).ok_or_else(|| {
             anyhow::anyhow!(
-                "--centring must be query-mean, passage-mean, passage-mean+offset or off, got {:?}",
+                "--centring must be query-mean, passage-mean, passage-mean+offset, shift or off, got {:?}",
                 self.centring
             )
         })?;
