@@ -51,7 +51,7 @@ function fmtMB(bytes) {
 }
 
 function onProgress({ phase, loaded, total, stage }) {
-  if (phase === "ready") return;
+  if (phase === "ready" || phase === "query") return;
   progressRow.hidden = false;
   progressEl.max = Math.max(total, 1);
   progressEl.value = Math.min(loaded, total);

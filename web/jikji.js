@@ -4,13 +4,22 @@
 //   const j = await Jikji.load("/bundle/", { modelUrl: "/model/", onProgress });
 //   j.loadModel();                                   // start the model download (optional)
 //   const r = await j.search("to be or not to be", { mode: "hybrid", topK: 10 });
-//   // r = {query, mode, fusion, calibrated, hits: [{rank, id, score (calibrated, 0..1), raw_score, source, source_url, heading_path, tier, lang, text}]}
+//   // r = {query, mode, fusion, calibrated, hits: [{rank, id, score (calibrated, 0..1), raw_score, source, source_url, heading_path, tier, lang, text}],
+//   //      stats: {rounds, requests, pages, transfer, stored, raw, shared, transferEstimated, ms}}
 //
+// The bundle is format v2: load() fetches only its entry file (jikji.json); each search fetches
+// the pages it needs (see worker.js), so BM25 never downloads vectors or the model. r.stats
+// counts that query's fetch rounds, requests, bytes (transfer: as sent over the network per
+// Resource Timing, headers included, 0 for an HTTP-cache hit, the body length when the browser
+// gives no figure (transferEstimated); stored: page bytes received; raw: after inflating),
+// pages joined from another query's fetch (shared) and ms (wall time in the worker).
 // The worker loads the small search engine (BM25 and the dense scan) at once; the embedding
 // engine (a separate ~20 MB wasm, ../pkg/embed/) is fetched only when the model is asked for.
 //
 // onProgress({phase, loaded, total, ...}):
-//   phase "bundle": bundle bytes downloaded so far / total bytes listed in the manifest
+//   phase "bundle": entry file bytes downloaded so far
+//   phase "query":  during a search, after each round of page fetches: loaded = total = bytes
+//                   transferred so far for it, with rounds, requests and pages
 //   phase "model":  model bytes (model.onnx + tokenizer.json + the embedding engine's wasm); a
 //                   last one has stage "init" while the model is checked (SHA-256 against the
 //                   bundle's manifest) and parsed
@@ -33,15 +42,20 @@ function folderUrl(url) {
 export class Jikji {
   /**
    * Load a bundle in a Worker and open it.
-   * @param {string} bundleUrl folder holding manifest.json (relative to the page is fine)
-   * @param {{modelUrl?: string, onProgress?: Function, workerUrl?: string|URL}} [options]
+   * @param {string} bundleUrl folder holding jikji.json and p/ (relative to the page is fine)
+   * @param {{modelUrl?: string, onProgress?: Function, workerUrl?: string|URL, cacheBudget?: number}} [options]
+   *   cacheBudget: the engine's page cache budget in bytes (default: the engine's, 32 MiB)
    * @returns {Promise<Jikji>}
    */
   static async load(bundleUrl, options = {}) {
     const j = new Jikji(options);
     try {
-      const summary = await j._call({ type: "open", bundleUrl: folderUrl(bundleUrl) }, "bundle");
+      const msg = { type: "open", bundleUrl: folderUrl(bundleUrl) };
+      if (options.cacheBudget != null) msg.cacheBudget = Math.max(0, Math.floor(Number(options.cacheBudget)));
+      const { summary, stats } = await j._call(msg, "bundle");
       j.manifest = JSON.parse(summary);
+      /** What opening cost: {requests, transfer, transferEstimated, stored} (the entry file). */
+      j.openStats = stats;
     } catch (e) {
       j.close();
       throw e;
@@ -54,8 +68,9 @@ export class Jikji {
   constructor({ modelUrl = null, onProgress = null, workerUrl = null } = {}) {
     this.modelUrl = modelUrl == null ? null : folderUrl(modelUrl);
     this.onProgress = typeof onProgress === "function" ? onProgress : null;
-    /** Manifest summary from the engine: {format_version, chunks, files, model}. */
+    /** Entry summary from the engine: {format_version, chunks, files, model, ...}. */
     this.manifest = null;
+    this.openStats = null;
     this.modelLoaded = false;
     this._modelPromise = null;
     this._nextId = 1;
@@ -111,20 +126,28 @@ export class Jikji {
    * Expired chunks (front matter `expires` before now) are left out; archived chunks (older
    * versions of a document) only with `includeArchived: true`.
    * @param {{mode?: "bm25"|"dense"|"hybrid", topK?: number, includeArchived?: boolean}} [opts]
-   * @returns {Promise<{query: string, mode: string, hits: object[]}>}
+   * @returns {Promise<{query: string, mode: string, hits: object[], stats: object}>}
    */
   async search(query, { mode = "hybrid", topK = 10, includeArchived = false } = {}) {
     if (!MODES.has(mode)) throw new Error(`unknown search mode ${JSON.stringify(mode)}`);
     const k = Math.max(1, Math.floor(Number(topK) || 10));
     if (mode !== "bm25") await this.loadModel();
-    const json = await this._call({
+    return this._call({
       type: "search",
       query: String(query),
       mode,
       topK: k,
       includeArchived: Boolean(includeArchived),
     });
-    return JSON.parse(json);
+  }
+
+  /**
+   * The engine's page cache and what this session fetched.
+   * @returns {Promise<{engine: {pages: number, bytes: number, hits: number, misses: number},
+   *   session: {requests: number, transfer: number, stored: number, raw: number, pages: number}}>}
+   */
+  cacheStats() {
+    return this._call({ type: "cacheStats" });
   }
 
   /** Stop the worker; pending calls reject. */
@@ -146,9 +169,8 @@ export class Jikji {
     if (!msg || typeof msg !== "object") return;
     const p = this._pending.get(msg.id);
     if (msg.type === "progress") {
-      const { phase, loaded, total, stage } = msg;
-      const info = { phase, loaded, total };
-      if (stage) info.stage = stage;
+      const { id: _id, type: _type, ...info } = msg;
+      if (!info.stage) delete info.stage;
       this._progress(info);
       return;
     }

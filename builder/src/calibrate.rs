@@ -689,6 +689,7 @@ pub fn calibrate(
         chunking: None,
         hanja: false,
         allow_ai_draft: false,
+        pages: None,
     };
     let bundle = Bundle::from_parts(manifest, lexical, vectors, chunks, None)?;
     let queries = pseudo_queries(&bundle, PSEUDO_QUERIES)?;

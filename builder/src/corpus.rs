@@ -2,7 +2,8 @@
 //! matter, and every problem found, each naming the file and the line or byte offset.
 //!
 //! Errors keep a file out of the bundle: invalid UTF-8, binary content, empty file, no
-//! source (no `Source:` / `출처:` line and no URL), an unclosed code fence, and front matter
+//! source (no `Source:` / `출처:` line, no front matter `source`, no URL outside code; see
+//! [`find_source`]), an unclosed code fence, and front matter
 //! `provenance: ai-draft` (unless allowed). Warnings do not: identical content in two
 //! files, over-long sections or files without structure, very long lines, a tier folder
 //! without a number. Nothing on disk is modified.
@@ -87,6 +88,9 @@ pub struct FrontMatter {
     /// `doc_id`: files with the same `doc_id` are versions of one document (see
     /// [`crate::versions`]).
     pub doc_id: Option<String>,
+    /// `versioning`: `none` keeps a file with a version suffix in its name (`api_v1.md`)
+    /// out of version grouping (see [`crate::versions`]).
+    pub versioning: Option<String>,
 }
 
 /// One source file accepted into the bundle.
@@ -467,16 +471,26 @@ fn check_file(
         return None;
     }
     let (front, fm_end) = front_matter(text, bom);
-    let source_url = front.source.clone().or_else(|| source_url(&text[fm_end..]));
+    let found = find_source(&text[fm_end..]);
+    let source_url = front.source.clone().or_else(|| found.source.clone());
     let body_byte = skip_source_lines(text, fm_end);
     let body = &text[body_byte..];
     let mut ok = true;
     if source_url.is_none() {
+        if let Some((n, url)) = &found.url_in_code {
+            let line = text[..fm_end].matches('\n').count() + 1 + n;
+            findings.push(warn(
+                "url-in-code",
+                Some(line),
+                None,
+                format!("the only URL, {url}, is inside code: an example, not the file's source"),
+            ));
+        }
         findings.push(err(
             "no-source",
             None,
             None,
-            "no `Source:` / `출처:` line and no URL: every file must name its source".into(),
+            "no source: add a `Source: URL` or `출처: name` line (`:` or `：`, any spacing), front matter `source:`, or a URL in the text (URLs inside code do not count)".into(),
         ));
         ok = false;
     }
@@ -616,6 +630,7 @@ pub fn front_matter(text: &str, start: usize) -> (FrontMatter, usize) {
             "lang" => &mut fm.lang,
             "source" => &mut fm.source,
             "doc_id" => &mut fm.doc_id,
+            "versioning" => &mut fm.versioning,
             _ => {
                 off = end;
                 continue;
@@ -638,7 +653,7 @@ pub fn skip_source_lines(text: &str, start: usize) -> usize {
     let mut end = start;
     for line in text[start..].split_inclusive('\n') {
         let t = line.trim();
-        let is_source = t.split_once(':').is_some_and(|(label, rest)| {
+        let is_source = t.split_once([':', '：']).is_some_and(|(label, rest)| {
             let url = rest.trim();
             label.chars().count() <= 24
                 && !label.trim().is_empty()
@@ -666,30 +681,139 @@ pub fn tier_of(folder: &str) -> Option<u32> {
     num.parse().ok()
 }
 
-/// The file's source URL: the value of the first `Source:` / `출처:` line among the first
-/// 30 lines, else the first `http(s)://` URL anywhere.
-pub fn source_url(text: &str) -> Option<String> {
-    for line in text.lines().take(30) {
-        let l = line.trim();
-        for key in ["Source:", "source:", "출처:", "SOURCE:"] {
-            if let Some(v) = l.strip_prefix(key) {
-                let v = v.trim();
-                if !v.is_empty() {
-                    return Some(first_url(v).unwrap_or_else(|| v.to_string()));
-                }
-            }
-        }
-    }
-    first_url(text)
+/// What [`find_source`] found in a file's body.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SourceFound {
+    /// The source: a URL (cleaned of surrounding punctuation and backticks) or, for a
+    /// `Source:` / `출처:` line that names no URL (a book, a notice), its text.
+    pub source: Option<String>,
+    /// When no source was found but a URL appears inside code (a fenced block or an
+    /// inline code span): its 0-based line in the body and the URL.
+    pub url_in_code: Option<(usize, String)>,
 }
 
+/// A `Source:` / `출처:` line: the label in any case, any spacing around a `:` or a
+/// full-width `：`, optionally after a list or quote marker and in bold (`**Source:**`).
+/// Returns the value, if the line is one and the value is not empty.
+pub fn source_line(line: &str) -> Option<&str> {
+    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let re = RE.get_or_init(|| {
+        regex::Regex::new(r"(?i)^\s*(?:[-*>]\s+)?(?:\*\*|__)?\s*(?:source|출처)\s*(?:\*\*|__)?\s*[:：]\s*(?:\*\*|__)?\s*(.*?)\s*$")
+            .expect("valid regex")
+    });
+    let v = re.captures(line)?.get(1)?.as_str();
+    let v = v.trim_matches(|c: char| c == '*' || c == '_' || c.is_whitespace());
+    (!v.is_empty()).then_some(v)
+}
+
+/// The line without its inline code spans (text between backticks).
+fn outside_code_spans(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut in_code = false;
+    for c in line.chars() {
+        if c == '`' {
+            in_code = !in_code;
+            out.push(' ');
+        } else if !in_code {
+            out.push(c);
+        } else {
+            out.push(' ');
+        }
+    }
+    out
+}
+
+/// The source of a file body (see [`SourceFound`]), in this order: the first `Source:` /
+/// `출처:` line ([`source_line`]) among the first 30 lines outside code; else the first
+/// `http(s)://` URL outside code; else a `Source:` / `출처:` line further down. URLs inside
+/// fenced code blocks or inline code spans are examples, not sources.
+pub fn find_source(text: &str) -> SourceFound {
+    let mut fence: Option<String> = None;
+    let mut first_url_out = None;
+    let mut late_line = None;
+    let mut url_in_code = None;
+    for (n, line) in text.lines().enumerate() {
+        let t = line.trim();
+        if t.starts_with("```") || t.starts_with("~~~") {
+            let marker: String = t.chars().take(3).collect();
+            match &fence {
+                Some(m) if *m == marker => fence = None,
+                Some(_) => {}
+                None => fence = Some(marker),
+            }
+            continue;
+        }
+        if fence.is_some() {
+            if url_in_code.is_none() {
+                url_in_code = first_url(line).map(|u| (n, u));
+            }
+            continue;
+        }
+        let outside = outside_code_spans(line);
+        if let Some(v) = source_line(&outside) {
+            let value = first_url(v).unwrap_or_else(|| v.to_string());
+            if n < 30 {
+                return SourceFound {
+                    source: Some(value),
+                    url_in_code: None,
+                };
+            }
+            late_line.get_or_insert(value);
+        }
+        if first_url_out.is_none() {
+            first_url_out = first_url(&outside);
+        }
+        if url_in_code.is_none() && outside != line {
+            url_in_code = first_url(line).map(|u| (n, u));
+        }
+    }
+    match first_url_out.or(late_line) {
+        Some(s) => SourceFound {
+            source: Some(s),
+            url_in_code: None,
+        },
+        None => SourceFound {
+            source: None,
+            url_in_code,
+        },
+    }
+}
+
+/// The file's source ([`find_source`]`.source`).
+pub fn source_url(text: &str) -> Option<String> {
+    find_source(text).source
+}
+
+/// The first `http(s)://` URL of `text`, without the punctuation, brackets, quotes or
+/// backticks around it (`(https://a.org/x).` → `https://a.org/x`).
 fn first_url(text: &str) -> Option<String> {
     let i = text.find("https://").or_else(|| text.find("http://"))?;
     let url: String = text[i..]
         .chars()
-        .take_while(|c| !c.is_whitespace() && !matches!(c, ')' | '>' | '"' | '\'' | ']' | '」'))
+        .take_while(|c| {
+            !c.is_whitespace()
+                && !matches!(
+                    c,
+                    '>' | '"' | '\'' | ']' | '」' | '』' | '`' | '<' | '*' | '，' | '。' | '、'
+                )
+        })
         .collect();
-    Some(url)
+    // A `)` closes the URL unless the URL opened it (`…/Rust_(language)`).
+    let mut depth = 0i32;
+    let mut end = url.len();
+    for (k, c) in url.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' if depth == 0 => {
+                end = k;
+                break;
+            }
+            ')' => depth -= 1,
+            _ => {}
+        }
+    }
+    let url = url[..end].trim_end_matches(['.', ',', ';', ':', '!', '?']);
+    (url.len() > "https://".len()).then(|| url.to_string())
 }
 
 /// Copies each rejected file into `dir`, keeping its path relative to `root` (the

@@ -15,6 +15,12 @@
 //!   centred on the bundle's mean (E5 vectors share a large common component, which would
 //!   put most vectors in a few buckets); every candidate is then re-scored exactly
 //!   with the int8 vectors, so the LSH can miss a pair but never invent one.
+//! - **Values decide**: two chunks that state different values of one thing (a timeout
+//!   of 30 s against 60 s, 3 months against 6 months, see
+//!   [`crate::conflicts::value_differences`]) are never duplicates however similar —
+//!   deleting one of them could delete the newer fact. Within a bundle such pairs are
+//!   returned apart ([`NearDuplicates::conflicting`]); a new chunk whose best match differs
+//!   in values is [`Class::Conflict`].
 //!
 //! Thresholds are in E5 (multilingual-e5-small) cosine terms; the defaults and how they
 //! were measured are in the README ("Dedup thresholds").
@@ -64,6 +70,9 @@ pub enum Class {
     Partial,
     /// Below the partial threshold.
     New,
+    /// Similar enough to be a duplicate or partial, but the values differ from the match
+    /// (see the module doc): a contradiction to resolve, not a copy to drop.
+    Conflict,
 }
 
 /// The verdict on one new chunk.
@@ -85,6 +94,10 @@ pub struct NewChunk {
     pub match_id: String,
     /// Source of the best bundle chunk.
     pub match_source: String,
+    /// For [`Class::Conflict`]: what the new chunk (`newer`) and the match (`older`)
+    /// disagree on.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub differences: Vec<crate::conflicts::Difference>,
 }
 
 /// Classifies new chunks against a bundle.
@@ -122,10 +135,21 @@ pub fn classify_new(
                     (best.0, best.1, false)
                 }
             };
-            let class = if exact || cosine >= duplicate {
+            let mut differences = Vec::new();
+            let class = if exact {
                 Class::Duplicate
             } else if cosine >= partial {
-                Class::Partial
+                differences = bundle
+                    .get(best)
+                    .map(|b| crate::conflicts::value_differences(r, b))
+                    .unwrap_or_default();
+                if !differences.is_empty() {
+                    Class::Conflict
+                } else if cosine >= duplicate {
+                    Class::Duplicate
+                } else {
+                    Class::Partial
+                }
             } else {
                 Class::New
             };
@@ -141,6 +165,7 @@ pub fn classify_new(
                     .get(best)
                     .map(|b| b.source.clone())
                     .unwrap_or_default(),
+                differences,
             }
         })
         .collect()
@@ -335,15 +360,38 @@ pub fn comparable(a: &ChunkRecord, b: &ChunkRecord) -> bool {
     a.source != b.source && !(a.doc_id.is_some() && a.doc_id == b.doc_id)
 }
 
-/// Pairs of chunks of a bundle with cosine ≥ `threshold` (see the module doc), exact text
-/// duplicates first (found by hash, vectors or not), then by cosine descending.
-/// `vectors` is `None` for a BM25-only bundle (exact duplicates only).
+/// Pairs of chunks of a bundle with cosine ≥ `threshold` that state no different values
+/// ([`near_duplicates`]`.pairs`).
 pub fn near_duplicate_pairs(
     records: &[ChunkRecord],
     vectors: Option<&FlatVectors>,
     threshold: f32,
     lsh: LshParams,
 ) -> Vec<Pair> {
+    near_duplicates(records, vectors, threshold, lsh).pairs
+}
+
+/// The similar pairs of a bundle, split by whether their values agree.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct NearDuplicates {
+    /// Duplicates: exact text duplicates first, then by cosine descending.
+    pub pairs: Vec<Pair>,
+    /// Pairs at or above the threshold whose values differ (not duplicates), by cosine
+    /// descending, each with what the first (`a`, as `newer`) and second (`b`, as `older`)
+    /// disagree on.
+    pub conflicting: Vec<(Pair, Vec<crate::conflicts::Difference>)>,
+}
+
+/// Pairs of chunks of a bundle with cosine ≥ `threshold` (see the module doc), split into
+/// duplicates and pairs whose values differ. `vectors` is `None` for a BM25-only bundle
+/// (exact duplicates only).
+pub fn near_duplicates(
+    records: &[ChunkRecord],
+    vectors: Option<&FlatVectors>,
+    threshold: f32,
+    lsh: LshParams,
+) -> NearDuplicates {
+    let mut conflicting = Vec::new();
     let mut out = Vec::new();
     let mut seen = HashSet::new();
     let mut by_hash: HashMap<[u8; 32], Vec<u32>> = HashMap::new();
@@ -375,12 +423,19 @@ pub fn near_duplicate_pairs(
             }
             let c = v.cosine(i as usize, j as usize);
             if c >= threshold {
-                out.push(Pair {
+                let p = Pair {
                     a: i,
                     b: j,
                     cosine: c,
                     exact: false,
-                });
+                };
+                let d =
+                    crate::conflicts::value_differences(&records[i as usize], &records[j as usize]);
+                if d.is_empty() {
+                    out.push(p);
+                } else {
+                    conflicting.push((p, d));
+                }
             }
         }
     }
@@ -390,7 +445,15 @@ pub fn near_duplicate_pairs(
             .then(y.cosine.total_cmp(&x.cosine))
             .then((x.a, x.b).cmp(&(y.a, y.b)))
     });
-    out
+    conflicting.sort_by(|x, y| {
+        y.0.cosine
+            .total_cmp(&x.0.cosine)
+            .then((x.0.a, x.0.b).cmp(&(y.0.a, y.0.b)))
+    });
+    NearDuplicates {
+        pairs: out,
+        conflicting,
+    }
 }
 
 /// All pairs `i < j` with cosine ≥ `threshold` by brute force (O(n²)): the reference the

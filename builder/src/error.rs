@@ -165,6 +165,25 @@ pub enum BuildError {
         message: String,
     },
 
+    /// `jikji update` would delete more of the bundle's files than allowed
+    /// (`--max-deletions`, default 20% of the files in its sources table) and
+    /// `--allow-deletions` was not given; nothing was written.
+    #[error("{}: this update would delete {deleted} of the bundle's {total} files, more than the {limit} allowed ({rule}); nothing was written. Check that the corpus folder is the right one (and mounted); to delete them, re-run with --allow-deletions (or raise --max-deletions N|P%). Files it would delete: {}", bundle.display(), sample(files))]
+    TooManyDeletions {
+        /// The bundle folder (left untouched).
+        bundle: PathBuf,
+        /// Files the update would delete.
+        deleted: usize,
+        /// Files in the bundle's sources table.
+        total: usize,
+        /// The most files allowed.
+        limit: usize,
+        /// The rule as given (`20%`, `3`).
+        rule: String,
+        /// The paths that would be deleted.
+        files: Vec<String>,
+    },
+
     /// `model.onnx` of a model folder cannot be read.
     #[error("{}: cannot read the model (run scripts/setup-model)", path.display())]
     ModelMissing {
@@ -280,6 +299,15 @@ fn join_lines(findings: &[Finding]) -> String {
         .map(|f| f.to_string())
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// The first few of `files`, comma-separated, with how many more.
+fn sample(files: &[String]) -> String {
+    let shown: Vec<&str> = files.iter().take(5).map(String::as_str).collect();
+    match files.len().saturating_sub(shown.len()) {
+        0 => shown.join(", "),
+        more => format!("{} and {more} more", shown.join(", ")),
+    }
 }
 
 #[cfg(test)]

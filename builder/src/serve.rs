@@ -3,26 +3,58 @@
 //! URL layout:
 //! - `/`        → the web folder (`index.html` for `/`)
 //! - `/pkg/`    → the wasm-pack output folder
-//! - `/bundle/` → the bundle folder (`manifest.json` and the files it lists)
+//! - `/bundle/` → the bundle folder (v2: `jikji.json` and `p/…` pages; v1: `manifest.json` and the files it lists)
 //! - `/model/`  → the model folder (`model.onnx`, `tokenizer.json`), when one is given
 //!
 //! Only `GET` and `HEAD` are answered. Paths containing `..` (or `.`, backslashes, NUL, or
 //! empty segments) are rejected; every file is canonicalized and must stay under the
 //! canonicalized root of its mount, so symlinks cannot lead outside it either.
+//!
+//! Caching and compression (RFC 9111 `Cache-Control`, RFC 9110 §8.8.3 `ETag` and §13.1.2
+//! `If-None-Match`), for a paged (format v2) bundle as FORMAT.md describes it:
+//! - `/bundle/p/…` (pages, named by their content): `Cache-Control: public, max-age=31536000,
+//!   immutable`, `application/octet-stream`, served byte for byte: pages are compressed by the
+//!   bundle writer already, so they never get a `Content-Encoding`.
+//! - every other file: `Cache-Control: no-cache` (the browser revalidates each use). Text
+//!   files (see [`compressible`]: html, js, css, json, wasm, svg, txt/md, map, webmanifest; at
+//!   most [`MAX_IN_MEMORY`] bytes) also get a strong `ETag` (`"` + 32 hex digits of the
+//!   SHA-256 of the file + `"`, with `.gz` before the closing quote for the gzip form), answer
+//!   `If-None-Match` with `304 Not Modified`, and are sent gzip-compressed (RFC 1952) when the
+//!   request's `Accept-Encoding` allows gzip, always with `Vary: Accept-Encoding`. The entry
+//!   file `jikji.json` is one of them. Compressed bodies are cached in memory by path, size
+//!   and modification time.
+//! - v1 bundles (`manifest.json` and the files it lists) are served as before, plus the text
+//!   file rules above for `manifest.json`.
 
+use std::collections::HashMap;
 use std::fs::File;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::SystemTime;
 
+use flate2::write::GzEncoder;
+use flate2::Compression;
+use sha2::{Digest, Sha256};
 use tiny_http::{Header, Method, Request, Response, Server, StatusCode};
 
 use crate::error::{BuildError, Result};
 
 /// Number of threads answering requests (so a large model download does not stall the page).
 const WORKER_THREADS: usize = 4;
+
+/// `Cache-Control` of bundle pages (`/bundle/p/…`): their names change with their content.
+pub const PAGE_CACHE_CONTROL: &str = "public, max-age=31536000, immutable";
+
+/// Largest text file (bytes) that is read into memory to get an `ETag` and a gzip form;
+/// larger ones are streamed from disk as they are, without either.
+pub const MAX_IN_MEMORY: u64 = 64 << 20;
+
+/// Text files up to this size (bytes) are gzipped at level 9, larger ones at level 6 (the
+/// embedder's ~20 MB wasm would otherwise take seconds on its first request).
+const BEST_COMPRESSION_UP_TO: usize = 4 << 20;
 
 /// What `jikji serve` serves: `/` → `web`, `/pkg/` → `pkg`, `/bundle/` → `bundle`, `/model/` → `model`.
 #[derive(Debug, Clone)]
@@ -132,8 +164,11 @@ impl Mounts {
         };
         let web = required(&opts.web, "web")?;
         let bundle = required(&opts.bundle, "bundle")?;
-        if !bundle.join("manifest.json").is_file() {
-            eprintln!("warning: {} has no manifest.json", opts.bundle.display());
+        if !bundle.join("jikji.json").is_file() && !bundle.join("manifest.json").is_file() {
+            eprintln!(
+                "warning: {} has neither jikji.json (format v2) nor manifest.json (v1)",
+                opts.bundle.display()
+            );
         }
         let pkg = optional(&opts.pkg, "pkg");
         let model = opts.model.as_deref().and_then(|m| optional(m, "model"));
@@ -171,15 +206,17 @@ fn bind(opts: &ServeOptions) -> Result<(Server, Mounts)> {
 fn run(server: Server, mounts: Mounts) {
     let server = Arc::new(server);
     let mounts = Arc::new(mounts);
+    let cache = Arc::new(TextCache::default());
     let mut threads = Vec::new();
     for i in 0..WORKER_THREADS {
         let server = Arc::clone(&server);
         let mounts = Arc::clone(&mounts);
+        let cache = Arc::clone(&cache);
         let t = std::thread::Builder::new()
             .name(format!("jikji-http-{i}"))
             .spawn(move || {
                 for request in server.incoming_requests() {
-                    handle(request, &mounts);
+                    handle(request, &mounts, &cache);
                 }
             });
         match t {
@@ -190,7 +227,7 @@ fn run(server: Server, mounts: Mounts) {
     if threads.is_empty() {
         // Fall back to answering on this thread.
         for request in server.incoming_requests() {
-            handle(request, &mounts);
+            handle(request, &mounts, &cache);
         }
     }
     for t in threads {
@@ -201,7 +238,8 @@ fn run(server: Server, mounts: Mounts) {
 /// What to answer for one request path.
 #[derive(Debug, PartialEq, Eq)]
 enum Resolved {
-    File(PathBuf),
+    /// A file, and whether it is a bundle page (`/bundle/p/…`).
+    File(PathBuf, Kind),
     /// Redirect to this location (a folder asked for without its trailing slash).
     Redirect(String),
     /// 400: malformed or traversal attempt.
@@ -209,7 +247,225 @@ enum Resolved {
     NotFound,
 }
 
-fn handle(request: Request, mounts: &Mounts) {
+/// How a served file is cached and encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// A bundle page (`/bundle/p/…`): immutable, never re-compressed.
+    Page,
+    /// Anything else: `no-cache`; text files get an ETag and gzip.
+    Other,
+}
+
+/// A text file's bytes, ETag and gzip form, valid while its size and mtime are unchanged.
+struct Cached {
+    len: u64,
+    modified: Option<SystemTime>,
+    /// 32 lowercase hex digits: the first 16 bytes of the SHA-256 of `raw`.
+    hash: String,
+    raw: Arc<Vec<u8>>,
+    /// Made on the first request that accepts gzip.
+    gzip: Option<Arc<Vec<u8>>>,
+}
+
+/// What [`TextCache::get`] gives: the hash (32 hex digits), the raw bytes and, when asked
+/// for, the gzip bytes.
+type TextForm = (String, Arc<Vec<u8>>, Option<Arc<Vec<u8>>>);
+
+/// Text files read so far, by canonical path.
+#[derive(Default)]
+struct TextCache(Mutex<HashMap<PathBuf, Cached>>);
+
+impl TextCache {
+    /// The file's (hash, raw bytes, gzip bytes if `want_gzip`), reading and compressing it
+    /// when it is new or changed on disk.
+    fn get(
+        &self,
+        path: &Path,
+        meta: &std::fs::Metadata,
+        want_gzip: bool,
+    ) -> std::io::Result<TextForm> {
+        let modified = meta.modified().ok();
+        let fresh = |c: &Cached| c.len == meta.len() && c.modified == modified;
+        {
+            let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(c) = map.get(path).filter(|c| fresh(c)) {
+                if !want_gzip || c.gzip.is_some() {
+                    return Ok((c.hash.clone(), c.raw.clone(), c.gzip.clone()));
+                }
+            }
+        }
+        // Read (and compress) outside the lock; a concurrent request may do the same work.
+        let mut raw = Vec::with_capacity(meta.len() as usize);
+        File::open(path)?
+            .take(MAX_IN_MEMORY + 1)
+            .read_to_end(&mut raw)?;
+        let hash = hex::encode(&Sha256::digest(&raw)[..16]);
+        let gzip = if want_gzip {
+            Some(Arc::new(gzip(&raw)?))
+        } else {
+            None
+        };
+        let raw = Arc::new(raw);
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = map.entry(path.to_path_buf()).or_insert_with(|| Cached {
+            len: meta.len(),
+            modified,
+            hash: hash.clone(),
+            raw: raw.clone(),
+            gzip: None,
+        });
+        if !fresh(entry) || entry.hash != hash {
+            *entry = Cached {
+                len: meta.len(),
+                modified,
+                hash: hash.clone(),
+                raw: raw.clone(),
+                gzip: None,
+            };
+        }
+        if entry.gzip.is_none() {
+            entry.gzip = gzip.clone();
+        }
+        Ok((hash, raw, gzip.or_else(|| entry.gzip.clone())))
+    }
+}
+
+/// gzip (RFC 1952) of `data`: level 9 up to [`BEST_COMPRESSION_UP_TO`] bytes, else 6.
+fn gzip(data: &[u8]) -> std::io::Result<Vec<u8>> {
+    let level = if data.len() <= BEST_COMPRESSION_UP_TO {
+        Compression::best()
+    } else {
+        Compression::default()
+    };
+    let mut enc = GzEncoder::new(Vec::with_capacity(data.len() / 3 + 64), level);
+    enc.write_all(data)?;
+    enc.finish()
+}
+
+/// A shared byte buffer as a response body.
+struct SharedBody {
+    data: Arc<Vec<u8>>,
+    pos: usize,
+}
+
+impl Read for SharedBody {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let rest = &self.data[self.pos.min(self.data.len())..];
+        let n = rest.len().min(buf.len());
+        buf[..n].copy_from_slice(&rest[..n]);
+        self.pos += n;
+        Ok(n)
+    }
+}
+
+/// True if an `Accept-Encoding` value (RFC 9110 §12.5.3) allows gzip: `gzip`, `x-gzip` or
+/// `*` listed with a q-value above 0 (a `gzip;q=0` refuses it even if `*` is listed).
+pub fn accepts_gzip(accept_encoding: &str) -> bool {
+    let mut star = false;
+    for item in accept_encoding.split(',') {
+        let mut parts = item.split(';');
+        let coding = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+        let mut q = 1.0f32;
+        for p in parts {
+            let p = p.trim();
+            if let Some(v) = p.strip_prefix("q=").or_else(|| p.strip_prefix("Q=")) {
+                q = v.trim().parse().unwrap_or(0.0);
+            }
+        }
+        match coding.as_str() {
+            "gzip" | "x-gzip" => return q > 0.0,
+            "*" => star = q > 0.0,
+            _ => {}
+        }
+    }
+    star
+}
+
+/// True if an `If-None-Match` value (RFC 9110 §13.1.2: `*` or a list of entity tags,
+/// compared weakly) matches the entity tag `etag` (with its quotes).
+pub fn none_match_hits(if_none_match: &str, etag: &str) -> bool {
+    let bare = |t: &str| t.trim().trim_start_matches("W/").to_string();
+    let want = bare(etag);
+    if_none_match.trim() == "*" || if_none_match.split(',').any(|t| bare(t) == want)
+}
+
+/// True for the content types that are sent with an ETag and gzip (text, JSON, wasm, svg).
+pub fn compressible(content_type: &str) -> bool {
+    content_type.starts_with("text/")
+        || matches!(
+            content_type,
+            "application/json" | "application/wasm" | "image/svg+xml" | "application/manifest+json"
+        )
+}
+
+fn request_header<'a>(request: &'a Request, name: &str) -> Option<&'a str> {
+    request
+        .headers()
+        .iter()
+        .find(|h| h.field.as_str().as_str().eq_ignore_ascii_case(name))
+        .map(|h| h.value.as_str())
+}
+
+/// The response for a file that exists: page, text (ETag, gzip, 304) or other.
+fn file_response(
+    request: &Request,
+    path: &Path,
+    kind: Kind,
+    cache: &TextCache,
+) -> std::io::Result<Response<Box<dyn Read + Send>>> {
+    let file = File::open(path)?;
+    let meta = file.metadata()?;
+    let ct = content_type(path);
+    let boxed = |r: Box<dyn Read + Send>, len: usize, status: u16| {
+        Response::new(StatusCode(status), Vec::new(), r, Some(len), None)
+    };
+    if kind == Kind::Page {
+        let len = meta.len() as usize;
+        let mut resp = boxed(Box::new(file), len, 200)
+            .with_header(header("Content-Type", "application/octet-stream"))
+            .with_chunked_threshold(usize::MAX);
+        resp.add_header(header("Cache-Control", PAGE_CACHE_CONTROL));
+        resp.add_header(header("X-Content-Type-Options", "nosniff"));
+        return Ok(resp);
+    }
+    if !compressible(ct) || meta.len() > MAX_IN_MEMORY {
+        // A huge chunked threshold keeps Content-Length on large files (the page shows
+        // download progress from it).
+        let len = meta.len() as usize;
+        let mut resp = boxed(Box::new(file), len, 200)
+            .with_header(header("Content-Type", ct))
+            .with_chunked_threshold(usize::MAX);
+        common_headers(&mut resp);
+        return Ok(resp);
+    }
+    drop(file);
+    let want_gzip = request_header(request, "Accept-Encoding").is_some_and(accepts_gzip);
+    let (hash, raw, gz) = cache.get(path, &meta, want_gzip)?;
+    let (etag, body) = match gz {
+        Some(gz) if want_gzip => (format!("\"{hash}.gz\""), Some(gz)),
+        _ => (format!("\"{hash}\""), None),
+    };
+    let not_modified =
+        request_header(request, "If-None-Match").is_some_and(|v| none_match_hits(v, &etag));
+    let mut resp = if not_modified {
+        boxed(Box::new(std::io::empty()), 0, 304)
+    } else {
+        let data = body.clone().unwrap_or(raw);
+        let len = data.len();
+        boxed(Box::new(SharedBody { data, pos: 0 }), len, 200)
+            .with_header(header("Content-Type", ct))
+            .with_chunked_threshold(usize::MAX)
+    };
+    if body.is_some() && !not_modified {
+        resp.add_header(header("Content-Encoding", "gzip"));
+    }
+    resp.add_header(header("ETag", &etag));
+    resp.add_header(header("Vary", "Accept-Encoding"));
+    common_headers(&mut resp);
+    Ok(resp)
+}
+
+fn handle(request: Request, mounts: &Mounts, cache: &TextCache) {
     let method = request.method().clone();
     if method != Method::Get && method != Method::Head {
         let resp =
@@ -220,16 +476,9 @@ fn handle(request: Request, mounts: &Mounts) {
     let url = request.url().to_string();
     let resolved = resolve(mounts, &url);
     let result = match resolved {
-        Resolved::File(path) => match File::open(&path) {
-            Ok(file) => {
-                // tiny_http skips the body for HEAD itself. A huge chunked threshold keeps
-                // Content-Length on large files (the page shows download progress from it).
-                let mut resp = Response::from_file(file)
-                    .with_header(header("Content-Type", content_type(&path)))
-                    .with_chunked_threshold(usize::MAX);
-                common_headers(&mut resp);
-                request.respond(resp)
-            }
+        // tiny_http skips the body for HEAD itself.
+        Resolved::File(path, kind) => match file_response(&request, &path, kind, cache) {
+            Ok(resp) => request.respond(resp),
             Err(_) => request.respond(text_response(404, "not found\n")),
         },
         Resolved::Redirect(location) => request
@@ -319,7 +568,12 @@ fn resolve(mounts: &Mounts, url: &str) -> Resolved {
         }
     }
     if canon.is_file() {
-        Resolved::File(canon)
+        // Pages: `/bundle/p/NAME` whose file really is under the bundle's `p/` folder.
+        let page = mount.prefix == "/bundle/"
+            && segments.len() == 2
+            && segments[0] == "p"
+            && canon.parent() == Some(root.join("p").as_path());
+        Resolved::File(canon, if page { Kind::Page } else { Kind::Other })
     } else {
         Resolved::NotFound
     }
@@ -445,7 +699,7 @@ mod tests {
 
     fn file_name(r: &Resolved) -> Option<String> {
         match r {
-            Resolved::File(p) => {
+            Resolved::File(p, _) => {
                 let s = p.to_string_lossy().replace('\\', "/");
                 let parts: Vec<&str> = s.rsplitn(3, '/').collect();
                 Some(format!("{}/{}", parts[1], parts[0]))

@@ -15,11 +15,23 @@
 //! 4. **embed**: a chunk whose text is in the old bundle reuses that vector *as stored*
 //!    (the int8 row and its scale, bit for bit: no dequantize/requantize drift); only
 //!    texts not in the old bundle are embedded (through the vector cache, if given).
-//! 5. **calibrate**: the score calibration is fitted again on the new bundle, as a build
-//!    does (300 pseudo-queries spread over all chunks, embedded with the model), unless the
-//!    data files are byte for byte the old ones (then the old calibration is kept).
+//! 5. **calibrate**: the old calibration is kept when the data files are byte for byte the
+//!    old ones (it is then exactly the one a full build fits), or when the edit is too small
+//!    to move it ([`Recalibrate::WhenMoved`], the default: at most [`KEEP_CALIBRATION_SHARE`]
+//!    of the chunk texts added or removed, in a bundle of at least
+//!    [`KEEP_CALIBRATION_MIN_CHUNKS`] chunks; `builder/tests/update_calibration.rs` measures
+//!    how far a full build's refit is then). Otherwise it is fitted again on the new bundle,
+//!    as a build does (300 pseudo-queries spread over all chunks, embedded with the model).
 //! 6. **write**: a new bundle through [`jikji_format::BundleWriter`] (temp folder, atomic
-//!    swap; the old bundle stays valid until the swap and becomes `BUNDLE.prev`).
+//!    swap; the old bundle stays valid until the swap and becomes `BUNDLE.prev`); then the
+//!    older generations are rotated ([`crate::generations`]): the replaced bundle becomes
+//!    `BUNDLE.prev.1`, the one before `BUNDLE.prev.2`, up to [`UpdateOptions::keep`].
+//!
+//! **Deletion guard**: after the chunk stage, before anything is written, an update that
+//! would delete more files than [`UpdateOptions::max_deletions`] allows (default 20% of the
+//! files in the bundle's sources table) fails with [`BuildError::TooManyDeletions`] unless
+//! [`UpdateOptions::allow_deletions`]: a corpus folder given by mistake, or not mounted,
+//! does not empty the bundle.
 //!
 //! The result equals a full `jikji build` of the same files: same chunk ids, records and
 //! postings byte for byte, vectors copied from the old bundle bit for bit; a text embedded
@@ -61,6 +73,8 @@ pub struct UpdateReport {
     pub archived: Vec<String>,
     /// Files no longer archived (their newer version was deleted).
     pub unarchived: Vec<String>,
+    /// For each file in `archived`: which newer version archived it and why.
+    pub versions: Vec<crate::versions::VersionNote>,
     /// Chunk records taken from the old bundle.
     pub chunks_kept: usize,
     /// Chunk records made now (new and changed files).
@@ -79,25 +93,160 @@ pub struct UpdateReport {
     pub findings: Vec<Finding>,
     /// True if a new bundle was written; false when nothing changed.
     pub written: bool,
-    /// True if the old calibration was kept because the data files are unchanged.
+    /// True if the old calibration was kept (see [`Recalibrate`]).
     pub calibration_reused: bool,
+    /// Why the calibration was kept or fitted, e.g. `kept: 2 of 6333 chunk texts changed
+    /// (≤ 1%)`.
+    pub calibration_note: String,
     /// Seconds per phase: open, scan, chunk, index, embed, calibrate, write.
     pub seconds: Vec<(String, f64)>,
+}
+
+/// How many of a bundle's files one update may delete: a count (`3`) or a percentage of
+/// the files in the bundle's sources table (`20%`, rounded down).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum DeletionLimit {
+    /// At most this many files.
+    Files(usize),
+    /// At most this share of the bundle's files, in percent (0–100).
+    Percent(f64),
+}
+
+impl Default for DeletionLimit {
+    /// 20% of the bundle's files.
+    fn default() -> Self {
+        DeletionLimit::Percent(20.0)
+    }
+}
+
+impl DeletionLimit {
+    /// The most files that may be deleted from a bundle of `total` files.
+    pub fn limit(&self, total: usize) -> usize {
+        match *self {
+            DeletionLimit::Files(n) => n,
+            DeletionLimit::Percent(p) => ((total as f64) * p / 100.0).floor() as usize,
+        }
+    }
+}
+
+impl std::fmt::Display for DeletionLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeletionLimit::Files(n) => write!(f, "--max-deletions {n}"),
+            DeletionLimit::Percent(p) => write!(f, "--max-deletions {p}%"),
+        }
+    }
+}
+
+impl std::str::FromStr for DeletionLimit {
+    type Err = String;
+    /// `N` (files) or `P%` (percent, 0–100, decimals allowed).
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        let t = s.trim();
+        if let Some(p) = t.strip_suffix('%') {
+            let v: f64 = p
+                .trim()
+                .parse()
+                .map_err(|_| format!("{s:?}: expected N (files) or P% (percent)"))?;
+            if !(0.0..=100.0).contains(&v) {
+                return Err(format!("{s:?}: a percentage from 0% to 100%"));
+            }
+            Ok(DeletionLimit::Percent(v))
+        } else {
+            t.parse()
+                .map(DeletionLimit::Files)
+                .map_err(|_| format!("{s:?}: expected N (files) or P% (percent)"))
+        }
+    }
+}
+
+/// The choices of one update that are not bundle settings (those come from the manifest).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct UpdateOptions {
+    /// Also admit AI drafts (`provenance: ai-draft`) if the bundle did not.
+    pub allow_ai_draft: bool,
+    /// Deletion guard (see the module doc).
+    pub max_deletions: DeletionLimit,
+    /// Turn the deletion guard off.
+    pub allow_deletions: bool,
+    /// Older generations kept (`BUNDLE.prev.1..=keep`, [`crate::generations`]).
+    pub keep: usize,
+    /// When the score calibration is fitted again ([`Recalibrate`]).
+    pub recalibrate: Recalibrate,
+}
+
+impl Default for UpdateOptions {
+    /// No extra AI drafts, at most 20% of the files deleted, 2 generations kept, the
+    /// calibration refitted only when the edit can move it.
+    fn default() -> Self {
+        UpdateOptions {
+            allow_ai_draft: false,
+            max_deletions: DeletionLimit::default(),
+            allow_deletions: false,
+            keep: crate::generations::DEFAULT_KEEP,
+            recalibrate: Recalibrate::default(),
+        }
+    }
 }
 
 fn text_key(text: &str) -> [u8; 32] {
     Sha256::digest(text.as_bytes()).into()
 }
 
+/// Largest share of a bundle's chunk texts (added + removed, over the larger of the old and
+/// new chunk counts) that an update may change and still keep the old calibration under
+/// [`Recalibrate::WhenMoved`]: 1%.
+///
+/// Why the calibration cannot move then: it is a Platt fit on 300 pseudo-queries drawn from
+/// the chunks; a change of at most 1% of the texts replaces in expectation at most 3 of their
+/// source chunks and moves the BM25 statistics (chunk count, document frequencies, mean
+/// length) by about 1%, well inside the fit's own sampling noise (a full build of the edited
+/// corpus draws a different set of 300 spans, since the spans are picked by chunk position).
+/// Measured: `builder/tests/update_calibration.rs`.
+pub const KEEP_CALIBRATION_SHARE: f64 = 0.01;
+
+/// Fewest chunks a bundle must have for [`Recalibrate::WhenMoved`] to keep its calibration
+/// after a change (smaller bundles are refitted: there, 300 pseudo-queries cover a large share
+/// of the chunks, and the fit is fast).
+pub const KEEP_CALIBRATION_MIN_CHUNKS: usize = 1000;
+
+/// When `jikji update` fits the score calibration again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Recalibrate {
+    /// Keep the old calibration when the data files are byte for byte the old ones, or when at
+    /// most [`KEEP_CALIBRATION_SHARE`] of the chunk texts changed in a bundle of at least
+    /// [`KEEP_CALIBRATION_MIN_CHUNKS`] chunks (and the old calibration is of the current
+    /// method, for a bundle with the same kind of data: vectors or not); otherwise refit.
+    #[default]
+    WhenMoved,
+    /// Keep it only when the data files are byte for byte the old ones (the result is then
+    /// exactly what a full build fits); otherwise refit (`jikji update --recalibrate`).
+    Always,
+}
+
+/// [`update_with`] with the default [`UpdateOptions`] and `allow_ai_draft`.
+pub fn update(opts: &IngestOptions, allow_ai_draft: bool) -> Result<UpdateReport> {
+    update_with(
+        opts,
+        &UpdateOptions {
+            allow_ai_draft,
+            ..UpdateOptions::default()
+        },
+    )
+}
+
 /// Updates `opts.bundle` from `opts.corpus` with the bundle's own [`BundleSettings`] (its
-/// manifest's; `allow_ai_draft` true also admits AI drafts if the bundle did not). See the
-/// module doc. Errors: the bundle cannot be opened or has no sources table (built by an
-/// older `jikji`: build it once), the model differs from the bundle's, a corpus error with
-/// `strict`, or an I/O error.
+/// manifest's; `u.allow_ai_draft` true also admits AI drafts if the bundle did not, and a
+/// bundle that holds AI-draft chunks admits them even if its manifest predates the
+/// `allow_ai_draft` field). See the module doc. Errors: the bundle cannot be opened or has
+/// no sources table (built by an older `jikji`: build it once), the model differs from the
+/// bundle's, a corpus error with `strict`, too many deletions
+/// ([`BuildError::TooManyDeletions`], nothing written), a generation folder that is not a
+/// bundle (nothing written), or an I/O error.
 ///
 /// When nothing changed (same files, hashes, version facts and `updated` dates) the bundle
 /// is left as it is and `written` is false.
-pub fn update(opts: &IngestOptions, allow_ai_draft: bool) -> Result<UpdateReport> {
+pub fn update_with(opts: &IngestOptions, u: &UpdateOptions) -> Result<UpdateReport> {
     let mut report = UpdateReport::default();
     let timed = |name: &str, t: Instant, report: &mut UpdateReport| {
         report
@@ -109,7 +258,13 @@ pub fn update(opts: &IngestOptions, allow_ai_draft: bool) -> Result<UpdateReport
     let old = Old::open(&opts.bundle)?;
     let m = old.bundle.manifest();
     let mut settings = BundleSettings::of_manifest(m)?;
-    settings.allow_ai_draft |= allow_ai_draft;
+    // A bundle that holds AI drafts was built admitting them, whatever its manifest says
+    // (manifests before `allow_ai_draft` was recorded read as false).
+    let has_drafts = old
+        .records
+        .iter()
+        .any(|r| r.provenance.as_deref() == Some("ai-draft"));
+    settings.allow_ai_draft |= u.allow_ai_draft || has_drafts;
     // Changed files are chunked as the bundle was (strategy, limits, tokenizer).
     let chunking = Chunking::of_manifest(m, opts.model_dir.as_deref())?;
     timed("open", t, &mut report);
@@ -125,6 +280,10 @@ pub fn update(opts: &IngestOptions, allow_ai_draft: bool) -> Result<UpdateReport
 
     let t = Instant::now();
     let chunked = chunk(&old, &scanned.files, &versions, &chunking, &mut report);
+    report.versions = crate::versions::notes(&scanned.files, &versions)
+        .into_iter()
+        .filter(|n| report.archived.contains(&n.file))
+        .collect();
     timed("chunk", t, &mut report);
     let Some(Rechunked {
         records,
@@ -135,6 +294,20 @@ pub fn update(opts: &IngestOptions, allow_ai_draft: bool) -> Result<UpdateReport
         report.written = false;
         return Ok(report);
     };
+    let total = m.sources.len();
+    let limit = u.max_deletions.limit(total);
+    if !u.allow_deletions && report.deleted.len() > limit {
+        return Err(BuildError::TooManyDeletions {
+            bundle: opts.bundle.clone(),
+            deleted: report.deleted.len(),
+            total,
+            limit,
+            rule: u.max_deletions.to_string(),
+            files: report.deleted.clone(),
+        });
+    }
+    // Before anything is written: no generation name may hold a user's folder.
+    crate::generations::check(&opts.bundle, u.keep)?;
 
     let t = Instant::now();
     // The bundle's own analyzer options, hanja choice and BM25 parameters (a version 1
@@ -160,13 +333,26 @@ pub fn update(opts: &IngestOptions, allow_ai_draft: bool) -> Result<UpdateReport
 
     let t = Instant::now();
     let chunks_bin = write_chunks(&records)?;
-    let calibration = if old.same_data(&chunks_bin, &indexed, vectors.as_ref()) {
+    let same_data = old.same_data(&chunks_bin, &indexed, vectors.as_ref());
+    let small = (u.recalibrate == Recalibrate::WhenMoved)
+        .then(|| old.small_change(&records, vectors.is_some()))
+        .flatten();
+    let calibration = if same_data {
         // The calibration is a function of the bundle's data files and the model: when
         // those are byte for byte the old bundle's (only the sources table changed, e.g. a
         // touched file), the old calibration is the one a full build would fit.
         report.calibration_reused = true;
+        report.calibration_note = "kept: data files unchanged".into();
+        m.calibration.clone()
+    } else if let Some((changed, of)) = small {
+        report.calibration_reused = true;
+        report.calibration_note = format!(
+            "kept: {changed} of {of} chunk texts changed (≤ {}%; --recalibrate refits)",
+            KEEP_CALIBRATION_SHARE * 100.0
+        );
         m.calibration.clone()
     } else {
+        report.calibration_note = "fitted".into();
         // Otherwise it is fitted on the whole new bundle exactly as `jikji build` does
         // (its pseudo-queries are spread over all chunks, so it cannot be patched).
         if let (Some(dir), None, Some(_)) = (model_dir, &embedder, &vectors) {
@@ -187,6 +373,9 @@ pub fn update(opts: &IngestOptions, allow_ai_draft: bool) -> Result<UpdateReport
     timed("calibrate", t, &mut report);
 
     let t = Instant::now();
+    // A `BUNDLE.prev` left by `jikji build` (or an interrupted update) joins the
+    // generations first, so the writer does not replace it.
+    crate::generations::rotate(&opts.bundle, u.keep)?;
     write_bundle(
         &opts.bundle,
         BundleParts {
@@ -200,6 +389,7 @@ pub fn update(opts: &IngestOptions, allow_ai_draft: bool) -> Result<UpdateReport
             settings,
         },
     )?;
+    crate::generations::rotate(&opts.bundle, u.keep)?;
     report.written = true;
     timed("write", t, &mut report);
     Ok(report)
@@ -316,6 +506,38 @@ impl Old {
     }
 }
 
+impl Old {
+    /// `Some((changed, of))` when the new `records` change at most
+    /// [`KEEP_CALIBRATION_SHARE`] of the chunk texts (`changed`: texts added plus texts
+    /// removed, as multisets; `of`: the larger chunk count), the bundle has at least
+    /// [`KEEP_CALIBRATION_MIN_CHUNKS`] chunks, has a calibration of the current method, and
+    /// keeps having vectors (or not); `None` otherwise.
+    fn small_change(&self, records: &[ChunkRecord], has_vectors: bool) -> Option<(usize, usize)> {
+        let m = self.bundle.manifest();
+        let of = records.len().max(self.records.len());
+        if of < KEEP_CALIBRATION_MIN_CHUNKS
+            || m.calibration
+                .as_ref()
+                .is_none_or(|c| c.method != crate::calibrate::METHOD)
+            || has_vectors != m.files.contains_key(jikji_format::vectors::VECTORS_FILE)
+        {
+            return None;
+        }
+        let mut count: HashMap<[u8; 32], i64> = HashMap::new();
+        for r in &self.records {
+            *count.entry(text_key(&r.text)).or_default() -= 1;
+        }
+        for r in records {
+            *count.entry(text_key(&r.text)).or_default() += 1;
+        }
+        let changed = count
+            .values()
+            .map(|c| c.unsigned_abs() as usize)
+            .sum::<usize>();
+        (changed as f64 <= KEEP_CALIBRATION_SHARE * of as f64).then_some((changed, of))
+    }
+}
+
 /// The chunk stage of an update: the new bundle's records, where each came from, and the
 /// sources table.
 struct Rechunked {
@@ -381,9 +603,12 @@ fn chunk(
             other => {
                 dirty = true;
                 match other {
-                    Some((a, b, _)) => {
+                    Some((a, b, e)) => {
                         report.changed.push(f.rel.clone());
                         report.chunks_dropped += b - a;
+                        if e.archived && !v.archived {
+                            report.unarchived.push(f.rel.clone());
+                        }
                     }
                     None => report.added.push(f.rel.clone()),
                 }
@@ -508,11 +733,21 @@ pub fn print_update_report(r: &UpdateReport, bundle: &Path) {
     } else {
         eprintln!("{}: up to date, nothing written", bundle.display());
     }
+    for v in &r.versions {
+        eprintln!("  archived: {v}");
+    }
+    let explained: Vec<&String> = r.versions.iter().map(|v| &v.file).collect();
+    let archived: Vec<String> = r
+        .archived
+        .iter()
+        .filter(|a| !explained.contains(a))
+        .cloned()
+        .collect();
     for (label, list) in [
         ("added", &r.added),
         ("changed", &r.changed),
         ("deleted", &r.deleted),
-        ("archived (newer version present)", &r.archived),
+        ("archived (newer version present)", &archived),
         ("unarchived", &r.unarchived),
     ] {
         for p in list {
@@ -532,6 +767,9 @@ pub fn print_update_report(r: &UpdateReport, bundle: &Path) {
     );
     for f in &r.findings {
         eprintln!("  {f}");
+    }
+    if r.written {
+        eprintln!("  calibration {}", r.calibration_note);
     }
     let secs: Vec<String> = r
         .seconds

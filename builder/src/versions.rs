@@ -4,7 +4,10 @@
 //! Files are versions of one document when they share a document id: front matter
 //! `doc_id`, else the file name with a version suffix removed — `plan_v2.md`,
 //! `plan-v2.md`, `plan.v2.md`, `plan_v2.1.md` (case-insensitive `v`) all have the id
-//! `<folder>/plan`. A file with neither has no document id and is never archived.
+//! `<folder>/plan`. A file with neither has no document id and is never archived. Front
+//! matter `versioning: none` turns the file-name rule off for that file (`auth-api_v1.md`
+//! beside `auth-api_v2.md` when v1 is still supported), as does a `doc_id` of its own.
+//! [`notes`] says, for every archived file, which newer file archived it and why.
 //!
 //! Within a group the newest file is the one with the highest version (front matter
 //! `version`, else the file name's), compared as sequences of numbers (`2.10` > `2.9` >
@@ -16,6 +19,19 @@ use std::collections::HashMap;
 
 use crate::corpus::SourceFile;
 
+/// Why files are versions of one document.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GroupedBy {
+    /// Not grouped (no document id).
+    #[default]
+    None,
+    /// The file name's version suffix (`_v2`, `-v2`, `.v2`).
+    FileNameSuffix,
+    /// Front matter `doc_id`.
+    DocId,
+}
+
 /// The version facts of one file.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct VersionInfo {
@@ -25,6 +41,73 @@ pub struct VersionInfo {
     pub version: Option<String>,
     /// True if another file of the same document id is newer.
     pub archived: bool,
+    /// How the document id was found.
+    pub grouped_by: GroupedBy,
+    /// For an archived file: the newest file of its document (the one searched).
+    pub archived_by: Option<String>,
+}
+
+/// Why one file is archived, for the build and update reports.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct VersionNote {
+    /// The archived file.
+    pub file: String,
+    /// Its version label, if any.
+    pub version: Option<String>,
+    /// The newest file of the document, which archived it.
+    pub newest: String,
+    /// The newest file's version label, if any.
+    pub newest_version: Option<String>,
+    /// The document id they share.
+    pub doc_id: String,
+    /// How the document id was found.
+    pub grouped_by: GroupedBy,
+}
+
+impl std::fmt::Display for VersionNote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let v = |x: &Option<String>| x.as_deref().map(|v| format!(" (v{v})")).unwrap_or_default();
+        write!(
+            f,
+            "{}{} archived by {}{}: ",
+            self.file,
+            v(&self.version),
+            self.newest,
+            v(&self.newest_version)
+        )?;
+        match self.grouped_by {
+            GroupedBy::FileNameSuffix => write!(
+                f,
+                "same name but the version suffix (document {}); if both are current, put `versioning: none` in the older one's front matter",
+                self.doc_id
+            ),
+            _ => write!(f, "same front matter doc_id {}", self.doc_id),
+        }
+    }
+}
+
+/// A note per archived file (same order as `files`).
+pub fn notes(files: &[SourceFile], infos: &[VersionInfo]) -> Vec<VersionNote> {
+    let by_rel: HashMap<&str, &VersionInfo> = files
+        .iter()
+        .zip(infos)
+        .map(|(f, i)| (f.rel.as_str(), i))
+        .collect();
+    files
+        .iter()
+        .zip(infos)
+        .filter_map(|(f, i)| {
+            let newest = i.archived_by.as_ref()?;
+            Some(VersionNote {
+                file: f.rel.clone(),
+                version: i.version.clone(),
+                newest: newest.clone(),
+                newest_version: by_rel.get(newest.as_str()).and_then(|n| n.version.clone()),
+                doc_id: i.doc_id.clone().unwrap_or_default(),
+                grouped_by: i.grouped_by,
+            })
+        })
+        .collect()
 }
 
 /// Splits a file name stem like `plan_v2.1` into (`plan`, `2.1`).
@@ -54,7 +137,19 @@ pub fn identify(f: &SourceFile) -> VersionInfo {
         None => (None, f.rel.as_str()),
     };
     let stem = name.rsplit_once('.').map_or(name, |(s, _)| s);
-    let from_name = name_version(stem);
+    let opted_out = f
+        .front
+        .versioning
+        .as_deref()
+        .is_some_and(|v| v.eq_ignore_ascii_case("none"));
+    let from_name = name_version(stem).filter(|_| !opted_out);
+    let grouped_by = if f.front.doc_id.is_some() {
+        GroupedBy::DocId
+    } else if from_name.is_some() {
+        GroupedBy::FileNameSuffix
+    } else {
+        GroupedBy::None
+    };
     let doc_id = f.front.doc_id.clone().or_else(|| {
         from_name.map(|(base, _)| match dir {
             Some(d) => format!("{d}/{base}"),
@@ -70,6 +165,8 @@ pub fn identify(f: &SourceFile) -> VersionInfo {
         doc_id,
         version,
         archived: false,
+        grouped_by,
+        archived_by: None,
     }
 }
 
@@ -113,6 +210,9 @@ pub fn resolve(files: &[SourceFile]) -> Vec<VersionInfo> {
     for (i, info) in infos.iter_mut().enumerate() {
         if let Some(id) = &info.doc_id {
             info.archived = newest[id] != i;
+            if info.archived {
+                info.archived_by = Some(files[newest[id]].rel.clone());
+            }
         }
     }
     infos
@@ -193,5 +293,29 @@ mod tests {
         ];
         let v = resolve(&files);
         assert!(!v[0].archived && v[1].archived);
+    }
+
+    #[test]
+    fn versioning_none_keeps_a_suffixed_file_live() {
+        let live = FrontMatter {
+            versioning: Some("none".into()),
+            ..Default::default()
+        };
+        let files = vec![
+            file("api/auth-api_v1.md", live),
+            file("api/auth-api_v2.md", FrontMatter::default()),
+            file("api/pay_v1.md", FrontMatter::default()),
+            file("api/pay_v2.md", FrontMatter::default()),
+        ];
+        let v = resolve(&files);
+        assert_eq!(v[0].doc_id, None);
+        assert!(!v[0].archived && !v[1].archived);
+        assert!(v[2].archived && !v[3].archived);
+        let n = notes(&files, &v);
+        assert_eq!(n.len(), 1);
+        assert_eq!(
+            n[0].to_string(),
+            "api/pay_v1.md (v1) archived by api/pay_v2.md (v2): same name but the version suffix (document api/pay); if both are current, put `versioning: none` in the older one's front matter"
+        );
     }
 }

@@ -335,5 +335,5 @@ fn build_out_replaced_a_folder_that_was_not_a_bundle() {
             OsStr::new("--no-embed"),
         ]);
     }
-    assert!(tmp.path().join("bundle.prev/manifest.json").is_file());
+    assert!(tmp.path().join("bundle.prev/jikji.json").is_file());
 }

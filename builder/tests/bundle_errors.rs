@@ -6,7 +6,6 @@ use std::path::Path;
 
 use jikji_builder::ingest::{build, BundleSettings, IngestOptions};
 use jikji_engine::{Engine, Mode};
-use jikji_format::FormatError;
 
 fn corpus(dir: &Path) -> std::path::PathBuf {
     let c = dir.join("books/1. classics");
@@ -82,77 +81,93 @@ fn walk(dir: &Path) -> Vec<(String, Vec<u8>)> {
 }
 
 #[test]
-fn corrupt_truncated_missing_and_foreign_version_files_are_refused_by_name() {
+fn corrupt_truncated_missing_and_foreign_version_pages_are_refused_by_name() {
     let tmp = tempfile::tempdir().unwrap();
     let books = corpus(tmp.path());
     let out = tmp.path().join("bundle");
     build(&opts(&books, &out), &BundleSettings::default()).unwrap();
     let fresh = |name: &str| {
         let d = tmp.path().join(name);
-        std::fs::create_dir_all(&d).unwrap();
-        for f in std::fs::read_dir(&out).unwrap() {
-            let f = f.unwrap();
-            std::fs::copy(f.path(), d.join(f.file_name())).unwrap();
+        for e in walkdir::WalkDir::new(&out) {
+            let e = e.unwrap();
+            let to = d.join(e.path().strip_prefix(&out).unwrap());
+            if e.file_type().is_dir() {
+                std::fs::create_dir_all(&to).unwrap();
+            } else {
+                std::fs::copy(e.path(), to).unwrap();
+            }
         }
         d
     };
+    let page = |d: &Path, prefix: &str| {
+        let mut names: Vec<String> = std::fs::read_dir(d.join("p"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(prefix))
+            .collect();
+        names.sort();
+        names.into_iter().next().expect("a page of that kind")
+    };
+    let whole_err = |d: &Path| match jikji_format::Bundle::open_dir(d) {
+        Ok(_) => panic!("a damaged bundle was accepted"),
+        Err(e) => e.to_string(),
+    };
 
-    // One flipped byte: checksum mismatch naming the file.
+    // One flipped byte in a page: refused naming the page, read whole or by a query.
     let d = fresh("flipped");
-    let mut b = std::fs::read(d.join("postings.bin")).unwrap();
-    let last = b.len() - 1;
-    b[last] ^= 1;
-    std::fs::write(d.join("postings.bin"), b).unwrap();
-    let err = open_err(&d);
-    assert!(err.starts_with("postings.bin: checksum mismatch"), "{err}");
+    let name = page(&d, "d-");
+    let mut b = std::fs::read(d.join("p").join(&name)).unwrap();
+    let mid = 48 + (b.len() - 48) / 2; // inside the body, past the 48-byte header
+    b[mid] ^= 1;
+    std::fs::write(d.join("p").join(&name), b).unwrap();
+    let err = whole_err(&d);
+    assert!(
+        err.starts_with(&format!("p/{name}: data corruption")),
+        "{err}"
+    );
+    let e = Engine::open_dir_paged(&d).unwrap();
+    let err = e.search("lazy dog", Mode::Bm25, 5).unwrap_err().to_string();
+    assert!(err.contains(&format!("p/{name}")), "{err}");
 
-    // Truncated (half-copied) file: size mismatch naming the file.
+    // Truncated (half-copied) page.
     let d = fresh("truncated");
-    let b = std::fs::read(d.join("chunks.bin")).unwrap();
-    std::fs::write(d.join("chunks.bin"), &b[..b.len() / 2]).unwrap();
-    let err = open_err(&d);
-    assert!(err.starts_with("chunks.bin: size mismatch"), "{err}");
+    let name = page(&d, "c-");
+    let b = std::fs::read(d.join("p").join(&name)).unwrap();
+    std::fs::write(d.join("p").join(&name), &b[..b.len() / 2]).unwrap();
+    let err = whole_err(&d);
+    assert!(
+        err.starts_with(&format!("p/{name}: data corruption")) && err.contains("header says"),
+        "{err}"
+    );
 
-    // Missing file.
+    // Missing page.
     let d = fresh("missing");
-    std::fs::remove_file(d.join("terms.fst")).unwrap();
-    assert!(open_err(&d).contains("terms.fst: missing"));
+    let name = page(&d, "l-");
+    std::fs::remove_file(d.join("p").join(&name)).unwrap();
+    let err = whole_err(&d);
+    assert!(err.contains(&format!("p/{name}: missing")), "{err}");
+
+    // A page stored under another page's name (a mixed-up copy or a hostile server).
+    let d = fresh("swapped");
+    let a = page(&d, "l-");
+    let t = page(&d, "t-");
+    std::fs::copy(d.join("p").join(&t), d.join("p").join(&a)).unwrap();
+    let err = whole_err(&d);
+    assert!(err.contains(&format!("p/{a}")), "{err}");
 
     // Another format version.
     let d = fresh("version");
-    let m = std::fs::read_to_string(d.join("manifest.json")).unwrap();
+    let m = std::fs::read_to_string(d.join("jikji.json")).unwrap();
     std::fs::write(
-        d.join("manifest.json"),
-        m.replace("\"format_version\": 1", "\"format_version\": 99"),
+        d.join("jikji.json"),
+        m.replace("\"format_version\":2", "\"format_version\":99"),
     )
     .unwrap();
     let err = open_err(&d);
     assert!(
-        err.contains("manifest.json: format version 99 is not supported"),
+        err.contains("jikji.json: format version 99 is not supported"),
         "{err}"
     );
-
-    // Data corruption inside a file whose checksum was updated to match (e.g. a bad writer).
-    let d = fresh("bad-magic");
-    let mut b = std::fs::read(d.join("postings.bin")).unwrap();
-    b[0] = b'X';
-    let sha = jikji_format::sha256_hex(&b);
-    std::fs::write(d.join("postings.bin"), &b).unwrap();
-    let m = std::fs::read_to_string(d.join("manifest.json")).unwrap();
-    let mut v: serde_json::Value = serde_json::from_str(&m).unwrap();
-    v["files"]["postings.bin"]["sha256"] = sha.into();
-    std::fs::write(d.join("manifest.json"), v.to_string()).unwrap();
-    match Engine::open_dir(&d) {
-        Err(jikji_engine::EngineError::Format(FormatError::DataCorruption {
-            file,
-            offset,
-            ..
-        })) => {
-            assert_eq!((file.as_str(), offset), ("postings.bin", 0));
-        }
-        Err(e) => panic!("expected DataCorruption, got {e}"),
-        Ok(_) => panic!("accepted"),
-    }
 }
 
 #[test]
@@ -161,7 +176,7 @@ fn rebuild_replaces_atomically_and_keeps_the_previous_bundle() {
     let books = corpus(tmp.path());
     let out = tmp.path().join("bundle");
     build(&opts(&books, &out), &BundleSettings::default()).unwrap();
-    let first = std::fs::read(out.join("manifest.json")).unwrap();
+    let first = std::fs::read(out.join("jikji.json")).unwrap();
     std::fs::write(
         books.join("1. classics/c.md"),
         "Source: https://example.org/c\n\nA new book about foxes.\n",
@@ -169,7 +184,7 @@ fn rebuild_replaces_atomically_and_keeps_the_previous_bundle() {
     .unwrap();
     build(&opts(&books, &out), &BundleSettings::default()).unwrap();
     assert_eq!(
-        std::fs::read(tmp.path().join("bundle.prev/manifest.json")).unwrap(),
+        std::fs::read(tmp.path().join("bundle.prev/jikji.json")).unwrap(),
         first
     );
     assert_eq!(

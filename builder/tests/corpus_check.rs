@@ -33,7 +33,7 @@ fn every_bad_file_gets_its_named_finding() {
         "error[empty] 1. docs/empty.md: empty file",
         "warning[duplicate] 1. docs/good.md: identical content to 1. docs/good-copy.md; both are indexed, results will repeat",
         "error[invalid-utf8] 1. docs/invalid-utf8.txt:3 (byte 50): invalid UTF-8; save the file as UTF-8",
-        "error[no-source] 1. docs/no-source.md: no `Source:` / `출처:` line and no URL: every file must name its source",
+        "error[no-source] 1. docs/no-source.md: no source: add a `Source: URL` or `출처: name` line (`:` or `：`, any spacing), front matter `source:`, or a URL in the text (URLs inside code do not count)",
         "error[unclosed-fence] 1. docs/unclosed-fence.md:5: code fence ``` opened here is never closed",
         "warning[tier-unnumbered] unnumbered: top-level folder has no tier number; name it like `2. name` (lower = better curated)",
     ];

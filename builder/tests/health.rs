@@ -7,10 +7,10 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use jikji_builder::conflicts::{find_conflicts, SIMILAR};
+use jikji_builder::conflicts::{find_conflicts, ConflictOptions};
 use jikji_builder::dedup::{
-    check_new_files, near_duplicate_pairs, Class, FlatVectors, LshParams, DUPLICATE, PARTIAL,
-    SELF_DUPLICATE,
+    check_new_files, near_duplicate_pairs, near_duplicates, Class, FlatVectors, LshParams,
+    DUPLICATE, PARTIAL, SELF_DUPLICATE,
 };
 use jikji_builder::ingest::{build, BundleSettings, IngestOptions};
 use jikji_format::{Bundle, ChunkRecord};
@@ -61,7 +61,17 @@ fn dedup_within_a_bundle_pairs_different_files_only() {
     let recs = records(&b);
     let flat = FlatVectors::from_vectors(b.vectors().unwrap());
     // A low threshold, to show what is never reported even when similar.
-    let pairs = near_duplicate_pairs(&recs, Some(&flat), 0.9, LshParams::default());
+    let near = near_duplicates(&recs, Some(&flat), 0.9, LshParams::default());
+    let pairs: Vec<_> = near
+        .pairs
+        .iter()
+        .chain(near.conflicting.iter().map(|(p, _)| p))
+        .collect();
+    // gateway.md and faq.md are near-identical but give the timeout as 30 s and 60 s: a
+    // conflict, never a duplicate (deleting one could delete the newer fact).
+    assert!(near.pairs.is_empty(), "{:?}", near.pairs);
+    assert_eq!(near.conflicting.len(), 1);
+    assert_eq!(near.conflicting[0].1[0].subject, "timeout");
     let named: Vec<(&str, &str)> = pairs
         .iter()
         .map(|p| {
@@ -97,7 +107,13 @@ fn dedup_within_a_bundle_pairs_different_files_only() {
     // The CLI prints the pair and the summary.
     let out = jikji(&["dedup", "--threshold", "0.95"], &[&bundle]);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("1 pair(s) from different files"), "{text}");
+    assert!(
+        text.contains("0 pair(s) from different files")
+            && text.contains("1 similar pair(s) whose values differ"),
+        "{text}"
+    );
+    assert!(text.contains("NOT a duplicate, values differ"), "{text}");
+    assert_eq!(out.status.code(), Some(1), "findings exit 1");
 }
 
 #[test]
@@ -179,7 +195,7 @@ fn conflicts_list_different_values_newest_source_first() {
     let b = Bundle::open_dir(&bundle).unwrap();
     let recs = records(&b);
     let flat = FlatVectors::from_vectors(b.vectors().unwrap());
-    let found = find_conflicts(&recs, &flat, SIMILAR, LshParams::default());
+    let found = find_conflicts(&recs, &flat, &ConflictOptions::default());
     assert_eq!(found.len(), 1, "{found:#?}");
     let c = &found[0];
     assert_eq!(c.newer.source, "2. support/faq.md");

@@ -138,7 +138,7 @@ fn bundle_without_chunking_info_still_opens() {
         &BundleSettings::default(),
     )
     .unwrap();
-    let path = out.join("manifest.json");
+    let path = out.join("jikji.json");
     let mut m: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     assert_eq!(m["chunking"]["strategy"], "hierarchical");
     m.as_object_mut().unwrap().remove("chunking");

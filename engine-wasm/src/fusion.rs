@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 
 use jikji_format::analyzer::Analyzer;
-use jikji_format::postings::LexicalIndex;
+use jikji_format::paged::Lexicon;
 use jikji_format::vectors::Vectors;
 use jikji_format::{Bm25Params, Calibration, Result};
 
@@ -31,7 +31,7 @@ pub fn idf(n: usize, df: usize) -> f32 {
 ///
 /// Errors only if the postings bytes are corrupt.
 pub fn bm25_upper_bound(
-    index: &LexicalIndex,
+    index: &Lexicon,
     analyzer: &Analyzer,
     params: Bm25Params,
     query: &str,

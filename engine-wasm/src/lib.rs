@@ -27,6 +27,10 @@ use lifecycle::Lifecycle;
 
 pub use search::{Expansion, Scored, FUSION_DEPTH, RRF_K};
 
+/// Most passes one query makes over a paged bundle (dictionary, postings, chunks, plus
+/// expansions: the Hanja pages, the typo dictionary and the terms it reaches).
+pub const MAX_ROUNDS: usize = 8;
+
 /// Errors of the engine.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -63,6 +67,11 @@ pub enum EngineError {
     /// Unknown fusion name.
     #[error("unknown fusion {0:?} (expected rrf, weighted or weighted:W with 0 ≤ W ≤ 1)")]
     BadFusion(String),
+    /// A paged bundle needs these pages (names under `p/`) to answer the query: fetch them,
+    /// add them ([`jikji_format::Bundle::add_page`]) and run the query again. Natively,
+    /// for a bundle read from a folder, the engine loads them itself and never returns this.
+    #[error("the query needs {} more pages of the bundle: {}", .0.len(), .0.join(", "))]
+    NeedPages(Vec<String>),
     /// The embedder failed.
     #[cfg(feature = "embed")]
     #[error(transparent)]
@@ -203,6 +212,22 @@ pub struct Engine {
     min_score: f32,
     options: SearchOptions,
     lifecycle: OnceLock<Result<Lifecycle, String>>,
+    fetched: std::sync::Mutex<FetchStats>,
+}
+
+/// What the last query read from a paged bundle's folder (natively): the browser would
+/// fetch the same pages in the same rounds (the page bytes are served as stored).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct FetchStats {
+    /// Per page kind (the name's first letter: `d` dictionary, `o` postings, `c` chunks,
+    /// `l` columns, `h` Hanja, `t` typo, `v` vectors): pages and bytes.
+    pub by_kind: std::collections::BTreeMap<String, (usize, u64)>,
+    /// Rounds of page reads after the entry (0: every page was cached).
+    pub rounds: usize,
+    /// Pages read.
+    pub pages: usize,
+    /// Bytes of those pages as stored (what a browser transfers).
+    pub bytes: u64,
 }
 
 impl Engine {
@@ -223,6 +248,7 @@ impl Engine {
             min_score: 0.0,
             options: SearchOptions::default(),
             lifecycle: OnceLock::new(),
+            fetched: Default::default(),
         }
     }
 
@@ -267,8 +293,18 @@ impl Engine {
     }
 
     fn lifecycle(&self) -> Result<&Lifecycle, EngineError> {
+        if self.lifecycle.get().is_none() {
+            match Lifecycle::read(&self.bundle) {
+                // A paged bundle's columns page not loaded yet: not a result to keep.
+                Err(e) if e.is_page_missing() => return Err(e.into()),
+                r => {
+                    let _ = self.lifecycle.set(r.map_err(|e| e.to_string()));
+                }
+            }
+        }
         self.lifecycle
-            .get_or_init(|| Lifecycle::read(&self.bundle).map_err(|e| e.to_string()))
+            .get()
+            .expect("set above")
             .as_ref()
             .map_err(|e| {
                 EngineError::Format(FormatError::corrupt(
@@ -284,10 +320,57 @@ impl Engine {
         Ok(Self::new(Bundle::from_files(files)?))
     }
 
-    /// Opens a bundle folder (native only).
+    /// Opens a bundle folder whole (native only): every file or page is read and verified
+    /// now, and the engine no longer needs the folder (see [`Bundle::open_dir`]).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn open_dir(dir: &std::path::Path) -> Result<Self, EngineError> {
         Ok(Self::new(Bundle::open_dir(dir)?))
+    }
+
+    /// Opens a format 2 bundle folder paged (native only): only `jikji.json` is read, and
+    /// each query reads the pages it needs from the folder, as the browser fetches them
+    /// (`jikji search`; [`Engine::last_fetch`] says what it read). The folder must stay in
+    /// place while the engine is used. A format 1 folder is opened whole.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn open_dir_paged(dir: &std::path::Path) -> Result<Self, EngineError> {
+        Ok(Self::new(Bundle::open_paged_dir(dir)?))
+    }
+
+    /// Opens a paged bundle from its entry file's bytes (`jikji.json`), as the browser
+    /// does; pages are added with [`Engine::add_page`].
+    pub fn open_entry(entry: &[u8]) -> Result<Self, EngineError> {
+        Ok(Self::new(Bundle::open_entry(entry)?))
+    }
+
+    /// Adds a page (header + raw body) to a paged bundle's cache. Errors on a page that
+    /// fails verification (named) or a whole bundle.
+    pub fn add_page(&self, name: &str, bytes: &[u8]) -> Result<(), EngineError> {
+        Ok(self.bundle.add_page(name, bytes)?)
+    }
+
+    /// The pages the last query read from the bundle folder (native paged bundles; zero
+    /// otherwise).
+    pub fn last_fetch(&self) -> FetchStats {
+        self.fetched
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Sets the page cache's byte budget (raw bytes of unpinned pages kept between queries;
+    /// default 32 MiB; 0 = every query starts cold). No-op for a whole bundle.
+    pub fn set_cache_budget(&self, bytes: usize) {
+        if let Some(c) = self.bundle.cache() {
+            c.set_budget(bytes);
+        }
+    }
+
+    /// Evicts least recently used pages down to the cache budget: call before a new query
+    /// (never between the rounds of one). No-op for a whole bundle.
+    pub fn trim_cache(&self) {
+        if let Some(c) = self.bundle.cache() {
+            c.trim();
+        }
     }
 
     /// The bundle.
@@ -366,7 +449,7 @@ impl Engine {
         let qvec: Option<Vec<f32>> = match mode {
             Mode::Bm25 => None,
             _ => {
-                if self.bundle.vectors().is_none() {
+                if !self.bundle.has_vectors() {
                     return Err(EngineError::NoVectors(mode));
                 }
                 #[cfg(feature = "embed")]
@@ -403,6 +486,11 @@ impl Engine {
     /// calibrated scores, minimum score) are described in the `pipeline` module. A bundle
     /// whose manifest has a `model.centring` first centres `qvec` for the query's language
     /// ([`centring::centre_query`]).
+    ///
+    /// On a paged bundle the query runs in passes (see [`jikji_format::paged`]): a pass
+    /// that read a page not in the cache is thrown away; natively the missing pages are
+    /// read from the bundle folder and the query runs again (at most [`MAX_ROUNDS`]
+    /// passes), in the browser [`EngineError::NeedPages`] lists them for the caller.
     pub fn search_with_options(
         &self,
         query: &str,
@@ -422,13 +510,91 @@ impl Engine {
             None => None,
         };
         let qvec = centred.as_deref();
-        let life = self.lifecycle()?;
+        let Some(cache) = self.bundle.cache() else {
+            return self.pass(query, qvec, mode, top_k, opts);
+        };
+        #[cfg(not(target_arch = "wasm32"))]
+        let native = self.bundle.can_load_pages();
+        #[cfg(not(target_arch = "wasm32"))]
+        if native {
+            cache.trim();
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        let mut stats = FetchStats::default();
+        for _ in 0..MAX_ROUNDS {
+            cache.clear_missing();
+            let result = self.pass(query, qvec, mode, top_k, opts);
+            let missing = cache.take_missing();
+            if missing.is_empty() {
+                #[cfg(not(target_arch = "wasm32"))]
+                {
+                    *self.fetched.lock().unwrap_or_else(|e| e.into_inner()) = stats.clone();
+                }
+                return match result {
+                    Err(EngineError::Format(e)) if e.is_page_missing() => {
+                        Err(EngineError::Format(jikji_format::FormatError::corrupt(
+                            jikji_format::paged::ENTRY_FILE,
+                            0,
+                            format!("{e}, but no page was recorded as missing"),
+                        )))
+                    }
+                    r => r,
+                };
+            }
+            #[cfg(not(target_arch = "wasm32"))]
+            if native {
+                let sizes = self.bundle.load_pages(&missing)?;
+                for (name, n) in missing.iter().zip(sizes) {
+                    let e = stats.by_kind.entry(name[..1].to_string()).or_default();
+                    e.0 += 1;
+                    e.1 += n;
+                    stats.bytes += n;
+                }
+                stats.rounds += 1;
+                stats.pages += missing.len();
+                continue;
+            }
+            return Err(EngineError::NeedPages(missing));
+        }
+        Err(EngineError::Format(jikji_format::FormatError::corrupt(
+            jikji_format::paged::ENTRY_FILE,
+            0,
+            format!("the query still needed pages after {MAX_ROUNDS} rounds"),
+        )))
+    }
+
+    /// One pass of a query (see [`Engine::search_with_options`]).
+    fn pass(
+        &self,
+        query: &str,
+        qvec: Option<&[f32]>,
+        mode: Mode,
+        top_k: usize,
+        opts: &SearchOptions,
+    ) -> Result<SearchResult, EngineError> {
+        let life = match self.lifecycle() {
+            Ok(l) => l,
+            Err(EngineError::Format(e)) if e.is_page_missing() => {
+                // The columns page is not loaded yet: rank anyway, so the dictionary pages
+                // this query needs are asked for in the same round.
+                let _ = self.rankers(query, qvec, mode, top_k.max(scores::MARGIN_DEPTH));
+                return Err(e.into());
+            }
+            Err(e) => return Err(e),
+        };
         let excluded = life.excluded(opts);
         let depth = pipeline::Depth::of(self, top_k, excluded);
         let lists = self.rankers(query, qvec, mode, depth.rank)?;
         let fused = self.fuse(query, qvec, mode, lists, depth.rank)?;
         let ranked = pipeline::filter(self, fused.ranked, depth, life, opts, excluded)?;
         let scored = pipeline::calibrate(&ranked, fused.scale, depth, life);
+        if self.bundle.cache().is_some_and(|c| c.has_missing()) {
+            // An incomplete ranking (a page not loaded yet): fetch no chunk page for it.
+            return Err(jikji_format::FormatError::PageMissing {
+                name: "(ranking)".into(),
+            }
+            .into());
+        }
         let hits = self.hits(scored)?;
         Ok(SearchResult {
             query: query.to_string(),

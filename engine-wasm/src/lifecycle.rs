@@ -48,10 +48,24 @@ impl Lifecycle {
     ///
     /// Errors only if the chunk store bytes are corrupt.
     pub fn read(b: &Bundle) -> Result<Self> {
+        if let Some(c) = b.columns()? {
+            return Ok(Self::from_columns(&c));
+        }
         match Self::from_sources(b)? {
             Some(l) => Ok(l),
             None => Self::scan(b),
         }
+    }
+
+    /// From a paged bundle's columns page: the same facts [`Lifecycle::scan`] reads from
+    /// every record (the writer computed them by that scan).
+    fn from_columns(c: &jikji_format::paged::Columns) -> Self {
+        let mut l = Self::empty(c.len());
+        for doc in 0..c.len() {
+            l.set(doc as u32, c.archived[doc], c.expires[doc]);
+        }
+        l.file = c.file.clone();
+        l
     }
 
     fn empty(n: usize) -> Self {

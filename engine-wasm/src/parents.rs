@@ -42,7 +42,11 @@ pub fn collapse<T>(
             break;
         }
         let d = doc(&mut r);
-        let target = bundle.chunks().get(*d)?.parent_doc.unwrap_or(*d);
+        let parent = match bundle.columns()? {
+            Some(c) => c.parent.get(*d as usize).copied().flatten(),
+            None => bundle.chunks().get(*d)?.parent_doc,
+        };
+        let target = parent.unwrap_or(*d);
         if seen.insert(target) {
             *d = target;
             out.push(r);

@@ -84,8 +84,11 @@ impl Engine {
         mode: Mode,
         k: usize,
     ) -> Result<Vec<Scored>, EngineError> {
-        let v = self.bundle.vectors().ok_or(EngineError::NoVectors(mode))?;
         let q = qvec.ok_or(EngineError::NoModel(mode))?;
+        let v = self
+            .bundle
+            .vectors_checked()?
+            .ok_or(EngineError::NoVectors(mode))?;
         if q.len() != v.dim() {
             return Err(EngineError::Dimension {
                 expected: v.dim(),
@@ -109,9 +112,14 @@ impl Engine {
             Mode::Dense => Lists::Dense(self.dense_list(qvec, mode, k)?),
             Mode::Hybrid => {
                 let depth = k.max(FUSION_DEPTH);
-                let bm25 = search::bm25(&self.lexical(), query, depth)?;
-                let dense = self.dense_list(qvec, mode, depth)?;
-                Lists::Hybrid { bm25, dense }
+                // Both rankers run before either error is returned, so that a paged
+                // bundle reports the pages of both in one round.
+                let bm25 = search::bm25(&self.lexical(), query, depth);
+                let dense = self.dense_list(qvec, mode, depth);
+                Lists::Hybrid {
+                    bm25: bm25?,
+                    dense: dense?,
+                }
             }
         })
     }
@@ -171,7 +179,7 @@ impl Engine {
                         dense_weight,
                         ..c.clone()
                     };
-                    let v = b.vectors().ok_or(EngineError::NoVectors(mode))?;
+                    let v = b.vectors_checked()?.ok_or(EngineError::NoVectors(mode))?;
                     let q = qvec.ok_or(EngineError::NoModel(mode))?;
                     Fused {
                         ranked: fusion::weighted(&bm25, upper_bound()?, &dense, v, q, &c, k),
@@ -216,18 +224,32 @@ impl Engine {
     /// record says which parent section it is, see [`parents::record`]).
     pub(crate) fn hits(&self, ranked: Vec<(u32, f32, f32)>) -> Result<Vec<Hit>, EngineError> {
         let mut hits = Vec::with_capacity(ranked.len());
+        let mut missing = None;
         for (doc, raw, score) in ranked {
             if score < self.min_score {
                 continue;
             }
+            // A paged bundle's chunk page not loaded yet: go on, so every page the hits
+            // need is reported at once.
+            let chunk = match parents::record(&self.bundle, doc) {
+                Ok(c) => c,
+                Err(e) if e.is_page_missing() => {
+                    missing = Some(e);
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
             hits.push(Hit {
                 rank: hits.len() + 1,
                 score,
                 raw_score: raw,
-                chunk: parents::record(&self.bundle, doc)?,
+                chunk,
             });
         }
-        Ok(hits)
+        match missing {
+            Some(e) => Err(e.into()),
+            None => Ok(hits),
+        }
     }
 }
 

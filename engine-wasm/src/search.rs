@@ -6,9 +6,7 @@ use std::cmp::Ordering;
 use std::collections::HashMap;
 
 use jikji_format::analyzer::{script_of, Analyzer, Script};
-use jikji_format::chunks::ChunkStore;
-use jikji_format::hanja::HanjaMap;
-use jikji_format::postings::LexicalIndex;
+use jikji_format::paged::{Chunks, Hanja, Lexicon};
 use jikji_format::vectors::Vectors;
 use jikji_format::{Bm25Params, Bundle, Result};
 
@@ -111,15 +109,15 @@ pub const FUZZY_MAX_CHARS: usize = 40;
 /// component), BM25 parameters, the bundle's analyzer and optional Hanja table.
 pub struct Lexical<'a> {
     /// Term dictionary and postings.
-    pub index: &'a LexicalIndex,
+    pub index: &'a Lexicon,
     /// Chunk records.
-    pub chunks: &'a ChunkStore,
+    pub chunks: &'a Chunks,
     /// BM25 k1 and b.
     pub params: Bm25Params,
     /// The analyzer the bundle was built with.
     pub analyzer: &'a Analyzer,
     /// Hangul ↔ Hanja readings, if the bundle has them.
-    pub hanja: Option<&'a HanjaMap>,
+    pub hanja: Option<&'a Hanja>,
     /// Query expansion weights.
     pub expansion: Expansion,
 }
@@ -296,6 +294,12 @@ pub fn query_terms(lex: &Lexical, query: &str) -> Result<Vec<QueryTerm>> {
             if index.df(&stem)? > FUZZY_MAX_DF {
                 continue; // a well-attested word: most likely not a typo
             }
+            if !index.knows(&stem) {
+                // A paged bundle whose block for the word is not loaded yet: its df of 0
+                // means "unknown", not "absent"; decide in the next pass (else every
+                // word would fetch the typo dictionary).
+                continue;
+            }
             let distance = if len >= 9 { 2 } else { 1 };
             let cap = idf_of(&stem)?;
             for t in index.fuzzy_terms(&stem, distance, MAX_EXPANSIONS)? {
@@ -361,11 +365,13 @@ pub fn bm25(lex: &Lexical, query: &str, k: usize) -> Result<Vec<Scored>> {
     let sequence = lex.analyzer.analyze(query);
     let n = index.num_docs() as f32;
     let avgdl = index.avg_doc_len().max(1e-6);
-    let saturate = |tf: f32, doc: u32| {
-        let dl = index.doc_len(doc) as f32;
+    let saturate = |tf: f32, dl: u32| {
+        let dl = dl as f32;
         tf * (params.k1 + 1.0) / (tf + params.k1 * (1.0 - params.b + params.b * dl / avgdl))
     };
     let mut acc: HashMap<u32, f32> = HashMap::new();
+    // Chunk lengths in terms, from the postings (the phrase component needs them again).
+    let mut doc_len: HashMap<u32, u32> = HashMap::new();
     // Per chunk, how many distinct exact query terms it holds: only a chunk holding all
     // of them can contain the phrase, so only those are re-analyzed.
     let mut exact_hits: HashMap<u32, usize> = HashMap::new();
@@ -375,41 +381,64 @@ pub fn bm25(lex: &Lexical, query: &str, k: usize) -> Result<Vec<Scored>> {
         if q.exact {
             n_exact += 1;
         }
-        let Some(list) = index.postings(&q.term)? else {
+        let Some(list) = index.postings_with_len(&q.term)? else {
             continue;
         };
         let df = list.len() as f32;
         let mut idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
         if q.exact {
             phrase_idf += idf;
-            for &(doc, _) in &list {
+            for &(doc, _, dl) in &list {
                 *exact_hits.entry(doc).or_default() += 1;
+                doc_len.insert(doc, dl);
             }
         }
         if let Some(c) = q.idf_cap {
             idf = idf.min(c);
         }
         let w = q.weight * idf;
-        for (doc, tf) in list {
-            *acc.entry(doc).or_default() += w * saturate(tf as f32, doc);
+        for (doc, tf, dl) in list {
+            *acc.entry(doc).or_default() += w * saturate(tf as f32, dl);
         }
+    }
+    if index.pending() {
+        // A paged bundle's dictionary block or postings page is not loaded yet: this
+        // ranking is incomplete, so fetch no chunk page for its phrase candidates (the
+        // caller fetches the missing pages and runs the query again).
+        return Err(jikji_format::FormatError::PageMissing {
+            name: "(postings)".into(),
+        });
     }
     if sequence.len() < 2 {
         return Ok(top_k(acc.into_iter().collect(), k));
     }
     let mut ranked = top_k(acc.into_iter().collect(), k.max(PHRASE_DEPTH));
+    let mut missing = None;
     for (doc, score) in ranked.iter_mut() {
         if exact_hits.get(doc).copied().unwrap_or(0) < n_exact {
             continue;
         }
-        let doc_terms = lex.analyzer.analyze(&lex.chunks.get(*doc)?.text);
+        // A paged bundle's chunk page not loaded yet: go on, so that every missing page
+        // of this query is reported at once (the caller runs the query again).
+        let text = match lex.chunks.get(*doc) {
+            Ok(r) => r.text,
+            Err(e) if e.is_page_missing() => {
+                missing = Some(e);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let doc_terms = lex.analyzer.analyze(&text);
         let pf = doc_terms
             .windows(sequence.len())
             .filter(|w| *w == sequence.as_slice())
             .count();
         if pf > 0 {
-            *score += phrase_idf * saturate(pf as f32, *doc);
+            *score += phrase_idf * saturate(pf as f32, doc_len[doc]);
         }
+    }
+    if let Some(e) = missing {
+        return Err(e);
     }
     Ok(top_k(ranked, k))
 }
@@ -439,17 +468,18 @@ pub fn rrf(lists: &[Vec<Scored>], k: usize) -> Vec<Scored> {
 mod tests {
     use super::*;
     use jikji_format::analyzer::{analyze, AnalyzerOptions, ANALYZER_VERSION};
-    use jikji_format::chunks::write_chunks;
-    use jikji_format::hanja::write_hanja_fst;
+    use jikji_format::chunks::{write_chunks, ChunkStore};
+    use jikji_format::hanja::{write_hanja_fst, HanjaMap};
+    use jikji_format::postings::LexicalIndex;
     use jikji_format::postings::LexicalIndexWriter;
     use jikji_format::ChunkRecord;
 
     /// A test index with the default analyzer; `.lex()` gives the search inputs.
     struct Fixture {
-        index: LexicalIndex,
-        chunks: ChunkStore,
+        index: Lexicon,
+        chunks: Chunks,
         analyzer: Analyzer,
-        hanja: Option<HanjaMap>,
+        hanja: Option<Hanja>,
     }
 
     impl Fixture {
@@ -478,7 +508,7 @@ mod tests {
         }
     }
 
-    fn index(docs: &[&str]) -> (LexicalIndex, ChunkStore) {
+    fn index(docs: &[&str]) -> (Lexicon, Chunks) {
         let mut w = LexicalIndexWriter::new();
         let mut recs = Vec::new();
         for (i, d) in docs.iter().enumerate() {
@@ -493,8 +523,8 @@ mod tests {
         }
         let (f, p) = w.finish().unwrap();
         (
-            LexicalIndex::open(f, p).unwrap(),
-            ChunkStore::open(write_chunks(&recs).unwrap()).unwrap(),
+            Lexicon::Whole(LexicalIndex::open(f, p).unwrap()),
+            Chunks::Whole(ChunkStore::open(write_chunks(&recs).unwrap()).unwrap()),
         )
     }
 
@@ -644,7 +674,7 @@ mod tests {
             index,
             chunks,
             analyzer: a,
-            hanja: Some(HanjaMap::open(bytes).unwrap()),
+            hanja: Some(Hanja::Whole(HanjaMap::open(bytes).unwrap())),
         };
         let docs = |q: &str| {
             let mut d: Vec<u32> = f.search(q).iter().map(|h| h.0).collect();

@@ -1,6 +1,13 @@
-//! JavaScript bindings (wasm-bindgen). The web worker (`web/worker.js`) drives these:
-//! `new Engine()`, `add_file(name, bytes)` for `manifest.json` and every file it lists,
-//! `open()`, then `search_with_vector(query, qvec, mode, top_k)`. Before searching it
+//! JavaScript bindings (wasm-bindgen). The web worker (`web/worker.js`) drives these.
+//!
+//! A paged bundle (format 2): `new Engine()`, `open_entry(bytes of jikji.json)`, then for
+//! each query `search(query, mode, top_k)` (or `search_with_vector`): the answer is either
+//! `{"need": [page names]}` — fetch each `p/<name>`, inflate a codec-1 body, pass header +
+//! raw body to `add_page(name, bytes)`, and call `search` again with the same arguments — or
+//! the `SearchResult`. `set_cache_budget(bytes)` and `cache_stats()` manage the page cache.
+//!
+//! A whole bundle (format 1, kept for old bundles): `add_file(name, bytes)` for
+//! `manifest.json` and every file it lists, then `open()`. Before searching it
 //! passes its clock with `set_now(Date.now())` so expired chunks are left out, and may
 //! ask for archived chunks with `set_include_archived(true)`; both are optional (without
 //! them archived chunks are excluded and nothing expires).
@@ -27,6 +34,9 @@ pub struct WasmEngine {
     files: HashMap<String, Vec<u8>>,
     engine: Option<crate::Engine>,
     options: SearchOptions,
+    /// The query whose last call answered `need`: its next call is the same query's next
+    /// round, so the page cache is not trimmed in between.
+    pending: Option<String>,
 }
 
 #[wasm_bindgen(js_class = Engine)]
@@ -39,6 +49,7 @@ impl WasmEngine {
             files: HashMap::new(),
             engine: None,
             options: SearchOptions::default(),
+            pending: None,
         }
     }
 
@@ -61,6 +72,53 @@ impl WasmEngine {
         }
     }
 
+    /// Opens a paged bundle from the bytes of its entry file `jikji.json`. Returns the same
+    /// JSON summary as `open` (`format_version` 2). Throws on a format 1 manifest ("rebuild
+    /// the bundle") or a corrupt entry.
+    pub fn open_entry(&mut self, bytes: Vec<u8>) -> Result<String, JsError> {
+        let mut engine = crate::Engine::open_entry(&bytes).map_err(js_err)?;
+        engine.set_search_options(self.options);
+        let summary = summary(&engine);
+        self.engine = Some(engine);
+        self.pending = None;
+        Ok(summary)
+    }
+
+    /// Adds page `name` of the open paged bundle: `bytes` is its 48-byte header followed by
+    /// the raw (inflated) body. Throws an Error naming the page if it fails verification
+    /// (length, SHA-256, name).
+    pub fn add_page(&mut self, name: &str, bytes: Vec<u8>) -> Result<(), JsError> {
+        self.engine
+            .as_ref()
+            .ok_or_else(|| JsError::new("no bundle open"))?
+            .add_page(name, &bytes)
+            .map_err(js_err)
+    }
+
+    /// Sets the page cache's byte budget (raw bytes; default 32 MiB). Pages are evicted,
+    /// least recently used first, before a new query, never during one.
+    pub fn set_cache_budget(&mut self, bytes: f64) -> Result<(), JsError> {
+        let e = self
+            .engine
+            .as_ref()
+            .ok_or_else(|| JsError::new("no bundle open"))?;
+        if let Some(c) = e.bundle().cache() {
+            c.set_budget(bytes.max(0.0) as usize);
+        }
+        Ok(())
+    }
+
+    /// The page cache's counters as JSON: `{pages, bytes, hits, misses, added, evicted}`
+    /// (all zero for a whole bundle).
+    pub fn cache_stats(&self) -> String {
+        let stats = self
+            .engine
+            .as_ref()
+            .and_then(|e| e.bundle().cache().map(|c| c.stats()))
+            .unwrap_or_default();
+        serde_json::to_string(&stats).unwrap_or_default()
+    }
+
     /// Adds one bundle file (`manifest.json` or a file the manifest lists) by name.
     pub fn add_file(&mut self, name: &str, bytes: Vec<u8>) {
         self.files.insert(name.to_string(), bytes);
@@ -73,17 +131,10 @@ impl WasmEngine {
         let files = std::mem::take(&mut self.files);
         let mut engine = crate::Engine::from_files(files).map_err(js_err)?;
         engine.set_search_options(self.options);
-        let m = engine.bundle().manifest();
-        let summary = serde_json::json!({
-            "format_version": m.format_version,
-            "chunks": m.counts.chunks,
-            "files": m.files,
-            "model": m.model,
-            "built_at": m.built_at,
-            "calibration": m.calibration,
-        });
+        let summary = summary(&engine);
         self.engine = Some(engine);
-        Ok(summary.to_string())
+        self.pending = None;
+        Ok(summary)
     }
 
     /// SHA-256 (lowercase hex) of the ONNX model the bundle's vectors were made with, from its
@@ -153,22 +204,31 @@ impl WasmEngine {
     /// `search_with_vector`). `mode` is `bm25`, `dense` or `hybrid`. Returns the JSON of a
     /// `SearchResult`: `{query, mode, fusion, calibrated, hits: [{rank, score (calibrated,
     /// 0..1), raw_score, id, source, source_url, heading_path, tier, lang, text, …}]}`.
-    pub fn search(&self, query: &str, mode: &str, top_k: usize) -> Result<String, JsError> {
+    ///
+    /// On a paged bundle the answer may instead be `{"need": [page names]}`: add those
+    /// pages (`add_page`) and call again with the same arguments.
+    pub fn search(&mut self, query: &str, mode: &str, top_k: usize) -> Result<String, JsError> {
         let engine = self
             .engine
             .as_ref()
             .ok_or_else(|| JsError::new("no bundle open"))?;
         let mode: Mode = mode.parse().map_err(|e: EngineError| js_err(e))?;
-        let result = engine.search(query, mode, top_k).map_err(js_err)?;
-        serde_json::to_string(&result).map_err(js_err)
+        let key = format!("{mode} {top_k} {query}");
+        if self.pending.as_deref() != Some(key.as_str()) {
+            engine.trim_cache();
+        }
+        let answer = answer(engine.search(query, mode, top_k));
+        self.pending = matches!(answer, Ok(Answer::Need(_))).then_some(key);
+        answer?.json()
     }
 
     /// Runs a query with a query vector computed by the caller (the `Float32Array` of
     /// `jikji-embed-wasm`'s `Embedder.embed_query(query)`, unit length). `qvec` is required for
     /// `dense` and `hybrid` (Error "needs the embedding model" without it; a wrong length is
     /// an Error too) and ignored for `bm25` (pass `null`). Returns the same JSON as `search`.
+    /// Answers `{"need": [...]}` on a paged bundle as `search` does.
     pub fn search_with_vector(
-        &self,
+        &mut self,
         query: &str,
         qvec: Option<Vec<f32>>,
         mode: &str,
@@ -179,11 +239,52 @@ impl WasmEngine {
             .as_ref()
             .ok_or_else(|| JsError::new("no bundle open"))?;
         let mode: Mode = mode.parse().map_err(|e: EngineError| js_err(e))?;
-        let result = engine
-            .search_with_vector(query, qvec.as_deref(), mode, top_k)
-            .map_err(js_err)?;
-        serde_json::to_string(&result).map_err(js_err)
+        let key = format!("{mode} {top_k} {query}");
+        if self.pending.as_deref() != Some(key.as_str()) {
+            engine.trim_cache();
+        }
+        let answer = answer(engine.search_with_vector(query, qvec.as_deref(), mode, top_k));
+        self.pending = matches!(answer, Ok(Answer::Need(_))).then_some(key);
+        answer?.json()
     }
+}
+
+enum Answer {
+    Need(Vec<String>),
+    Result(crate::SearchResult),
+}
+
+impl Answer {
+    fn json(&self) -> Result<String, JsError> {
+        match self {
+            Answer::Need(pages) => {
+                serde_json::to_string(&serde_json::json!({ "need": pages })).map_err(js_err)
+            }
+            Answer::Result(r) => serde_json::to_string(r).map_err(js_err),
+        }
+    }
+}
+
+fn answer(r: Result<crate::SearchResult, EngineError>) -> Result<Answer, JsError> {
+    match r {
+        Ok(r) => Ok(Answer::Result(r)),
+        Err(EngineError::NeedPages(pages)) => Ok(Answer::Need(pages)),
+        Err(e) => Err(js_err(e)),
+    }
+}
+
+fn summary(engine: &crate::Engine) -> String {
+    let m = engine.bundle().manifest();
+    serde_json::json!({
+        "format_version": m.format_version,
+        "chunks": m.counts.chunks,
+        "files": m.files,
+        "model": m.model,
+        "built_at": m.built_at,
+        "calibration": m.calibration,
+        "vectors": engine.bundle().has_vectors(),
+    })
+    .to_string()
 }
 
 impl Default for WasmEngine {

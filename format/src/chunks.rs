@@ -112,24 +112,35 @@ impl ChunkRecord {
 
 /// Serialises chunk records into `chunks.bin` bytes.
 pub fn write_chunks(records: &[ChunkRecord]) -> Result<Vec<u8>> {
-    let mut body = Vec::new();
-    let mut offsets = Vec::with_capacity(records.len() + 1);
+    let mut json = Vec::with_capacity(records.len());
     for r in records {
-        offsets.push(body.len() as u64);
-        serde_json::to_writer(&mut body, r).map_err(|source| FormatError::Json {
+        json.push(serde_json::to_vec(r).map_err(|source| FormatError::Json {
             file: CHUNKS_FILE.into(),
             source,
-        })?;
+        })?);
     }
+    Ok(write_raw_records(json.iter().map(Vec::as_slice)))
+}
+
+/// Serialises records already encoded as JSON (as [`ChunkStore::raw`] returns them) into
+/// `chunks.bin` bytes; also the body of a paged bundle's chunk page.
+pub fn write_raw_records<'a>(records: impl Iterator<Item = &'a [u8]>) -> Vec<u8> {
+    let mut body = Vec::new();
+    let mut offsets = vec![];
+    for r in records {
+        offsets.push(body.len() as u64);
+        body.extend_from_slice(r);
+    }
+    let count = offsets.len();
     offsets.push(body.len() as u64);
     let mut out = Vec::with_capacity(12 + offsets.len() * 8 + body.len());
     put_header(&mut out, MAGIC, VERSION);
-    out.extend_from_slice(&(records.len() as u32).to_le_bytes());
+    out.extend_from_slice(&(count as u32).to_le_bytes());
     for o in offsets {
         out.extend_from_slice(&o.to_le_bytes());
     }
     out.extend(body);
-    Ok(out)
+    out
 }
 
 /// Read side of the chunk store; records are decoded on access.
@@ -188,15 +199,8 @@ impl ChunkStore {
         self.len() == 0
     }
 
-    /// Decodes record `doc`. Errors: DataCorruption if out of range or not valid JSON.
-    pub fn get(&self, doc: u32) -> Result<ChunkRecord> {
-        self.get_as(doc)
-    }
-
-    /// Decodes only the fields of record `doc` that `T` declares (others are skipped
-    /// unparsed), e.g. a struct of `archived` and `expires` for a filter. Errors as
-    /// [`ChunkStore::get`].
-    pub fn get_as<T: serde::de::DeserializeOwned>(&self, doc: u32) -> Result<T> {
+    /// The JSON bytes of record `doc` as stored. Errors: DataCorruption if out of range.
+    pub fn raw(&self, doc: u32) -> Result<&[u8]> {
         let i = doc as usize;
         if i >= self.len() {
             return Err(FormatError::corrupt(
@@ -207,7 +211,21 @@ impl ChunkStore {
         }
         let a = self.body_start + self.offsets[i] as usize;
         let b = self.body_start + self.offsets[i + 1] as usize;
-        serde_json::from_slice(&self.bytes[a..b])
+        Ok(&self.bytes[a..b])
+    }
+
+    /// Decodes record `doc`. Errors: DataCorruption if out of range or not valid JSON.
+    pub fn get(&self, doc: u32) -> Result<ChunkRecord> {
+        self.get_as(doc)
+    }
+
+    /// Decodes only the fields of record `doc` that `T` declares (others are skipped
+    /// unparsed), e.g. a struct of `archived` and `expires` for a filter. Errors as
+    /// [`ChunkStore::get`].
+    pub fn get_as<T: serde::de::DeserializeOwned>(&self, doc: u32) -> Result<T> {
+        let bytes = self.raw(doc)?;
+        let a = self.body_start + self.offsets[doc as usize] as usize;
+        serde_json::from_slice(bytes)
             .map_err(|e| FormatError::corrupt(CHUNKS_FILE, a as u64, format!("record {doc}: {e}")))
     }
 }

@@ -94,9 +94,23 @@ pub enum FormatError {
         /// Versions this engine supports.
         supported: Vec<u32>,
     },
+    /// A page of a paged (format 2) bundle that the page cache does not hold yet. Not an
+    /// error of the data: the engine reports the pages a query needs, the caller fetches
+    /// them (`p/<name>`) and runs the query again (see `paged`).
+    #[error("page p/{name} is not loaded")]
+    PageMissing {
+        /// The page's name (without `p/`).
+        name: String,
+    },
 }
 
 impl FormatError {
+    /// True for [`FormatError::PageMissing`]: a paged bundle's page that is not loaded yet
+    /// (fetch it and run the query again), not a fault of the data.
+    pub fn is_page_missing(&self) -> bool {
+        matches!(self, FormatError::PageMissing { .. })
+    }
+
     /// Shorthand for [`FormatError::DataCorruption`].
     pub fn corrupt(file: &str, offset: u64, message: impl Into<String>) -> Self {
         FormatError::DataCorruption {

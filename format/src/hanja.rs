@@ -67,8 +67,13 @@ impl HanjaMap {
         };
         let set = fst::Set::new(bytes).map_err(fst_err)?;
         // Corrupt nodes can make fst lookups panic: check the fst's own CRC32C first.
-        set.as_fst().verify().map_err(fst_err)?;
+        crate::fst_check::verify(set.as_fst()).map_err(fst_err)?;
         Ok(HanjaMap { set })
+    }
+
+    /// The `hanja.fst` bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        self.set.as_fst().as_bytes()
     }
 
     /// Number of keys (both directions).
@@ -79,6 +84,30 @@ impl HanjaMap {
     /// True if the table is empty.
     pub fn is_empty(&self) -> bool {
         self.set.is_empty()
+    }
+
+    /// Every key in order (`'h'|'c'` + two chars, see the module docs).
+    pub fn keys(&self) -> Vec<Vec<u8>> {
+        let mut out = Vec::with_capacity(self.set.len());
+        let mut s = self.set.stream();
+        while let Some(k) = s.next() {
+            out.push(k.to_vec());
+        }
+        out
+    }
+
+    /// A table of `keys` (sorted, as [`HanjaMap::keys`] gives them). Errors as [`HanjaMap::open`].
+    pub fn from_keys(keys: &[Vec<u8>]) -> Result<Self> {
+        let mut b = fst::SetBuilder::memory();
+        b.extend_iter(keys.iter())
+            .map_err(|source| FormatError::Fst {
+                file: HANJA_FILE.into(),
+                source,
+            })?;
+        Self::open(b.into_inner().map_err(|source| FormatError::Fst {
+            file: HANJA_FILE.into(),
+            source,
+        })?)
     }
 
     fn lookup(&self, tag: u8, c: char) -> Vec<char> {

@@ -4,6 +4,7 @@
 //! A bundle is a folder: `manifest.json` ([`manifest`]), `terms.fst` + `postings.bin`
 //! ([`postings`]), `vectors.bin` ([`vectors`]) and `chunks.bin` ([`chunks`]), and optionally `hanja.fst` ([`hanja`]). Each data
 //! structure has its own module with a writer and a reader; [`bundle`] ties them together.
+//! Format 2, the paged bundle (`jikji.json` + pages under `p/`), is [`paged`].
 #![warn(missing_docs)]
 
 pub mod analyzer;
@@ -11,8 +12,10 @@ pub mod bundle;
 pub mod chunks;
 pub mod codec;
 pub mod error;
+mod fst_check;
 pub mod hanja;
 pub mod manifest;
+pub mod paged;
 pub mod postings;
 pub mod time;
 pub mod vectors;
@@ -22,5 +25,5 @@ pub use chunks::ChunkRecord;
 pub use error::{FormatError, Result};
 pub use manifest::{
     Bm25Params, Calibration, Centring, ChunkingInfo, Counts, FileEntry, Manifest, MarginPlatt,
-    ModelInfo, Platt, ScoreFits, SourceEntry, FORMAT_VERSION,
+    ModelInfo, Platt, ScoreFits, SourceEntry, FORMAT_VERSION, PAGED_FORMAT_VERSION,
 };

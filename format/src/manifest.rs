@@ -9,7 +9,11 @@ use crate::error::{FormatError, Result};
 /// File name of the manifest in a bundle.
 pub const MANIFEST_FILE: &str = "manifest.json";
 /// Version of the bundle format as a whole; bumped on any incompatible change of any file.
+/// Format 1: whole files listed in `manifest.json`.
 pub const FORMAT_VERSION: u32 = 1;
+/// Format 2: the paged bundle, an entry file `jikji.json` and pages under `p/` (see
+/// [`crate::paged`]). Native readers read both formats; the browser reads format 2.
+pub const PAGED_FORMAT_VERSION: u32 = 2;
 
 /// Size and SHA-256 of one bundle file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -199,6 +203,10 @@ pub struct Manifest {
     /// (`--allow-ai-draft`); `jikji update` keeps admitting them. Absent: false.
     #[serde(default)]
     pub allow_ai_draft: bool,
+    /// Format 2 (paged) bundles only: the roots of the pages under `p/` (see
+    /// [`crate::paged::PagesRoot`]); absent in format 1 manifests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pages: Option<crate::paged::PagesRoot>,
 }
 
 fn yes() -> bool {
@@ -330,25 +338,38 @@ impl Manifest {
     /// Parses manifest bytes and checks the format and analyzer versions (analyzer
     /// versions 1 and 2 are accepted, see [`crate::analyzer`]).
     pub fn parse(bytes: &[u8]) -> Result<Self> {
+        Self::parse_named(bytes, MANIFEST_FILE)
+    }
+
+    /// [`Manifest::parse`] for bytes read from the file named `file` (`manifest.json` or a
+    /// paged bundle's `jikji.json`), which errors name.
+    pub fn parse_named(bytes: &[u8], file: &str) -> Result<Self> {
         #[derive(Deserialize)]
         struct VersionOnly {
             format_version: u32,
         }
         let v: VersionOnly = serde_json::from_slice(bytes).map_err(|source| FormatError::Json {
-            file: MANIFEST_FILE.into(),
+            file: file.into(),
             source,
         })?;
-        if v.format_version != FORMAT_VERSION {
+        if v.format_version != FORMAT_VERSION && v.format_version != PAGED_FORMAT_VERSION {
             return Err(FormatError::FormatVersion {
-                file: MANIFEST_FILE.into(),
+                file: file.into(),
                 found: v.format_version,
-                expected: FORMAT_VERSION,
+                expected: PAGED_FORMAT_VERSION,
             });
         }
         let m: Manifest = serde_json::from_slice(bytes).map_err(|source| FormatError::Json {
-            file: MANIFEST_FILE.into(),
+            file: file.into(),
             source,
         })?;
+        if (m.format_version == PAGED_FORMAT_VERSION) != m.pages.is_some() {
+            return Err(FormatError::corrupt(
+                file,
+                0,
+                "format 2 needs `pages`, format 1 must not have it",
+            ));
+        }
         m.analyzer()?;
         m.check_settings()?;
         Ok(m)
@@ -356,10 +377,16 @@ impl Manifest {
 
     /// Refuses settings no build writes (a hand-edited or hostile manifest): BM25 `k1`
     /// must be finite and ≥ 0 and `b` in [0, 1]; `chunk_size` ≥ 1 and `overlap` <
-    /// `chunk_size`. Errors with [`FormatError::DataCorruption`] naming `manifest.json`
-    /// and the field (offset 0: JSON has no useful byte offset here).
+    /// `chunk_size`. Errors with [`FormatError::DataCorruption`] naming the manifest's file
+    /// (`manifest.json`, or `jikji.json` for format 2) and the field (offset 0: JSON has no
+    /// useful byte offset here).
     pub fn check_settings(&self) -> Result<()> {
-        let bad = |message: String| Err(FormatError::corrupt(MANIFEST_FILE, 0, message));
+        let file = if self.pages.is_some() {
+            crate::paged::ENTRY_FILE
+        } else {
+            MANIFEST_FILE
+        };
+        let bad = |message: String| Err(FormatError::corrupt(file, 0, message));
         let Bm25Params { k1, b } = self.bm25;
         if !(k1.is_finite() && k1 >= 0.0) {
             return bad(format!("bm25.k1 is {k1}; it must be a number ≥ 0"));

@@ -62,34 +62,46 @@ impl LexicalIndexWriter {
 
     /// Serialises into `(terms.fst bytes, postings.bin bytes)`.
     pub fn finish(self) -> Result<(Vec<u8>, Vec<u8>)> {
-        let mut post = Vec::new();
-        put_header(&mut post, MAGIC, VERSION);
-        post.extend_from_slice(&(self.doc_lens.len() as u32).to_le_bytes());
-        for l in &self.doc_lens {
-            post.extend_from_slice(&l.to_le_bytes());
-        }
-        let mut builder = fst::MapBuilder::memory();
-        for (term, list) in &self.postings {
-            builder
-                .insert(term.as_bytes(), post.len() as u64)
-                .map_err(|source| FormatError::Fst {
-                    file: TERMS_FILE.into(),
-                    source,
-                })?;
-            put_varint(&mut post, list.len() as u64);
-            let mut prev = 0u32;
-            for &(doc, tf) in list {
-                put_varint(&mut post, u64::from(doc - prev));
-                put_varint(&mut post, u64::from(tf));
-                prev = doc;
-            }
-        }
-        let fst_bytes = builder.into_inner().map_err(|source| FormatError::Fst {
-            file: TERMS_FILE.into(),
-            source,
-        })?;
-        Ok((fst_bytes, post))
+        write_lists(&self.doc_lens, self.postings.into_iter())
     }
+}
+
+/// Serialises `(term, postings)` in ascending term (byte) order, each list `(doc, tf)` in
+/// ascending doc order, with the chunk lengths `doc_lens`, into `(terms.fst bytes,
+/// postings.bin bytes)`: what [`LexicalIndexWriter::finish`] writes, and how a paged
+/// bundle's dictionary is turned back into these files. Errors: [`FormatError::Fst`] if
+/// terms are not in order.
+pub fn write_lists(
+    doc_lens: &[u32],
+    lists: impl Iterator<Item = (String, Vec<(u32, u32)>)>,
+) -> Result<(Vec<u8>, Vec<u8>)> {
+    let mut post = Vec::new();
+    put_header(&mut post, MAGIC, VERSION);
+    post.extend_from_slice(&(doc_lens.len() as u32).to_le_bytes());
+    for l in doc_lens {
+        post.extend_from_slice(&l.to_le_bytes());
+    }
+    let mut builder = fst::MapBuilder::memory();
+    for (term, list) in lists {
+        builder
+            .insert(term.as_bytes(), post.len() as u64)
+            .map_err(|source| FormatError::Fst {
+                file: TERMS_FILE.into(),
+                source,
+            })?;
+        put_varint(&mut post, list.len() as u64);
+        let mut prev = 0u32;
+        for &(doc, tf) in &list {
+            put_varint(&mut post, u64::from(doc - prev));
+            put_varint(&mut post, u64::from(tf));
+            prev = doc;
+        }
+    }
+    let fst_bytes = builder.into_inner().map_err(|source| FormatError::Fst {
+        file: TERMS_FILE.into(),
+        source,
+    })?;
+    Ok((fst_bytes, post))
 }
 
 /// Read side of the term dictionary and postings.
@@ -111,7 +123,7 @@ impl LexicalIndex {
         };
         let terms = fst::Map::new(terms_fst).map_err(fst_err)?;
         // Corrupt nodes can make fst lookups panic: check the fst's own CRC32C first.
-        terms.as_fst().verify().map_err(fst_err)?;
+        crate::fst_check::verify(terms.as_fst()).map_err(fst_err)?;
         let mut r = Reader::new(POSTINGS_FILE, &postings, 0);
         r.header(MAGIC, VERSION)?;
         let n = r.u32()? as usize;
@@ -160,6 +172,22 @@ impl LexicalIndex {
     /// Length of document `doc` in terms.
     pub fn doc_len(&self, doc: u32) -> u32 {
         self.doc_lens[doc as usize]
+    }
+
+    /// Every document's length in terms, by doc id.
+    pub fn doc_lens(&self) -> &[u32] {
+        &self.doc_lens
+    }
+
+    /// Every term in byte order (for writers that re-lay the dictionary out).
+    pub fn term_list(&self) -> Vec<String> {
+        use fst::Streamer;
+        let mut out = Vec::with_capacity(self.terms.len());
+        let mut s = self.terms.stream();
+        while let Some((k, _)) = s.next() {
+            out.push(String::from_utf8_lossy(k).into_owned());
+        }
+        out
     }
 
     /// Mean document length in terms (BM25's avgdl).

@@ -127,13 +127,13 @@ function readQueries(file) {
 function preflight(o) {
   const missing = [];
   if (!existsSync(o.bin)) missing.push(`jikji binary ${o.bin} (cargo build --release -p jikji-builder, or --bin)`);
-  if (!existsSync(path.join(o.bundle, "manifest.json"))) missing.push(`bundle ${o.bundle}/manifest.json`);
+  if (!existsSync(path.join(o.bundle, "jikji.json"))) missing.push(`format v2 bundle ${o.bundle}/jikji.json`);
   else {
     let manifest;
     try {
-      manifest = JSON.parse(readFileSync(path.join(o.bundle, "manifest.json"), "utf8"));
+      manifest = JSON.parse(readFileSync(path.join(o.bundle, "jikji.json"), "utf8"));
     } catch (e) {
-      missing.push(`a readable ${o.bundle}/manifest.json (${e.message})`);
+      missing.push(`a readable ${o.bundle}/jikji.json (${e.message})`);
     }
     if (manifest && !manifest.model)
       missing.push(`a bundle with vectors: ${o.bundle} declares no model, so dense/hybrid cannot run`);

@@ -1,11 +1,13 @@
-// Browser end-to-end test: the search page in headless Chromium against `jikji serve`,
-// compared with the native `jikji search`.
+// Browser end-to-end test: the search page in headless Chromium against `jikji serve` on a
+// paged (format v2) bundle, compared with the native `jikji search`. Checks what the page
+// fetches too: only the entry file and the pages a query needs, no vector pages or model bytes
+// for BM25, one request per page even for concurrent queries, and a clear error for v1.
 //
 // Run: tests/e2e/run.sh   (or: node --test tests/e2e/browser.test.mjs)
 //
 // Environment:
 //   JIKJI_BIN            jikji binary (default: target/release/jikji)
-//   JIKJI_E2E_BUNDLE     bundle folder (default: the first bundles/*/ holding a manifest.json)
+//   JIKJI_E2E_BUNDLE     format v2 bundle folder (default: the first bundles/*/ holding a jikji.json)
 //   JIKJI_E2E_MODEL      model folder (default: models/e5-small)
 //   JIKJI_E2E_WEB        page folder (default: web)
 //   JIKJI_E2E_PKG        wasm-pack output (default: pkg)
@@ -24,7 +26,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { chromium } from "playwright-core";
-import { CHROMIUM_ARGS, startServer } from "./harness.mjs";
+import { CHROMIUM_ARGS, pageName, startServer } from "./harness.mjs";
 
 const execFileP = promisify(execFile);
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
@@ -34,7 +36,7 @@ function defaultBundle() {
   const dir = fromRoot("bundles");
   if (!existsSync(dir)) return fromRoot("bundles/e2e");
   const found = readdirSync(dir, { withFileTypes: true })
-    .filter((d) => d.isDirectory() && existsSync(path.join(dir, d.name, "manifest.json")))
+    .filter((d) => d.isDirectory() && existsSync(path.join(dir, d.name, "jikji.json")))
     .map((d) => d.name)
     .sort();
   return found.length ? path.join(dir, found[0]) : fromRoot("bundles/e2e");
@@ -60,8 +62,12 @@ const log = (...a) => console.error(...a);
 function preflight() {
   const missing = [];
   if (!existsSync(BIN)) missing.push(`jikji binary ${BIN} (cargo build --release -p jikji-builder, or set JIKJI_BIN)`);
-  if (!existsSync(path.join(BUNDLE, "manifest.json")))
-    missing.push(`bundle ${BUNDLE}/manifest.json (set JIKJI_E2E_BUNDLE)`);
+  if (!existsSync(path.join(BUNDLE, "jikji.json")))
+    missing.push(
+      existsSync(path.join(BUNDLE, "manifest.json"))
+        ? `a format v2 bundle: ${BUNDLE} has manifest.json (format v1); rebuild it with jikji build`
+        : `bundle ${BUNDLE}/jikji.json (set JIKJI_E2E_BUNDLE)`,
+    );
   if (!existsSync(path.join(PKG, "jikji_engine.js")))
     missing.push(
       `${PKG}/jikji_engine.js (scripts/build-wasm)`,
@@ -263,6 +269,31 @@ describe("Jikji search page in Chromium", { timeout: READY_MS + 20 * 60_000 }, (
     const hits = await searchInPage(page, q, "bm25");
     assert.ok(hits.length > 0, `no BM25 results for ${q}`);
     assertSameTop(hits, await nativeSearch(q, "bm25"), `bm25 "${q}"`);
+    // The paged bundle: the entry file, then only pages; never v1 files, vectors or the model.
+    const bundleFiles = requested.filter((u) => new URL(u).pathname.startsWith("/bundle/"));
+    const pages = bundleFiles.map(pageName).filter(Boolean);
+    assert.deepEqual(
+      bundleFiles.filter((u) => !pageName(u)).map((u) => new URL(u).pathname),
+      ["/bundle/jikji.json"],
+      "the bundle files fetched besides pages",
+    );
+    assert.ok(pages.length > 0, "a BM25 query fetched no page");
+    assert.deepEqual(pages.filter((n) => n.startsWith("v-")), [], "vector pages fetched for BM25");
+    // The API reports what a query cost; the same query again costs nothing new.
+    const again = await page.evaluate(async (q) => (await window.jikjiPage.jikji.search(q, { mode: "bm25", topK: 3 })).stats, q);
+    log(`[e2e] "${q}" again: ${JSON.stringify(again)}`);
+    assert.equal(again.rounds, 0, "a repeated query is answered from the page cache");
+    assert.equal(again.requests, 0);
+    const other = QUERIES[1];
+    const before = requested.length;
+    const fresh = await page.evaluate(async (q) => (await window.jikjiPage.jikji.search(q, { mode: "bm25", topK: 3 })).stats, other);
+    log(`[e2e] "${other}": ${JSON.stringify(fresh)}`);
+    const made = requested.slice(before).map(pageName).filter(Boolean);
+    assert.ok(fresh.rounds >= 1 && fresh.rounds <= 8, `rounds ${fresh.rounds}`);
+    assert.equal(fresh.requests, made.length, `stats.requests vs the page requests seen: ${made.join(", ")}`);
+    assert.equal(new Set(made).size, made.length, `a page fetched twice: ${made.join(", ")}`);
+    assert.equal(fresh.transferEstimated, false, "Resource Timing gave every page's transfer size");
+    if (fresh.requests > 0) assert.ok(fresh.stored > 0 && fresh.raw > 0 && fresh.transfer > 0, JSON.stringify(fresh));
     if (held) {
       // Still loading: the model is held back, so the state must not be ready yet.
       assert.equal(await page.evaluate(() => document.body.dataset.state), "bm25-ready");
@@ -329,6 +360,58 @@ describe("Jikji search page in Chromium", { timeout: READY_MS + 20 * 60_000 }, (
     const q = QUERIES[QUERIES.length - 1];
     const hits = await searchInPage(page, q, "dense");
     assertSameTop(hits, await nativeSearch(q, "dense"), `dense "${q}"`);
+    // The vectors came as pages through the same need → fetch loop.
+    assert.ok(requested.map(pageName).some((n) => n?.startsWith("v-")), "no vector page fetched for dense search");
+  });
+
+  test("concurrent queries share page fetches", { timeout: SEARCH_MS * 2 }, async () => {
+    // A new page = a new worker with an empty page cache (the HTTP cache may still answer).
+    const p2 = await context.newPage();
+    forwardConsole(p2, "concurrent", pageErrors);
+    const seen = [];
+    const onRequest = (r) => seen.push(r.url()); // only p2 searches while it is attached
+    try {
+      await p2.goto(`${server.url}/?k=${TOP}&model=none`);
+      await waitForState(p2, ["bm25-ready", "ready"], 120_000);
+      context.on("request", onRequest);
+      const q = QUERIES[1];
+      const stats = await p2.evaluate(async (q) => {
+        const j = window.jikjiPage.jikji;
+        const rs = await Promise.all([1, 2, 3].map(() => j.search(q, { mode: "bm25", topK: 3 })));
+        return rs.map((r) => ({ ...r.stats, ids: r.hits.map((h) => h.id) }));
+      }, q);
+      log(`[e2e] three concurrent "${q}": ${JSON.stringify(stats.map(({ ids, ...s }) => s))}`);
+      assert.deepEqual(stats[1].ids, stats[0].ids);
+      assert.deepEqual(stats[2].ids, stats[0].ids);
+      const pages = seen.map(pageName).filter(Boolean);
+      assert.ok(pages.length > 0, "no page requested");
+      assert.equal(new Set(pages).size, pages.length, `a page was requested twice: ${pages.join(", ")}`);
+      assert.equal(stats.reduce((s, x) => s + x.requests, 0), pages.length, "requests are counted once, by the query that made them");
+      assert.ok(stats.reduce((s, x) => s + x.shared, 0) > 0, "no query joined another's fetch");
+    } finally {
+      context.off("request", onRequest);
+      await p2.close();
+    }
+  });
+
+  test("a format v1 bundle is refused with a rebuild message", { timeout: 120_000 }, async () => {
+    const p2 = await context.newPage();
+    forwardConsole(p2, "v1-bundle", null);
+    // A v1 bundle as a static host would serve it: manifest.json, no jikji.json.
+    await p2.route((url) => url.pathname.startsWith("/v1bundle/"), (route) => {
+      const p = new URL(route.request().url()).pathname;
+      if (p.endsWith("/manifest.json")) {
+        return route.fulfill({ status: 200, contentType: "application/json", body: JSON.stringify({ format_version: 1, files: {} }) });
+      }
+      return route.fulfill({ status: 404, contentType: "text/plain", body: "not found" });
+    });
+    try {
+      await p2.goto(`${server.url}/?bundle=/v1bundle/`);
+      await p2.waitForFunction(() => document.body.dataset.state === "error", null, { timeout: 60_000 });
+      assert.match(await p2.textContent("#error"), /format v1.*rebuild it with the current jikji/);
+    } finally {
+      await p2.close();
+    }
   });
 
   test("markup in chunk data is shown as text, never parsed", async () => {
@@ -393,7 +476,7 @@ describe("Jikji search page in Chromium", { timeout: READY_MS + 20 * 60_000 }, (
       await p2.goto(`${server.url}/?bundle=/bundle/does-not-exist/`);
       await p2.waitForFunction(() => document.body.dataset.state === "error", null, { timeout: 60_000 });
       assert.equal(await p2.isVisible("#error"), true);
-      assert.match(await p2.textContent("#error"), /manifest\.json/);
+      assert.match(await p2.textContent("#error"), /jikji\.json: HTTP 404/);
     } finally {
       await p2.close();
     }

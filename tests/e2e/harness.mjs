@@ -2,6 +2,15 @@
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 
+/**
+ * The page name of a bundle page URL (`…/bundle/p/<name>`, format v2), or null for any other
+ * URL (the entry file `jikji.json`, the page's own files, the model).
+ */
+export function pageName(url) {
+  const m = /\/bundle\/p\/([^/?#]+)$/.exec(new URL(url).pathname);
+  return m ? decodeURIComponent(m[1]) : null;
+}
+
 /** Flags Chromium needs as root on these machines (closed network, no sandbox, fresh profile). */
 export const CHROMIUM_ARGS = [
   "--no-sandbox",

@@ -13,6 +13,12 @@
 //!
 //! Usage: `jikji-bench --corpus books --bundle target/e2e-bundle [--model models/e5-small]
 //! [--queries tests/bench/queries.txt] [--sample 256] [--reps 5] [--json FILE]`
+//!
+//! `jikji-bench embed --chunks CHUNKS.jsonl --out VECTORS.npy [--threads N]`: embeds the
+//! `text` of every line of a `jikji chunk` output exactly as `jikji build` does
+//! (`load_build_embedder` + `embed_many`, `passage: ` prefix) and prints one JSON line of
+//! figures (chunks, tokens, seconds, model load); `scripts/bench-embed` runs it beside
+//! onnxruntime on the same chunks.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -28,13 +34,86 @@ use jikji_engine::{Engine, Mode};
 use serde_json::json;
 
 #[derive(Parser)]
+#[command(args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+    #[command(flatten)]
+    all: Args,
+}
+
+#[derive(clap::Subcommand)]
+enum Cmd {
+    /// Embedding throughput only, on the chunks of a `jikji chunk` output.
+    Embed(EmbedArgs),
+}
+
+#[derive(clap::Args)]
+struct EmbedArgs {
+    /// `jikji chunk` output (JSON lines with a `text` field).
+    #[arg(long)]
+    chunks: PathBuf,
+    /// Write the vectors here (`.npy`, float32 [chunks, 384], input order).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Model folder.
+    #[arg(long, default_value = "models/e5-small")]
+    model: PathBuf,
+    /// Threads (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+}
+
+/// `jikji-bench embed`.
+fn embed_bench(a: EmbedArgs) -> anyhow::Result<()> {
+    let threads = a
+        .threads
+        .unwrap_or_else(jikji_builder::ingest::default_threads);
+    let text = std::fs::read_to_string(&a.chunks)
+        .with_context(|| format!("reading {}", a.chunks.display()))?;
+    let mut texts = Vec::new();
+    for (i, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let v: serde_json::Value = serde_json::from_str(line)
+            .with_context(|| format!("{}:{}: not JSON", a.chunks.display(), i + 1))?;
+        let t = v["text"]
+            .as_str()
+            .with_context(|| format!("{}:{}: no \"text\" string", a.chunks.display(), i + 1))?;
+        texts.push(t.to_string());
+    }
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let t = Instant::now();
+    let embedder = load_build_embedder(&a.model)?;
+    let load_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let out = embedder
+        .embed_many(&refs, Prefix::Passage, threads, &|_| {})
+        .context("embedding")?;
+    let secs = t.elapsed().as_secs_f64();
+    let tokens: usize = out.tokens.iter().sum();
+    if let Some(p) = &a.out {
+        jikji_builder::npy::write_f32(p, &out.vectors, jikji_embed::DIM)?;
+    }
+    println!(
+        "{}",
+        json!({"engine": "jikji", "threads": threads, "chunks": refs.len(), "tokens": tokens,
+               "seconds": secs, "chunks_per_s": refs.len() as f64 / secs,
+               "tokens_per_s": tokens as f64 / secs, "model_load_s": load_s})
+    );
+    Ok(())
+}
+
+#[derive(clap::Args)]
 struct Args {
     /// Corpus folder for the build figures.
     #[arg(long, default_value = "books")]
     corpus: PathBuf,
     /// Bundle (with vectors) for the query-latency figures.
-    #[arg(long)]
-    bundle: PathBuf,
+    #[arg(long, required = true)]
+    bundle: Option<PathBuf>,
     /// Model folder.
     #[arg(long, default_value = "models/e5-small")]
     model: PathBuf,
@@ -56,7 +135,12 @@ struct Args {
 }
 
 fn main() -> anyhow::Result<()> {
-    let a = Args::parse();
+    let cli = Cli::parse();
+    if let Some(Cmd::Embed(e)) = cli.cmd {
+        return embed_bench(e);
+    }
+    let a = cli.all;
+    let bundle_path = a.bundle.clone().expect("clap requires --bundle");
     let threads = jikji_builder::ingest::default_threads();
 
     // 1. Lexical build of the whole corpus.
@@ -111,15 +195,28 @@ fn main() -> anyhow::Result<()> {
     let embed_secs_per_mb = (texts.len() as f64 / chunks_per_s) / mb;
 
     // 3. Bundle bytes, 4. query latency.
-    let mut engine =
-        Engine::open_dir(&a.bundle).with_context(|| format!("opening {}", a.bundle.display()))?;
-    let bytes = engine
-        .bundle()
-        .manifest()
-        .files
-        .iter()
-        .map(|(k, v)| (k.clone(), v.bytes))
-        .collect::<Vec<_>>();
+    let mut engine = Engine::open_dir(&bundle_path)
+        .with_context(|| format!("opening {}", bundle_path.display()))?;
+    // Bytes on disk per file (format 1) or per page kind (format 2: `p/d-*`, …).
+    let mut per: std::collections::BTreeMap<String, u64> = Default::default();
+    for e in walkdir::WalkDir::new(&bundle_path)
+        .into_iter()
+        .filter_map(|e| e.ok())
+    {
+        if !e.file_type().is_file() {
+            continue;
+        }
+        let rel = e.path().strip_prefix(&bundle_path).unwrap_or(e.path());
+        let key = match rel.parent().and_then(|p| p.to_str()) {
+            Some("p") => format!(
+                "p/{}-*",
+                &rel.file_name().unwrap_or_default().to_string_lossy()[..1]
+            ),
+            _ => rel.display().to_string(),
+        };
+        *per.entry(key).or_default() += e.metadata().map(|m| m.len()).unwrap_or(0);
+    }
+    let bytes = per.into_iter().collect::<Vec<_>>();
     let t = Instant::now();
     engine.set_embedder(load_build_embedder(&a.model)?);
     let engine_model_secs = t.elapsed().as_secs_f64();
@@ -159,7 +256,7 @@ fn main() -> anyhow::Result<()> {
             "model_load_s": load_secs, "implied_s_per_mb": embed_secs_per_mb,
         },
         "build_s_per_mb": lex_med / mb + embed_secs_per_mb,
-        "bundle": {"path": a.bundle, "chunks": engine.bundle().manifest().counts.chunks, "bytes": bytes.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>()},
+        "bundle": {"path": bundle_path, "chunks": engine.bundle().manifest().counts.chunks, "bytes": bytes.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>()},
         "engine_model_load_s": engine_model_secs,
         "queries": queries.len(),
         "modes": modes,
@@ -187,7 +284,7 @@ fn main() -> anyhow::Result<()> {
         "full build estimate: {:.0} s/MB",
         lex_med / mb + embed_secs_per_mb
     );
-    println!("bundle {}:", a.bundle.display());
+    println!("bundle {}:", bundle_path.display());
     for (f, b) in &bytes {
         println!("  {f:<14} {b:>10} bytes");
     }

@@ -85,13 +85,6 @@ pub(crate) fn read_jsonl<T: serde::de::DeserializeOwned>(
     Ok(out)
 }
 
-fn jsonl(path: &Path) -> Result<Vec<serde_json::Value>> {
-    Ok(read_jsonl(path, "invalid JSON")?
-        .into_iter()
-        .map(|(_, v)| v)
-        .collect())
-}
-
 fn field(v: &serde_json::Value, k: &str) -> String {
     match v.get(k) {
         Some(serde_json::Value::String(s)) => s.clone(),
@@ -100,13 +93,29 @@ fn field(v: &serde_json::Value, k: &str) -> String {
     }
 }
 
-/// Reads a `queries.jsonl` file ({id, text} per line) as `(id, text)` pairs; errors name
-/// the file and line.
+/// A record's id: `id`, or BEIR's `_id` (a string or a number). Errors name the file and
+/// line of a record with neither.
+fn id_of(path: &Path, line: usize, v: &serde_json::Value) -> Result<String> {
+    let id = field(v, "id");
+    let id = if id.is_empty() { field(v, "_id") } else { id };
+    if id.is_empty() {
+        return Err(BuildError::InvalidInput {
+            path: path.to_path_buf(),
+            line: Some(line),
+            message: "no \"id\" (or BEIR \"_id\") field: each line is {\"id\": …, \"text\": …}"
+                .into(),
+        });
+    }
+    Ok(id)
+}
+
+/// Reads a `queries.jsonl` file ({id, text} per line; BEIR's `_id` is read as `id`) as
+/// `(id, text)` pairs; errors name the file and line (also of a record without an id).
 pub fn load_queries(path: &Path) -> Result<Vec<(String, String)>> {
-    Ok(jsonl(path)?
+    read_jsonl::<serde_json::Value>(path, "invalid JSON")?
         .iter()
-        .map(|v| (field(v, "id"), field(v, "text")))
-        .collect())
+        .map(|(line, v)| Ok((id_of(path, *line, v)?, field(v, "text"))))
+        .collect()
 }
 
 /// Calibration check: how many top-1 results fall in a score band and how many of those
@@ -178,16 +187,20 @@ pub fn ece(top1: &[(f32, bool)], bins: usize) -> f64 {
 }
 
 impl EvalSet {
-    /// Reads `dir/{corpus.jsonl, queries.jsonl, qrels.tsv}`; errors name the file and line.
+    /// Reads `dir/{corpus.jsonl, queries.jsonl, qrels.tsv}` (ids in `id` or BEIR's `_id`);
+    /// errors name the file and line.
     pub fn load(dir: &Path) -> Result<Self> {
-        let corpus = jsonl(&dir.join("corpus.jsonl"))?
+        let cpath = dir.join("corpus.jsonl");
+        let corpus = read_jsonl::<serde_json::Value>(&cpath, "invalid JSON")?
             .iter()
-            .map(|v| EvalDoc {
-                id: field(v, "id"),
-                title: field(v, "title"),
-                text: field(v, "text"),
+            .map(|(line, v)| {
+                Ok(EvalDoc {
+                    id: id_of(&cpath, *line, v)?,
+                    title: field(v, "title"),
+                    text: field(v, "text"),
+                })
             })
-            .collect();
+            .collect::<Result<_>>()?;
         let queries = load_queries(&dir.join("queries.jsonl"))?;
         let qpath = dir.join("qrels.tsv");
         let mut qrels: HashMap<String, HashMap<String, i32>> = HashMap::new();

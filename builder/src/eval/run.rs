@@ -196,17 +196,19 @@ pub fn run(dir: &Path, o: &EvalOptions) -> Result<EvalReport> {
     let t = Instant::now();
     let built = build_files(&files, &ingest, &o.settings)?;
     let build_s = t.elapsed().as_secs_f64();
-    let opened = Engine::open_dir(&out);
+    // Read whole (every page, verified): the folder is removed right after. Paged and
+    // whole reads answer identically (engine-wasm/tests/compat_v2.rs).
+    let opened = jikji_format::Bundle::open_dir(&out).map(Engine::new);
+    let bytes: u64 = walkdir::WalkDir::new(&out)
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_file())
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.len())
+        .sum();
     let _ = std::fs::remove_dir_all(&out);
     let mut engine = opened?;
     engine.set_expansion(o.expansion);
-    let bytes: u64 = engine
-        .bundle()
-        .manifest()
-        .files
-        .values()
-        .map(|f| f.bytes)
-        .sum();
     if needs_model {
         engine.set_embedder(load_build_embedder(&o.model)?);
     }

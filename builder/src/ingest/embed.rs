@@ -24,11 +24,9 @@ pub struct EmbeddedVectors {
 }
 
 /// Embeds `texts` (chunk texts, doc order; `langs` their chunk languages) with the model in
-/// `model_dir` through `opts.cache_dir`, on `opts.threads` threads, centres them by
-/// language when `centring` is given ([`crate::lang_means`]; the statistics file is
-/// `opts.lang_means` or the model folder's, its record goes into [`ModelInfo::centring`]),
-/// and quantizes them into `vectors.bin`. The model is loaded into `embedder` only if some
-/// text is not cached. Errors: the model or the statistics file is missing or broken.
+/// `model_dir` through `opts.cache_dir`, on `opts.threads` threads, then [`pack_vectors`].
+/// The model is loaded into `embedder` only if some text is not cached. Errors: the model
+/// or the statistics file is missing or broken.
 pub fn embed_vectors(
     texts: &[&str],
     langs: &[&str],
@@ -37,8 +35,7 @@ pub fn embed_vectors(
     centring: Option<CentringSettings>,
     embedder: &mut Option<Embedder>,
 ) -> Result<EmbeddedVectors> {
-    let mut model = model_info(model_dir)?;
-    let mut stats = embed_passages(
+    let stats = embed_passages(
         texts,
         model_dir,
         opts.cache_dir.as_deref(),
@@ -46,6 +43,22 @@ pub fn embed_vectors(
         opts.progress,
         embedder,
     )?;
+    pack_vectors(stats, langs, model_dir, opts, centring)
+}
+
+/// Centres the passage vectors of `stats` (one per chunk, chunk languages `langs`) by
+/// language when `centring` is given ([`crate::lang_means`]; the statistics file is
+/// `opts.lang_means` or the model folder's, its record goes into [`ModelInfo::centring`]),
+/// and quantizes them into `vectors.bin`. Embedded and imported vectors go through it alike.
+/// Errors: the model or the statistics file is missing or broken.
+pub fn pack_vectors(
+    mut stats: Embedded,
+    langs: &[&str],
+    model_dir: &Path,
+    opts: &IngestOptions,
+    centring: Option<CentringSettings>,
+) -> Result<EmbeddedVectors> {
+    let mut model = model_info(model_dir)?;
     if let Some(c) = centring {
         let path = stats_path(model_dir, opts.lang_means.as_deref());
         let means = LoadedStats::load(&path, &model.sha256)?;

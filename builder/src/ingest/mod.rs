@@ -18,6 +18,7 @@
 
 pub mod chunk;
 pub mod embed;
+pub mod import;
 pub mod index;
 pub mod report;
 pub mod write;
@@ -139,6 +140,10 @@ pub struct IngestOptions {
     /// The language statistics for centring; `None`: `lang-means.json` in the model folder
     /// ([`crate::lang_means::stats_path`]).
     pub lang_means: Option<PathBuf>,
+    /// Import the chunk vectors from this `.npy` file and its `.json` sidecar instead of
+    /// embedding them ([`import`]); needs `model_dir` (checked against the sidecar, and
+    /// used for the calibration).
+    pub vectors: Option<PathBuf>,
 }
 
 impl IngestOptions {
@@ -155,6 +160,7 @@ impl IngestOptions {
             strict: false,
             quarantine: None,
             lang_means: None,
+            vectors: None,
         }
     }
 }
@@ -255,6 +261,7 @@ pub fn build_files(
         opts.model_dir.as_deref(),
     )?;
     let versions = crate::versions::resolve(files);
+    let version_notes = crate::versions::notes(files, &versions);
     let chunked = chunk::chunk_files(files, &versions, &chunking);
     let mut chunk_chars: Vec<usize> = chunked
         .records
@@ -269,17 +276,39 @@ pub fn build_files(
     let t = Instant::now();
     let mut embedder = None;
     let mut embedded = None;
-    if let Some(dir) = &opts.model_dir {
-        let texts: Vec<&str> = chunked.records.iter().map(|r| r.text.as_str()).collect();
-        let langs: Vec<&str> = chunked.records.iter().map(|r| r.lang.as_str()).collect();
-        embedded = Some(embed::embed_vectors(
-            &texts,
-            &langs,
-            dir,
-            opts,
-            settings.centring,
-            &mut embedder,
-        )?);
+    let mut imported = 0;
+    let langs: Vec<&str> = chunked.records.iter().map(|r| r.lang.as_str()).collect();
+    match (&opts.model_dir, &opts.vectors) {
+        (Some(dir), Some(npy)) => {
+            let im = import::import_vectors(npy, &chunked.records, dir)?;
+            imported = im.embedded.vectors.len();
+            embedded = Some(embed::pack_vectors(
+                im.embedded,
+                &langs,
+                dir,
+                opts,
+                settings.centring,
+            )?);
+        }
+        (Some(dir), None) => {
+            let texts: Vec<&str> = chunked.records.iter().map(|r| r.text.as_str()).collect();
+            embedded = Some(embed::embed_vectors(
+                &texts,
+                &langs,
+                dir,
+                opts,
+                settings.centring,
+                &mut embedder,
+            )?);
+        }
+        (None, Some(npy)) => {
+            return Err(BuildError::InvalidInput {
+                path: npy.clone(),
+                line: None,
+                message: "importing vectors needs the model folder (--model DIR): its SHA-256 is checked and the calibration embeds queries with it".into(),
+            })
+        }
+        (None, None) => {}
     }
     seconds.push(("embed".to_string(), t.elapsed().as_secs_f64()));
 
@@ -340,7 +369,9 @@ pub fn build_files(
         truncated,
         cached,
         embedded: embedded_now,
+        imported,
         seconds,
         file_bytes,
+        versions: version_notes,
     })
 }

@@ -39,18 +39,33 @@ pub struct BuildReport {
     pub cached: usize,
     /// Chunks embedded in this build.
     pub embedded: usize,
+    /// Chunk vectors imported with `--vectors` (then nothing is embedded or cached).
+    pub imported: usize,
     /// Seconds per phase: read, chunk+index, embed, write.
     pub seconds: Vec<(String, f64)>,
     /// Bytes per bundle file.
     pub file_bytes: Vec<(String, u64)>,
+    /// Every archived file: which newer version archived it and why.
+    pub versions: Vec<crate::versions::VersionNote>,
 }
 
 /// Prints the closing summary.
 pub fn print_report(r: &BuildReport, out: &Path) {
     eprintln!("built {}", out.display());
     eprintln!(
-        "  files {}  chunks {}  terms {}  model tokens {}  truncated {}  embedded {} (cached {})",
-        r.files, r.chunks, r.terms, r.tokens, r.truncated, r.embedded, r.cached
+        "  files {}  chunks {}  terms {}  model tokens {}  truncated {}  embedded {} (cached {}){}",
+        r.files,
+        r.chunks,
+        r.terms,
+        r.tokens,
+        r.truncated,
+        r.embedded,
+        r.cached,
+        if r.imported > 0 {
+            format!("  imported {}", r.imported)
+        } else {
+            String::new()
+        }
     );
     let parents = if r.parents > 0 {
         format!(" (+{} parent sections, returned as results)", r.parents)
@@ -85,6 +100,9 @@ pub fn print_report(r: &BuildReport, out: &Path) {
     }
     for q in &r.quarantined {
         eprintln!("  quarantined a copy: {}", q.display());
+    }
+    for v in &r.versions {
+        eprintln!("  archived: {v}");
     }
     let secs: Vec<String> = r
         .seconds

@@ -4,11 +4,11 @@
 
 use std::path::Path;
 
-use jikji_format::chunks::{write_chunks, CHUNKS_FILE};
-use jikji_format::hanja::HANJA_FILE;
-use jikji_format::manifest::MANIFEST_FILE;
-use jikji_format::postings::{POSTINGS_FILE, TERMS_FILE};
-use jikji_format::vectors::VECTORS_FILE;
+use jikji_format::chunks::{write_chunks, ChunkStore};
+use jikji_format::hanja::HanjaMap;
+use jikji_format::paged::ENTRY_FILE;
+use jikji_format::postings::LexicalIndex;
+use jikji_format::vectors::Vectors;
 use jikji_format::{
     analyzer, BundleWriter, ChunkRecord, ChunkingInfo, Counts, Manifest, ModelInfo, SourceEntry,
 };
@@ -37,31 +37,44 @@ pub struct BundleParts<'a> {
     pub settings: BundleSettings,
 }
 
-/// Writes a bundle atomically at `out`. Returns the manifest and the bytes per bundle
-/// file (manifest included). Errors: I/O on the temp folder or the swap.
+/// Writes a bundle atomically at `out`, as a paged bundle (format 2: `jikji.json` and
+/// pages under `p/`, see [`jikji_format::paged`]). Returns the manifest (as the entry holds
+/// it, `sources` included) and the bytes written per part (`jikji.json`, then per page
+/// kind: `p/d-*` dictionary, `p/o-*` postings, …). Errors: I/O on the temp folder or the
+/// swap; corrupt parts.
 pub fn write_bundle(out: &Path, p: BundleParts) -> Result<(Manifest, Vec<(String, u64)>)> {
     let chunks_bin = if p.parents.is_empty() {
         write_chunks(p.records)?
     } else {
         write_chunks(&[p.records, p.parents].concat())?
     };
+    let lexical = LexicalIndex::open(p.indexed.terms_fst.clone(), p.indexed.postings.clone())?;
+    let store = ChunkStore::open(chunks_bin)?;
+    let hanja = p.indexed.hanja.clone().map(HanjaMap::open).transpose()?;
+    let vectors = p
+        .vectors
+        .as_ref()
+        .map(|(_, bytes)| Vectors::open(bytes))
+        .transpose()?;
+    let (root, pages) = jikji_format::paged::write_pages(&jikji_format::paged::Parts {
+        lexical: &lexical,
+        chunks: &store,
+        vectors: vectors.as_ref(),
+        hanja: hanja.as_ref(),
+        sources: &p.sources,
+    })?;
     let mut w = BundleWriter::create(out)?;
-    w.add_file(TERMS_FILE, &p.indexed.terms_fst)?;
-    w.add_file(POSTINGS_FILE, &p.indexed.postings)?;
-    w.add_file(CHUNKS_FILE, &chunks_bin)?;
-    if let Some(h) = &p.indexed.hanja {
-        w.add_file(HANJA_FILE, h)?;
+    let mut per_kind: std::collections::BTreeMap<String, u64> = Default::default();
+    for page in &pages {
+        w.add_page(&page.name, &page.bytes)?;
+        *per_kind
+            .entry(format!("p/{}-*", &page.name[..1]))
+            .or_default() += page.bytes.len() as u64;
     }
-    let model = match p.vectors {
-        Some((info, bytes)) => {
-            w.add_file(VECTORS_FILE, &bytes)?;
-            Some(info)
-        }
-        None => None,
-    };
+    let model = p.vectors.map(|(info, _)| info);
     let s = p.settings;
     let manifest = Manifest {
-        format_version: jikji_format::FORMAT_VERSION,
+        format_version: jikji_format::PAGED_FORMAT_VERSION,
         analyzer_version: analyzer::ANALYZER_VERSION,
         analyzer: s.analyzer,
         generator: format!("jikji {}", env!("CARGO_PKG_VERSION")),
@@ -85,16 +98,17 @@ pub fn write_bundle(out: &Path, p: BundleParts) -> Result<(Manifest, Vec<(String
         chunking: Some(p.chunking),
         hanja: s.hanja,
         allow_ai_draft: s.allow_ai_draft,
+        pages: Some(root),
     };
-    let manifest = w.finish(manifest)?;
-    let mut file_bytes: Vec<(String, u64)> = manifest
-        .files
-        .iter()
-        .map(|(k, v)| (k.clone(), v.bytes))
-        .collect();
-    let mlen = std::fs::metadata(out.join(MANIFEST_FILE))
+    let sources = manifest.sources.clone();
+    let mut entry = manifest;
+    entry.sources = Vec::new(); // in the sources pages
+    let mut manifest = w.finish(entry)?;
+    manifest.sources = sources;
+    let elen = std::fs::metadata(out.join(ENTRY_FILE))
         .map(|m| m.len())
         .unwrap_or(0);
-    file_bytes.push((MANIFEST_FILE.to_string(), mlen));
+    let mut file_bytes = vec![(ENTRY_FILE.to_string(), elen)];
+    file_bytes.extend(per_kind);
     Ok((manifest, file_bytes))
 }

@@ -40,6 +40,13 @@ pub struct Args {
     strict: bool,
     #[command(flatten)]
     index: IndexArgs,
+    /// Import the chunk vectors from FILE.npy (float32 [chunks, 384]) and its sidecar
+    /// FILE.json (model sha256, prefix, dim, and each row's chunk id and text sha256) instead of
+    /// embedding them here, e.g. made by scripts/ray-embed.py from `jikji chunk` output; a
+    /// mismatch in any of them is refused, naming the field. Format: README, "Embedding
+    /// elsewhere".
+    #[arg(long, value_name = "FILE.npy", conflicts_with = "no_embed")]
+    vectors: Option<PathBuf>,
 }
 
 /// Builds the bundle and prints the summary.
@@ -66,6 +73,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         strict: a.strict,
         quarantine: a.check.quarantine,
         lang_means: a.index.lang_means.clone(),
+        vectors: a.vectors,
         ..IngestOptions::new(a.dir, &a.out)
     };
     let report = build(&opts, &settings)?;

@@ -123,6 +123,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             }
             for c in &chunked.chunks {
                 let line = serde_json::json!({
+                    "id": jikji_builder::ingest::chunk_id(&f.rel, c.section, c.position),
                     "strategy": chunker.name(),
                     "source": f.rel,
                     "section": c.section,

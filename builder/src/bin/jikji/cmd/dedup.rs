@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use jikji_builder::dedup::{
-    check_new_files, near_duplicate_pairs, Class, FlatVectors, LshParams, DUPLICATE, PARTIAL,
+    check_new_files, near_duplicates, Class, FlatVectors, LshParams, DUPLICATE, PARTIAL,
     SELF_DUPLICATE,
 };
 
@@ -39,16 +39,34 @@ pub struct Args {
     json: bool,
 }
 
-/// Classifies new files, or lists near-duplicate pairs within the bundle.
+/// Classifies new files, or lists near-duplicate pairs within the bundle. Exit code 1 when
+/// something was found (like `jikji check`): a pair within the bundle (duplicate or values
+/// differing), or a new chunk that is not `new`.
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
-    match &a.new {
+    let found = match &a.new {
         Some(dir) => new_files(&a, dir),
         None => within(&a),
     }?;
-    Ok(ExitCode::SUCCESS)
+    Ok(if found {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
-fn new_files(a: &Args, dir: &Path) -> anyhow::Result<()> {
+/// Prints what two chunks disagree on.
+fn print_differences(d: &[jikji_builder::conflicts::Difference], first: &str, second: &str) {
+    for d in d {
+        println!(
+            "        values differ: {}: {} ({first}) vs {} ({second})",
+            d.subject,
+            d.newer.join(", "),
+            d.older.join(", ")
+        );
+    }
+}
+
+fn new_files(a: &Args, dir: &Path) -> anyhow::Result<bool> {
     anyhow::ensure!(
         a.partial <= a.duplicate,
         "--partial ({}) must not exceed --duplicate ({})",
@@ -65,9 +83,10 @@ fn new_files(a: &Args, dir: &Path) -> anyhow::Result<()> {
         a.duplicate,
         a.partial,
     )?;
+    let found = out.iter().any(|n| n.class != Class::New);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&out)?);
-        return Ok(());
+        return Ok(found);
     }
     let count = |c: Class| out.iter().filter(|n| n.class == c).count();
     for n in out.iter().filter(|n| n.class != Class::New).take(a.limit) {
@@ -81,36 +100,50 @@ fn new_files(a: &Args, dir: &Path) -> anyhow::Result<()> {
             n.match_source,
             n.match_id
         );
+        print_differences(&n.differences, "new", "bundle");
     }
     println!(
-        "{} new chunk(s): {} duplicate (do not add), {} partial (review), {} new",
+        "{} new chunk(s): {} duplicate (do not add), {} partial (review), {} conflict (similar, values differ: resolve), {} new",
         out.len(),
         count(Class::Duplicate),
         count(Class::Partial),
+        count(Class::Conflict),
         count(Class::New)
     );
-    Ok(())
+    Ok(found)
 }
 
-fn within(a: &Args) -> anyhow::Result<()> {
+fn within(a: &Args) -> anyhow::Result<bool> {
     let b = super::open_bundle(&a.bundle)?;
     let records = super::all_records(&b)?;
     let flat = b.vectors().map(FlatVectors::from_vectors);
     let t = std::time::Instant::now();
-    let pairs = near_duplicate_pairs(&records, flat.as_ref(), a.threshold, LshParams::default());
+    let near = near_duplicates(&records, flat.as_ref(), a.threshold, LshParams::default());
+    let pairs = &near.pairs;
     let secs = t.elapsed().as_secs_f64();
+    let found = !pairs.is_empty() || !near.conflicting.is_empty();
     if a.json {
+        let side = |i: u32| {
+            let x = &records[i as usize];
+            serde_json::json!({"id": x.id, "source": x.source, "heading_path": x.heading_path, "updated": x.updated})
+        };
         let v: Vec<_> = pairs
             .iter()
-            .map(|p| {
-                let (x, y) = (&records[p.a as usize], &records[p.b as usize]);
-                serde_json::json!({"cosine": p.cosine, "exact": p.exact,
-                    "a": {"id": x.id, "source": x.source, "heading_path": x.heading_path},
-                    "b": {"id": y.id, "source": y.source, "heading_path": y.heading_path}})
-            })
+            .map(|p| serde_json::json!({"cosine": p.cosine, "exact": p.exact, "a": side(p.a), "b": side(p.b)}))
             .collect();
-        println!("{}", serde_json::to_string_pretty(&v)?);
-        return Ok(());
+        // Pairs whose values differ are listed apart: conflicts, not duplicates.
+        let c: Vec<_> = near
+            .conflicting
+            .iter()
+            .map(|(p, d)| serde_json::json!({"cosine": p.cosine, "a": side(p.a), "b": side(p.b), "differences": d}))
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(
+                &serde_json::json!({"duplicates": v, "values_differ": c})
+            )?
+        );
+        return Ok(found);
     }
     for p in pairs.iter().take(a.limit) {
         let (x, y) = (&records[p.a as usize], &records[p.b as usize]);
@@ -126,14 +159,29 @@ fn within(a: &Args) -> anyhow::Result<()> {
             y.id
         );
     }
+    for (p, d) in near.conflicting.iter().take(a.limit) {
+        let (x, y) = (&records[p.a as usize], &records[p.b as usize]);
+        println!(
+            "{:.3} NOT a duplicate, values differ  {} [{}] ({})\n        {} [{}] ({})",
+            p.cosine,
+            x.source,
+            x.heading_path.join(" › "),
+            x.id,
+            y.source,
+            y.heading_path.join(" › "),
+            y.id
+        );
+        print_differences(d, &x.source, &y.source);
+    }
     if flat.is_none() {
         eprintln!("note: the bundle has no vectors; only exact duplicates were looked for");
     }
     println!(
-        "{} pair(s) from different files at cosine ≥ {} among {} chunks ({secs:.2} s)",
+        "{} pair(s) from different files at cosine ≥ {} among {} chunks ({secs:.2} s); {} similar pair(s) whose values differ (conflicts, not duplicates)",
         pairs.len(),
         a.threshold,
-        records.len()
+        records.len(),
+        near.conflicting.len()
     );
-    Ok(())
+    Ok(found)
 }

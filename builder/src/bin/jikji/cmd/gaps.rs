@@ -4,7 +4,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use jikji_builder::gaps::{
-    append_run, default_history, last_run, print_run, read_queries, run_queries,
+    append_run, default_history, print_run, read_queries, run_queries, Accept, History, RunOptions,
+    Thresholds,
 };
 use jikji_engine::{Mode, SearchOptions};
 
@@ -15,7 +16,8 @@ use crate::args::{ClockArgs, ModeArg, ModelArgs};
 pub struct Args {
     /// Bundle folder.
     bundle: PathBuf,
-    /// Queries file: JSON lines {"query": "…", "min_score": 0.5} (optional "id", "mode").
+    /// Queries file: JSON lines {"query": "…", "min_score": 0.5} (optional "id", "mode",
+    /// "expect": source path, glob or doc_id, or a list of them).
     queries: PathBuf,
     /// Default mode for queries that do not name one.
     #[arg(long, value_enum, default_value_t = ModeArg::Hybrid)]
@@ -23,9 +25,24 @@ pub struct Args {
     /// History file (JSON lines). Default: QUERIES without extension + `.history.jsonl`.
     #[arg(long)]
     history: Option<PathBuf>,
-    /// A query whose best score fell by at least this much since the last run is a drop.
-    #[arg(long, allow_negative_numbers = true, default_value_t = 0.2)]
+    /// A query whose best score fell by at least this much below its baseline or the
+    /// previous run is a drop.
+    #[arg(long, allow_negative_numbers = true, default_value_t = Thresholds::default().drop)]
     drop: f32,
+    /// A query whose best score is at least this much below its baseline (and no drop) is
+    /// a slide.
+    #[arg(long, allow_negative_numbers = true, default_value_t = Thresholds::default().slide)]
+    slide: f32,
+    /// Pin this run as every query's baseline (accepts the current state).
+    #[arg(long, conflicts_with = "accept")]
+    set_baseline: bool,
+    /// Accept the current state: `--accept` for every query, `--accept=ID,ID` for some.
+    /// Their outcomes become their baseline; their drops and slides do not fail this run.
+    #[arg(long, num_args = 0..=1, require_equals = true, value_delimiter = ',')]
+    accept: Option<Vec<String>>,
+    /// Also fail (exit 1) when scores are uncalibrated (raw scores against min_score).
+    #[arg(long)]
+    strict: bool,
     #[command(flatten)]
     model: ModelArgs,
     #[command(flatten)]
@@ -35,7 +52,8 @@ pub struct Args {
     json: bool,
 }
 
-/// Runs the core queries; exit code 1 on gaps or drops.
+/// Runs the core queries; exit code 1 on any alert (gap, wrong source, drop, slide not
+/// accepted), or with --strict on uncalibrated scores.
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let qs = read_queries(&a.queries)?;
     let mode: Mode = a.mode.into();
@@ -53,9 +71,33 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         super::load_model(&mut engine, &a.model.model)?;
     }
     let history = a.history.unwrap_or_else(|| default_history(&a.queries));
-    let prev = last_run(&history)?;
+    let past = History::read(&history)?;
+    let accept = match (a.set_baseline, a.accept) {
+        (true, _) => Accept::All,
+        (false, Some(ids)) if ids.is_empty() => Accept::All,
+        (false, Some(ids)) => {
+            for id in &ids {
+                anyhow::ensure!(
+                    qs.iter().any(|q| q.key() == id),
+                    "--accept {id:?}: no query with that id in {}",
+                    a.queries.display()
+                );
+            }
+            Accept::Ids(ids)
+        }
+        (false, None) => Accept::Nothing,
+    };
     let time = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    let run = run_queries(&engine, &a.bundle, &qs, mode, a.drop, prev.as_ref(), time)?;
+    let thresholds = Thresholds {
+        drop: a.drop,
+        slide: a.slide,
+    };
+    let o = RunOptions {
+        mode,
+        thresholds,
+        accept,
+    };
+    let run = run_queries(&engine, &a.bundle, &qs, &o, &past, time)?;
     append_run(&history, &run)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&run)?);
@@ -63,7 +105,11 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         print_run(&run);
         eprintln!("appended to {}", history.display());
     }
-    Ok(if run.gaps() + run.drops() > 0 {
+    let raw = !run.uncalibrated().is_empty();
+    if a.json && raw {
+        eprintln!("warning: uncalibrated scores (see \"calibrated\": false)");
+    }
+    Ok(if run.alerts() > 0 || (a.strict && raw) {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS

@@ -16,9 +16,10 @@ use std::path::Path;
 use anyhow::Context;
 use jikji_engine::Engine;
 
-/// Opens a bundle for searching, naming it in the error.
+/// Opens a bundle for searching, naming it in the error: a format 2 bundle paged (only the
+/// pages its queries read are read, as in the browser).
 pub fn open_engine(bundle: &Path) -> anyhow::Result<Engine> {
-    Engine::open_dir(bundle).with_context(|| format!("opening bundle {}", bundle.display()))
+    Engine::open_dir_paged(bundle).with_context(|| format!("opening bundle {}", bundle.display()))
 }
 
 /// Opens a bundle's files, naming it in the error.

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use anyhow::Context;
 use jikji_engine::{Fusion, Mode, SearchOptions, SearchResult};
 
 use crate::args::{parse_fusion, ClockArgs, ModeArg, ModelArgs};
@@ -13,7 +14,7 @@ pub struct Args {
     /// Bundle folder.
     bundle: PathBuf,
     /// Queries.
-    #[arg(required = true)]
+    #[arg(required_unless_present = "queries_file")]
     queries: Vec<String>,
     /// Results per query.
     #[arg(long, default_value_t = 10)]
@@ -40,6 +41,19 @@ pub struct Args {
     include_archived: bool,
     #[command(flatten)]
     clock: ClockArgs,
+    /// Also run the queries of this file (JSON lines with a `text` field, as the eval sets'
+    /// `queries.jsonl`), after those given as arguments.
+    #[arg(long, value_name = "FILE")]
+    queries_file: Option<std::path::PathBuf>,
+    /// Print to stderr, per query, what a browser would fetch from this paged bundle with
+    /// the pages of earlier queries cached: rounds after the entry, pages and bytes (pages
+    /// as stored), then the first query's bytes and the mean and median of later ones.
+    #[arg(long)]
+    fetch_stats: bool,
+    /// With --fetch-stats: start every query with an empty page cache (each one is a
+    /// visitor's first query).
+    #[arg(long, requires = "fetch_stats")]
+    cold: bool,
 }
 
 /// Runs every query and prints the results.
@@ -60,7 +74,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     );
     let mode: Mode = match a.mode {
         Some(m) => m.into(),
-        None if engine.bundle().vectors().is_some() => Mode::Hybrid,
+        None if engine.bundle().has_vectors() => Mode::Hybrid,
         None => Mode::Bm25,
     };
     if let Some(f) = a.fusion {
@@ -72,15 +86,74 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         include_archived: a.include_archived,
     });
     if mode != Mode::Bm25 {
-        if engine.bundle().vectors().is_none() {
+        if !engine.bundle().has_vectors() {
             // Say so before looking for a model the bundle could not use anyway.
             return Err(jikji_engine::EngineError::NoVectors(mode).into());
         }
         super::load_model(&mut engine, &a.model.model)?;
     }
+    let mut queries = a.queries.clone();
+    if let Some(f) = &a.queries_file {
+        let text =
+            std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
+        for (i, line) in text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+        {
+            let v: serde_json::Value = serde_json::from_str(line)
+                .with_context(|| format!("{}:{}: not JSON", f.display(), i + 1))?;
+            let t = v["text"]
+                .as_str()
+                .with_context(|| format!("{}:{}: no \"text\" string", f.display(), i + 1))?;
+            queries.push(t.to_string());
+        }
+    }
+    anyhow::ensure!(!queries.is_empty(), "no queries given");
+    if a.cold {
+        engine.set_cache_budget(0);
+    }
     let mut results = Vec::new();
-    for q in &a.queries {
+    let mut fetched = Vec::new();
+    for q in &queries {
         results.push(engine.search(q, mode, a.top_k)?);
+        let f = engine.last_fetch();
+        if a.fetch_stats {
+            let kinds: Vec<String> = f
+                .by_kind
+                .iter()
+                .map(|(k, (n, b))| format!("{k}:{n}/{b}"))
+                .collect();
+            eprintln!(
+                "fetch: rounds {} pages {} bytes {} [{}] ({q})",
+                f.rounds,
+                f.pages,
+                f.bytes,
+                kinds.join(" ")
+            );
+        }
+        fetched.push(f.bytes);
+    }
+    if a.fetch_stats {
+        let entry = std::fs::metadata(a.bundle.join(jikji_format::paged::ENTRY_FILE))
+            .map(|m| m.len())
+            .unwrap_or(0);
+        let later = if a.cold { &fetched[..] } else { &fetched[1..] };
+        let mean = if later.is_empty() {
+            0.0
+        } else {
+            later.iter().sum::<u64>() as f64 / later.len() as f64
+        };
+        let mut sorted = later.to_vec();
+        sorted.sort_unstable();
+        let median = sorted.get(sorted.len() / 2).copied().unwrap_or(0);
+        eprintln!(
+            "fetch summary: entry {entry} B; first query {} B of pages; {} {} queries: mean {:.0} B, median {median} B",
+            fetched[0],
+            if a.cold { "all" } else { "later" },
+            later.len(),
+            mean
+        );
     }
     super::quiet_pipe(print_results(&results, a.json))?;
     Ok(ExitCode::SUCCESS)

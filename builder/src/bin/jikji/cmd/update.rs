@@ -4,14 +4,17 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use jikji_builder::ingest::IngestOptions;
-use jikji_builder::update::{print_update_report, update};
+use jikji_builder::update::{
+    print_update_report, update_with, DeletionLimit, Recalibrate, UpdateOptions,
+};
 
 use crate::args::{CheckArgs, EmbedArgs, ModelArgs};
 
 /// Arguments of `jikji update`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Bundle folder (made by `jikji build`; replaced atomically, the old one kept as BUNDLE.prev).
+    /// Bundle folder (made by `jikji build`; replaced atomically, the old one kept as
+    /// BUNDLE.prev.1, older ones as BUNDLE.prev.2 … up to --keep).
     bundle: PathBuf,
     /// Corpus folder.
     dir: PathBuf,
@@ -30,6 +33,21 @@ pub struct Args {
     /// Fail on any corpus error instead of updating from the good files.
     #[arg(long)]
     strict: bool,
+    /// Fit the score calibration again whenever the data files change (default: keep it
+    /// when at most 1% of the chunk texts changed in a bundle of 1,000+ chunks).
+    #[arg(long)]
+    recalibrate: bool,
+    /// Refuse (exit 1, bundle untouched) to delete more than this many of the bundle's
+    /// files: N files or P% of them.
+    #[arg(long, default_value = "20%", value_parser = str::parse::<DeletionLimit>)]
+    max_deletions: DeletionLimit,
+    /// Delete files gone from the folder however many there are.
+    #[arg(long)]
+    allow_deletions: bool,
+    /// Older generations to keep (BUNDLE.prev.1 … BUNDLE.prev.N).
+    #[arg(long, default_value_t = jikji_builder::generations::DEFAULT_KEEP as u16,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    keep: u16,
 }
 
 /// Updates the bundle and prints what changed.
@@ -44,7 +62,20 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         quarantine: a.check.quarantine,
         ..IngestOptions::new(a.dir, &a.bundle)
     };
-    let report = update(&opts, a.check.allow_ai_draft)?;
+    let report = update_with(
+        &opts,
+        &UpdateOptions {
+            allow_ai_draft: a.check.allow_ai_draft,
+            max_deletions: a.max_deletions,
+            allow_deletions: a.allow_deletions,
+            keep: usize::from(a.keep),
+            recalibrate: if a.recalibrate {
+                Recalibrate::Always
+            } else {
+                Recalibrate::WhenMoved
+            },
+        },
+    )?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

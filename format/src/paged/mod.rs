@@ -1,0 +1,834 @@
+//! The paged bundle (format 2): a small entry file, `jikji.json`, and immutable pages under
+//! `p/`, so that a query fetches only the pages it reads (design:
+//! `docs/design/paged-bundle-v2.md`; layout: `FORMAT.md`, "Format 2").
+//!
+//! - [`page`]: one page's header, name, compression and integrity check.
+//! - [`cache`]: the page cache (verified bodies under a byte budget, misses recorded).
+//! - [`dict`]: dictionary blocks, postings pages, typo dictionary.
+//! - [`columns`]: per-chunk lifecycle, file and parent columns.
+//! - this module: the entry's page roots ([`PagesRoot`]), the writer ([`write_pages`]), the
+//!   readers of chunks, Hanja and vectors over the cache, and the "whole or paged" types
+//!   ([`Lexicon`], [`Chunks`], [`Hanja`]) the engine searches through.
+//!
+//! **How a query runs over pages.** Readers never wait for I/O: a page that is not in the
+//! cache is recorded as missing ([`PageCache::take_missing`]) and the read answers as if
+//! the data were absent. The engine throws that pass's results away and reports the
+//! missing pages; the caller fetches them (in parallel) and runs the query again. The last
+//! pass has read every page it needed, so its results equal a whole-bundle search.
+
+pub mod cache;
+pub mod columns;
+pub mod dict;
+pub mod page;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+pub use cache::{CacheStats, PageCache};
+pub use columns::Columns;
+pub use dict::PagedLexicon;
+
+use crate::chunks::{write_raw_records, ChunkRecord, ChunkStore};
+use crate::error::{FormatError, Result};
+use crate::hanja::HanjaMap;
+use crate::manifest::SourceEntry;
+use crate::postings::LexicalIndex;
+use crate::vectors::{write_quantized, Vectors};
+use page::{Encoded, Kind};
+
+/// File name of a paged bundle's entry.
+pub const ENTRY_FILE: &str = "jikji.json";
+/// Folder of a paged bundle's pages.
+pub const PAGES_DIR: &str = "p";
+/// Target raw size of a chunk page.
+pub const CHUNK_PAGE_TARGET: usize = 4096;
+/// Vector rows per vector page.
+pub const VECTOR_ROWS: usize = 256;
+/// Target raw size of a Hanja page.
+pub const HANJA_PAGE_TARGET: usize = 4096;
+/// Sources-table entries per sources page.
+pub const SOURCES_PER_PAGE: usize = 128;
+
+/// Pages named by generation and number: `<kind>-<gen>-<n>` for `n` in `0..pages`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Numbered {
+    /// 16 hex: the first 8 bytes of SHA-256 over the raw bodies of all its pages in order.
+    pub gen: String,
+    /// Items per page (the last page may hold fewer).
+    pub per_page: usize,
+    /// Number of pages.
+    pub pages: usize,
+}
+
+impl Numbered {
+    /// The name of page `n` of this run of `kind`.
+    pub fn name(&self, kind: Kind, n: usize) -> String {
+        page::numbered_name(kind, &self.gen, n as u32)
+    }
+}
+
+/// The roots of a paged bundle's pages, in the entry file (`pages`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PagesRoot {
+    /// The first term of each dictionary block, in term order.
+    pub dict_keys: Vec<String>,
+    /// Dictionary blocks (`d-<gen>-<n>`; `per_page` unused, 0).
+    pub dict: Numbered,
+    /// Postings pages (`o-<gen>-<n>`; `per_page` = their raw size in bytes).
+    pub postings: Numbered,
+    /// The typo dictionary pages by term length (`t-<gen>-<b>`, [`dict::TYPO_BUCKETS`]), if
+    /// any term qualifies ([`dict::typo_term`]).
+    pub typo: Option<Numbered>,
+    /// Σ of the indexed chunks' lengths in terms (BM25's avgdl = this / chunks).
+    pub total_doc_len: u64,
+    /// Chunk record pages (indexed chunks, then parent records).
+    pub chunks: Numbered,
+    /// Records in the chunk pages (indexed chunks + parent records).
+    pub records: usize,
+    /// The columns page.
+    pub columns: String,
+    /// The first key of each Hanja page (`'h'|'c'` + a char, as in `hanja.fst`).
+    #[serde(default)]
+    pub hanja_keys: Vec<String>,
+    /// Hanja pages (`h-<gen>-<n>`), if the bundle has a reading table.
+    #[serde(default)]
+    pub hanja: Option<Numbered>,
+    /// Vector pages ([`VECTOR_ROWS`] rows each), if the bundle has vectors.
+    #[serde(default)]
+    pub vectors: Option<Numbered>,
+    /// Vector dimension.
+    #[serde(default)]
+    pub dim: usize,
+    /// Sources-table pages (JSON arrays of [`SourceEntry`]), read by native commands only.
+    pub sources: Numbered,
+}
+
+/// What [`write_pages`] lays out: a bundle's parts as the builder holds them.
+pub struct Parts<'a> {
+    /// Terms and postings.
+    pub lexical: &'a LexicalIndex,
+    /// Chunk records (indexed chunks, then parent records).
+    pub chunks: &'a ChunkStore,
+    /// Vectors, if any.
+    pub vectors: Option<&'a Vectors>,
+    /// Hanja readings, if any.
+    pub hanja: Option<&'a HanjaMap>,
+    /// The sources table.
+    pub sources: &'a [SourceEntry],
+}
+
+fn gen_of(bodies: &[Vec<u8>]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for b in bodies {
+        h.update((b.len() as u64).to_le_bytes());
+        h.update(b);
+    }
+    hex::encode(&h.finalize()[..8])
+}
+
+pub(crate) fn numbered(
+    kind: Kind,
+    bodies: Vec<Vec<u8>>,
+    per_page: usize,
+) -> (Numbered, Vec<Encoded>) {
+    let gen = gen_of(&bodies);
+    let pages = bodies
+        .iter()
+        .enumerate()
+        .map(|(n, b)| page::encode_numbered(kind, &gen, n as u32, b))
+        .collect();
+    (
+        Numbered {
+            gen,
+            per_page,
+            pages: bodies.len(),
+        },
+        pages,
+    )
+}
+
+#[derive(Deserialize)]
+struct Meta {
+    #[serde(default)]
+    archived: bool,
+    #[serde(default)]
+    expires: Option<String>,
+    source: String,
+    #[serde(default)]
+    parent_doc: Option<u32>,
+}
+
+/// Lays out `parts` as pages. Returns the page roots for the entry and the encoded pages
+/// (name + bytes to store as `p/<name>`). Errors on corrupt parts.
+pub fn write_pages(parts: &Parts) -> Result<(PagesRoot, Vec<Encoded>)> {
+    let lex = parts.lexical;
+    let doc_lens = lex.doc_lens();
+    let terms = lex.term_list();
+    let mut lists = Vec::with_capacity(terms.len());
+    for t in &terms {
+        let list = lex.postings(t)?.unwrap_or_default();
+        lists.push((t.as_str(), list));
+    }
+    let written = dict::write(lists.into_iter(), doc_lens)?;
+    let mut pages = written.pages;
+
+    // Chunk pages: D records each, D chosen so the median page is ~4 kB raw.
+    let n = parts.chunks.len();
+    let mut lens: Vec<usize> = (0..n as u32)
+        .map(|d| parts.chunks.raw(d).map(<[u8]>::len))
+        .collect::<Result<_>>()?;
+    let per_page = if n == 0 {
+        1
+    } else {
+        lens.sort_unstable();
+        (CHUNK_PAGE_TARGET / lens[n / 2].max(1)).clamp(1, 4096)
+    };
+    let mut bodies = Vec::new();
+    for start in (0..n).step_by(per_page) {
+        let end = (start + per_page).min(n);
+        let recs = (start..end)
+            .map(|d| parts.chunks.raw(d as u32))
+            .collect::<Result<Vec<_>>>()?;
+        bodies.push(write_raw_records(recs.into_iter()));
+    }
+    let (chunks_root, chunk_pages) = numbered(Kind::Chunks, bodies, per_page);
+    pages.extend(chunk_pages);
+
+    // Columns.
+    let mut cols = Columns::default();
+    let mut numbers: std::collections::HashMap<String, u32> = Default::default();
+    for d in 0..n as u32 {
+        let m: Meta = parts.chunks.get_as(d)?;
+        let next = numbers.len() as u32;
+        cols.file.push(*numbers.entry(m.source).or_insert(next));
+        cols.archived.push(m.archived);
+        cols.expires
+            .push(m.expires.as_deref().and_then(crate::time::parse_iso8601_ms));
+        cols.parent.push(m.parent_doc);
+    }
+    let cp = page::encode(Kind::Columns, &cols.encode());
+    let columns = cp.name.clone();
+    pages.push(cp);
+
+    // Hanja: groups of keys with the same (tag, first char) never split across pages.
+    let mut hanja_keys = Vec::new();
+    let mut hanja = None;
+    if let Some(h) = parts.hanja {
+        let keys = h.keys();
+        let mut bodies = Vec::new();
+        let mut i = 0;
+        while i < keys.len() {
+            let start = i;
+            let mut size = 0;
+            while i < keys.len() && (i == start || size < HANJA_PAGE_TARGET) {
+                let group = group_key(&keys[i]).to_vec();
+                while i < keys.len() && group_key(&keys[i]) == group.as_slice() {
+                    size += keys[i].len();
+                    i += 1;
+                }
+            }
+            let table = HanjaMap::from_keys(&keys[start..i])?;
+            bodies.push(table.as_bytes().to_vec());
+            let first = String::from_utf8(group_key(&keys[start]).to_vec()).map_err(|_| {
+                FormatError::corrupt(crate::hanja::HANJA_FILE, 0, "key is not UTF-8")
+            })?;
+            hanja_keys.push(first);
+        }
+        let (root, hp) = numbered(Kind::Hanja, bodies, 0);
+        pages.extend(hp);
+        hanja = Some(root);
+    }
+
+    // Vectors.
+    let (vectors, dim) = match parts.vectors {
+        Some(v) => {
+            let mut bodies = Vec::new();
+            for start in (0..v.len()).step_by(VECTOR_ROWS) {
+                let end = (start + VECTOR_ROWS).min(v.len());
+                bodies.push(write_quantized(v.dim(), (start..end).map(|i| v.row(i)))?);
+            }
+            let (root, vp) = numbered(Kind::Vectors, bodies, VECTOR_ROWS);
+            pages.extend(vp);
+            (Some(root), v.dim())
+        }
+        None => (None, 0),
+    };
+
+    // Sources table.
+    let mut bodies = Vec::new();
+    for group in parts.sources.chunks(SOURCES_PER_PAGE) {
+        bodies.push(
+            serde_json::to_vec(group).map_err(|source| FormatError::Json {
+                file: "p/s-…".into(),
+                source,
+            })?,
+        );
+    }
+    let (sources, sp) = numbered(Kind::Sources, bodies, SOURCES_PER_PAGE);
+    pages.extend(sp);
+
+    let total_doc_len = doc_lens.iter().map(|&l| u64::from(l)).sum();
+    Ok((
+        PagesRoot {
+            dict_keys: written.keys,
+            dict: written.blocks,
+            postings: written.postings,
+            typo: written.typo,
+            total_doc_len,
+            chunks: chunks_root,
+            records: n,
+            columns,
+            hanja_keys,
+            hanja,
+            vectors,
+            dim,
+            sources,
+        },
+        pages,
+    ))
+}
+
+/// The `(tag, char)` prefix of a Hanja key.
+fn group_key(k: &[u8]) -> &[u8] {
+    let first = k.get(1).copied().unwrap_or(0);
+    let w = match first {
+        0..=0x7F => 1,
+        0xC0..=0xDF => 2,
+        0xE0..=0xEF => 3,
+        _ => 4,
+    };
+    &k[..(1 + w).min(k.len())]
+}
+
+/// Checks a [`PagesRoot`] against the entry's counts before anything is sized from it:
+/// bytes from the network are hostile. Errors: DataCorruption naming `jikji.json`.
+pub fn check_root(root: &PagesRoot, chunks: usize, parents: usize) -> Result<()> {
+    let bad = |m: String| Err(FormatError::corrupt(ENTRY_FILE, 0, m));
+    let records = chunks.checked_add(parents);
+    if records != Some(root.records) {
+        return bad(format!(
+            "pages hold {} records, counts say {chunks} chunks + {parents} parents",
+            root.records
+        ));
+    }
+    let c = &root.chunks;
+    if c.per_page == 0 || c.pages != root.records.div_ceil(c.per_page) {
+        return bad(format!(
+            "{} chunk pages of {} for {} records",
+            c.pages, c.per_page, root.records
+        ));
+    }
+    if let Some(v) = &root.vectors {
+        if v.per_page == 0
+            || v.pages != chunks.div_ceil(v.per_page)
+            || root.dim == 0
+            || root.dim > 65536
+        {
+            return bad(format!(
+                "{} vector pages of {} rows × {} for {chunks} chunks",
+                v.pages, v.per_page, root.dim
+            ));
+        }
+    }
+    if root.dict_keys.windows(2).any(|w| w[0] >= w[1]) || root.dict_keys.len() != root.dict.pages {
+        return bad("dictionary blocks are not in term order, or not one key per block".into());
+    }
+    let hanja_pages = root.hanja.as_ref().map_or(0, |h| h.pages);
+    if root.hanja_keys.windows(2).any(|w| w[0] >= w[1]) || root.hanja_keys.len() != hanja_pages {
+        return bad("Hanja pages are not in key order, or not one key per page".into());
+    }
+    if root
+        .typo
+        .as_ref()
+        .is_some_and(|t| t.pages != dict::TYPO_BUCKETS)
+    {
+        return bad("typo dictionary pages are not one per length bucket".into());
+    }
+    if root.postings.per_page != dict::POSTINGS_PAGE {
+        return bad(format!(
+            "postings pages of {} bytes",
+            root.postings.per_page
+        ));
+    }
+    Ok(())
+}
+
+/// Chunk records read from chunk pages in the cache.
+pub struct PagedChunks {
+    cache: Arc<PageCache>,
+    root: Numbered,
+    len: usize,
+}
+
+impl PagedChunks {
+    /// Over `cache`, with the entry's chunk pages and record count.
+    pub fn new(cache: Arc<PageCache>, root: Numbered, len: usize) -> Self {
+        PagedChunks { cache, root, len }
+    }
+
+    /// The page name of record `doc`.
+    pub fn page_of(&self, doc: u32) -> String {
+        self.root
+            .name(Kind::Chunks, doc as usize / self.root.per_page)
+    }
+
+    fn store(&self, doc: u32) -> Result<(ChunkStore, String)> {
+        if doc as usize >= self.len {
+            return Err(FormatError::corrupt(
+                "p/c-…",
+                0,
+                format!("chunk {doc} out of range ({} chunks)", self.len),
+            ));
+        }
+        let name = self.page_of(doc);
+        let body = self.cache.require(&name)?;
+        let store = ChunkStore::open(body.as_ref().clone()).map_err(|e| renamed(e, &name))?;
+        let want = self
+            .root
+            .per_page
+            .min(self.len - (doc as usize / self.root.per_page) * self.root.per_page);
+        if store.len() != want {
+            return Err(FormatError::corrupt(
+                &format!("p/{name}"),
+                0,
+                format!("{} records, expected {want}", store.len()),
+            ));
+        }
+        Ok((store, name))
+    }
+
+    /// Decodes the fields of record `doc` that `T` declares. Errors:
+    /// [`FormatError::PageMissing`] if its page is not loaded, DataCorruption naming the page.
+    pub fn get_as<T: serde::de::DeserializeOwned>(&self, doc: u32) -> Result<T> {
+        let (store, name) = self.store(doc)?;
+        store
+            .get_as((doc as usize % self.root.per_page) as u32)
+            .map_err(|e| renamed(e, &name))
+    }
+
+    /// The JSON bytes of record `doc`.
+    pub fn raw(&self, doc: u32) -> Result<Vec<u8>> {
+        let (store, name) = self.store(doc)?;
+        store
+            .raw((doc as usize % self.root.per_page) as u32)
+            .map(<[u8]>::to_vec)
+            .map_err(|e| renamed(e, &name))
+    }
+}
+
+/// `e` with the chunk store's file name replaced by the page's.
+fn renamed(e: FormatError, page: &str) -> FormatError {
+    match e {
+        FormatError::DataCorruption {
+            offset, message, ..
+        } => FormatError::DataCorruption {
+            file: format!("p/{page}"),
+            offset,
+            message,
+        },
+        FormatError::FormatVersion {
+            found, expected, ..
+        } => FormatError::FormatVersion {
+            file: format!("p/{page}"),
+            found,
+            expected,
+        },
+        FormatError::Fst { source, .. } => FormatError::Fst {
+            file: format!("p/{page}"),
+            source,
+        },
+        e => e,
+    }
+}
+
+/// Term dictionary and postings: a whole `terms.fst` + `postings.bin`, or paged.
+pub enum Lexicon {
+    /// Format 1 (or a format 2 bundle read whole).
+    Whole(LexicalIndex),
+    /// Format 2 over the page cache.
+    Paged(PagedLexicon),
+}
+
+/// Sorts `(df, term)` matches most frequent first (ties in term order), keeps `limit`.
+fn best(mut found: Vec<(u32, String)>, limit: usize) -> Vec<String> {
+    found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    found.truncate(limit);
+    found.into_iter().map(|(_, t)| t).collect()
+}
+
+impl Lexicon {
+    /// The whole index, if this is one (builders and native tools).
+    pub fn whole(&self) -> Option<&LexicalIndex> {
+        match self {
+            Lexicon::Whole(l) => Some(l),
+            Lexicon::Paged(_) => None,
+        }
+    }
+
+    /// Number of indexed chunks (BM25's N).
+    pub fn num_docs(&self) -> usize {
+        match self {
+            Lexicon::Whole(l) => l.num_docs(),
+            Lexicon::Paged(p) => p.num_docs(),
+        }
+    }
+
+    /// Number of distinct terms.
+    pub fn num_terms(&self) -> usize {
+        match self {
+            Lexicon::Whole(l) => l.num_terms(),
+            Lexicon::Paged(p) => p.num_terms(),
+        }
+    }
+
+    /// Mean chunk length in terms (BM25's avgdl).
+    pub fn avg_doc_len(&self) -> f32 {
+        match self {
+            Lexicon::Whole(l) => l.avg_doc_len(),
+            Lexicon::Paged(p) => p.avg_doc_len(),
+        }
+    }
+
+    /// Document frequency of `term`, `None` if absent (paged: or not loaded, recorded).
+    pub fn doc_freq(&self, term: &str) -> Result<Option<usize>> {
+        match self {
+            Lexicon::Whole(l) => l.doc_freq(term),
+            Lexicon::Paged(p) => p.doc_freq(term),
+        }
+    }
+
+    /// True if a lookup of `term` answers from loaded data (always for a whole index; for a
+    /// paged one when its dictionary block is in the cache). Records nothing.
+    pub fn knows(&self, term: &str) -> bool {
+        match self {
+            Lexicon::Whole(_) => true,
+            Lexicon::Paged(p) => p.knows(term),
+        }
+    }
+
+    /// True for a paged index whose current pass read a page that was not loaded: a
+    /// ranking computed now is incomplete (the engine then fetches no chunk pages for it).
+    pub fn pending(&self) -> bool {
+        match self {
+            Lexicon::Whole(_) => false,
+            Lexicon::Paged(p) => p.pending(),
+        }
+    }
+
+    /// Document frequency of `term`, 0 if absent.
+    pub fn df(&self, term: &str) -> Result<u32> {
+        Ok(self.doc_freq(term)?.unwrap_or(0) as u32)
+    }
+
+    /// Postings of `term` as `(doc, tf, doc length in terms)` in ascending doc order;
+    /// `None` if absent (paged: or not loaded, recorded).
+    pub fn postings_with_len(&self, term: &str) -> Result<Option<Vec<(u32, u32, u32)>>> {
+        match self {
+            Lexicon::Whole(l) => Ok(l.postings(term)?.map(|list| {
+                list.into_iter()
+                    .map(|(d, tf)| (d, tf, l.doc_len(d)))
+                    .collect()
+            })),
+            Lexicon::Paged(p) => p.postings_with_len(term),
+        }
+    }
+
+    /// Terms starting with `prefix`, at most `limit`, most frequent first (of the first
+    /// 4,096 in term order). See [`LexicalIndex::prefix_terms`].
+    pub fn prefix_terms(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {
+        match self {
+            Lexicon::Whole(l) => l.prefix_terms(prefix, limit),
+            Lexicon::Paged(p) => Ok(best(p.prefix_matches(prefix)?, limit)),
+        }
+    }
+
+    /// Terms within Levenshtein `distance` of `term`, at most `limit`, most frequent first.
+    /// See [`LexicalIndex::fuzzy_terms`].
+    pub fn fuzzy_terms(&self, term: &str, distance: u32, limit: usize) -> Result<Vec<String>> {
+        match self {
+            Lexicon::Whole(l) => l.fuzzy_terms(term, distance, limit),
+            Lexicon::Paged(p) => Ok(best(p.fuzzy_matches(term, distance)?, limit)),
+        }
+    }
+}
+
+/// Chunk records: a whole `chunks.bin`, or paged.
+pub enum Chunks {
+    /// Format 1 (or format 2 read whole).
+    Whole(ChunkStore),
+    /// Format 2 over the page cache.
+    Paged(PagedChunks),
+}
+
+impl Chunks {
+    /// Number of records (indexed chunks + parent records).
+    pub fn len(&self) -> usize {
+        match self {
+            Chunks::Whole(c) => c.len(),
+            Chunks::Paged(p) => p.len,
+        }
+    }
+
+    /// True if there are no records.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Decodes record `doc`. Errors: DataCorruption; paged: [`FormatError::PageMissing`].
+    pub fn get(&self, doc: u32) -> Result<ChunkRecord> {
+        self.get_as(doc)
+    }
+
+    /// Decodes the fields of record `doc` that `T` declares.
+    pub fn get_as<T: serde::de::DeserializeOwned>(&self, doc: u32) -> Result<T> {
+        match self {
+            Chunks::Whole(c) => c.get_as(doc),
+            Chunks::Paged(p) => p.get_as(doc),
+        }
+    }
+
+    /// The whole store, if this is one.
+    pub fn whole(&self) -> Option<&ChunkStore> {
+        match self {
+            Chunks::Whole(c) => Some(c),
+            Chunks::Paged(_) => None,
+        }
+    }
+}
+
+/// Hanja readings: a whole `hanja.fst`, or paged.
+pub enum Hanja {
+    /// Format 1.
+    Whole(HanjaMap),
+    /// Format 2 over the cache.
+    Paged {
+        /// The cache.
+        cache: Arc<PageCache>,
+        /// First key of each page.
+        keys: Vec<String>,
+        /// The pages.
+        pages: Numbered,
+    },
+}
+
+impl Hanja {
+    fn lookup(&self, tag: u8, c: char, f: impl Fn(&HanjaMap, char) -> Vec<char>) -> Vec<char> {
+        match self {
+            Hanja::Whole(m) => f(m, c),
+            Hanja::Paged { cache, keys, pages } => {
+                let mut key = String::new();
+                key.push(tag as char);
+                key.push(c);
+                let i = keys.partition_point(|first| first.as_str() <= key.as_str());
+                let Some(i) = i.checked_sub(1) else {
+                    return Vec::new();
+                };
+                match cache.get(&pages.name(Kind::Hanja, i)) {
+                    Some(body) => match HanjaMap::open(body.as_ref().clone()) {
+                        Ok(m) => f(&m, c),
+                        Err(_) => Vec::new(),
+                    },
+                    None => Vec::new(),
+                }
+            }
+        }
+    }
+
+    /// The Hanja read as the Hangul syllable `hangul` (paged: empty while not loaded).
+    pub fn hanja_of(&self, hangul: char) -> Vec<char> {
+        self.lookup(b'h', hangul, HanjaMap::hanja_of)
+    }
+
+    /// The Hangul readings of the Han character `han` (paged: empty while not loaded).
+    pub fn readings_of(&self, han: char) -> Vec<char> {
+        self.lookup(b'c', han, HanjaMap::readings_of)
+    }
+}
+
+/// Vectors of a paged bundle: assembled once every vector page is in the cache.
+pub fn assemble_vectors(
+    cache: &PageCache,
+    root: &Numbered,
+    dim: usize,
+    rows: usize,
+) -> Result<Option<Vectors>> {
+    let names: Vec<String> = (0..root.pages)
+        .map(|n| root.name(Kind::Vectors, n))
+        .collect();
+    let bodies: Vec<_> = names.iter().map(|n| cache.get(n)).collect();
+    if bodies.iter().any(Option::is_none) {
+        return Ok(None);
+    }
+    let mut parts = Vec::with_capacity(root.pages);
+    for (name, body) in names.iter().zip(bodies) {
+        let v = Vectors::open(&body.expect("checked")).map_err(|e| renamed(e, name))?;
+        if v.dim() != dim {
+            return Err(FormatError::corrupt(
+                &format!("p/{name}"),
+                8,
+                format!("dimension {} but the entry says {dim}", v.dim()),
+            ));
+        }
+        parts.push(v);
+    }
+    let all = write_quantized(
+        dim,
+        parts
+            .iter()
+            .flat_map(|v| (0..v.len()).map(move |i| v.row(i))),
+    )?;
+    let v = Vectors::open(&all)?;
+    if v.len() != rows {
+        return Err(FormatError::corrupt(
+            ENTRY_FILE,
+            0,
+            format!("vector pages hold {} rows, expected {rows}", v.len()),
+        ));
+    }
+    Ok(Some(v))
+}
+
+/// Every page name a bundle with `root` has (for native whole reads and checks).
+pub fn all_pages(root: &PagesRoot) -> Vec<String> {
+    let mut out: Vec<String> = (0..root.dict.pages)
+        .map(|n| root.dict.name(Kind::Dict, n))
+        .collect();
+    out.extend((0..root.postings.pages).map(|n| root.postings.name(Kind::Postings, n)));
+    if let Some(t) = &root.typo {
+        out.extend((0..t.pages).map(|n| t.name(Kind::Typo, n)));
+    }
+    out.push(root.columns.clone());
+    if let Some(h) = &root.hanja {
+        out.extend((0..h.pages).map(|n| h.name(Kind::Hanja, n)));
+    }
+    out.extend((0..root.chunks.pages).map(|n| root.chunks.name(Kind::Chunks, n)));
+    if let Some(v) = &root.vectors {
+        out.extend((0..v.pages).map(|n| v.name(Kind::Vectors, n)));
+    }
+    out.extend((0..root.sources.pages).map(|n| root.sources.name(Kind::Sources, n)));
+    out
+}
+
+/// The paged lexicon of a bundle with page roots `root` over `cache`.
+pub fn lexicon(
+    root: &PagesRoot,
+    cache: &Arc<PageCache>,
+    chunks: usize,
+    num_terms: usize,
+) -> PagedLexicon {
+    let avg = if chunks == 0 {
+        0.0
+    } else {
+        root.total_doc_len as f32 / chunks as f32
+    };
+    PagedLexicon::new(
+        cache.clone(),
+        root.dict_keys.clone(),
+        root.dict.clone(),
+        root.postings.clone(),
+        root.typo.clone(),
+        chunks,
+        num_terms,
+        avg,
+    )
+}
+
+/// The whole parts of a paged bundle whose pages are all in `cache`: v1 encodings of the
+/// term dictionary + postings, chunk store, vectors, Hanja table, and the sources table,
+/// byte for byte what the builder laid out.
+pub struct WholeParts {
+    /// `terms.fst` bytes.
+    pub terms_fst: Vec<u8>,
+    /// `postings.bin` bytes.
+    pub postings: Vec<u8>,
+    /// `chunks.bin` bytes.
+    pub chunks: Vec<u8>,
+    /// `vectors.bin` bytes.
+    pub vectors: Option<Vec<u8>>,
+    /// `hanja.fst` bytes.
+    pub hanja: Option<Vec<u8>>,
+    /// The sources table.
+    pub sources: Vec<SourceEntry>,
+}
+
+/// Rebuilds the whole parts from a cache holding every page of `root` (see [`all_pages`]); `chunks` = indexed chunks. Errors: PageMissing, DataCorruption.
+pub fn whole_parts(
+    root: &PagesRoot,
+    cache: &Arc<PageCache>,
+    chunks: usize,
+    num_terms: usize,
+) -> Result<WholeParts> {
+    let lex = lexicon(root, cache, chunks, num_terms);
+    let mut doc_lens = vec![0u32; chunks];
+    let mut lists: BTreeMap<String, Vec<(u32, u32)>> = BTreeMap::new();
+    for i in 0..lex.num_blocks() {
+        let name = lex.block_name(i);
+        let b = lex
+            .block_named(&name)?
+            .ok_or_else(|| FormatError::PageMissing { name: name.clone() })?;
+        for e in &b.entries {
+            let list = lex
+                .postings_with_len(&e.term)?
+                .ok_or_else(|| FormatError::PageMissing { name: name.clone() })?;
+            for &(d, _, dl) in &list {
+                doc_lens[d as usize] = dl;
+            }
+            lists.insert(
+                e.term.clone(),
+                list.into_iter().map(|(d, tf, _)| (d, tf)).collect(),
+            );
+        }
+    }
+    let (terms_fst, postings) = crate::postings::write_lists(&doc_lens, lists.into_iter())?;
+    let pc = PagedChunks::new(cache.clone(), root.chunks.clone(), root.records);
+    let raws = (0..root.records as u32)
+        .map(|d| pc.raw(d))
+        .collect::<Result<Vec<_>>>()?;
+    let chunks_bin = write_raw_records(raws.iter().map(Vec::as_slice));
+    let vectors = match &root.vectors {
+        Some(v) => {
+            let vs = assemble_vectors(cache, v, root.dim, chunks)?.ok_or_else(|| {
+                FormatError::PageMissing {
+                    name: v.name(Kind::Vectors, 0),
+                }
+            })?;
+            Some(write_quantized(vs.dim(), (0..vs.len()).map(|i| vs.row(i)))?)
+        }
+        None => None,
+    };
+    let hanja = match &root.hanja {
+        None => None,
+        Some(h) => {
+            let mut keys = Vec::new();
+            for n in 0..h.pages {
+                let name = h.name(Kind::Hanja, n);
+                let m = HanjaMap::open(cache.require(&name)?.as_ref().clone())
+                    .map_err(|e| renamed(e, &name))?;
+                keys.extend(m.keys());
+            }
+            Some(HanjaMap::from_keys(&keys)?.as_bytes().to_vec())
+        }
+    };
+    let mut sources = Vec::new();
+    for n in 0..root.sources.pages {
+        let name = root.sources.name(Kind::Sources, n);
+        let body = cache.require(&name)?;
+        let part: Vec<SourceEntry> =
+            serde_json::from_slice(&body).map_err(|source| FormatError::Json {
+                file: format!("p/{name}"),
+                source,
+            })?;
+        sources.extend(part);
+    }
+    Ok(WholeParts {
+        terms_fst,
+        postings,
+        chunks: chunks_bin,
+        vectors,
+        hanja,
+        sources,
+    })
+}
