@@ -687,7 +687,8 @@ fn vectors(
             opts.progress,
             embedder,
         )?;
-        // Centred as the bundle's other vectors were: the statistics file the manifest names.
+        // Centred as the bundle's other vectors were: the statistics file the manifest names
+        // and the bundle's recorded passage offsets.
         if let Some(c) = &info.centring {
             let path = crate::lang_means::stats_path(dir, opts.lang_means.as_deref());
             let means = crate::lang_means::LoadedStats::load(&path, &info.sha256)?;
@@ -701,11 +702,17 @@ fn vectors(
                     ),
                 });
             }
-            let langs: Vec<&str> = todo.iter().map(|&i| records[i].lang.as_str()).collect();
-            means.centre_passages(
+            // The bundle's own offsets (its means are not recomputed: a full build does).
+            let langs: Vec<Option<&str>> = todo
+                .iter()
+                .zip(&e.vectors)
+                .map(|(&i, v)| means.language_of(v, &records[i].text))
+                .collect();
+            crate::lang_means::centre_with(
                 &mut e.vectors,
                 &langs,
-                crate::lang_means::CentringSettings::of_record(c)?,
+                &means.recorded_offsets(c),
+                crate::lang_means::CentringSettings::of_record(c)?.query_side,
             );
         }
         report.embedded = e.embedded;

@@ -28,37 +28,45 @@ use crate::EngineError;
 /// The method name recorded in [`Centring::method`].
 pub const METHOD: &str = "lang-mean-v1";
 
-/// Detects `ko`, `ja`, `zh`, `en` or `other` for `text` (a chunk or a query).
-///
-/// Counts letters by script ([`script_of`]): Hangul share ≥ 30 % → `ko`; else kana
-/// ≥ 10 % → `ja` (Japanese mixes kana with kanji); else Han ≥ 30 % → `zh`; else ASCII
-/// letters ≥ 50 % → `en`; otherwise (or with no letters) `other`. Classical and modern
-/// Chinese are both `zh`. Digits and punctuation are not counted.
-pub fn detect_lang(text: &str) -> &'static str {
-    let (mut hangul, mut han, mut kana, mut ascii, mut total) =
-        (0usize, 0usize, 0usize, 0usize, 0usize);
+/// The languages [`script_shares`] reports, in its order.
+pub const SCRIPT_LANGS: [&str; 4] = ["ko", "ja", "zh", "en"];
+
+/// The share (0–1) of Hangul (`ko`), kana (`ja`), Han (`zh`) and ASCII (`en`) letters among
+/// the letters of `text`, in [`SCRIPT_LANGS`] order, by [`script_of`]; other letters
+/// (Cyrillic, accented Latin…) count in the total only; digits and punctuation are not
+/// counted. `None` when `text` has no letter.
+pub fn script_shares(text: &str) -> Option<[f64; 4]> {
+    let (mut n, mut total) = ([0usize; 4], 0usize);
     for c in text.chars() {
         match script_of(c) {
-            Script::Hangul => hangul += 1,
-            Script::Han => han += 1,
-            Script::Kana => kana += 1,
-            Script::Alnum if c.is_ascii_alphabetic() => ascii += 1,
+            Script::Hangul => n[0] += 1,
+            Script::Kana => n[1] += 1,
+            Script::Han => n[2] += 1,
+            Script::Alnum if c.is_ascii_alphabetic() => n[3] += 1,
             Script::Alnum if c.is_alphabetic() => {}
             _ => continue,
         }
         total += 1;
     }
-    if total == 0 {
+    (total > 0).then(|| n.map(|k| k as f64 / total as f64))
+}
+
+/// Detects `ko`, `ja`, `zh`, `en` or `other` for `text` (a chunk or a query).
+///
+/// By [`script_shares`]: Hangul share ≥ 30 % → `ko`; else kana ≥ 10 % → `ja` (Japanese
+/// mixes kana with kanji); else Han ≥ 30 % → `zh`; else ASCII letters ≥ 50 % → `en`;
+/// otherwise (or with no letters) `other`. Classical and modern Chinese are both `zh`.
+pub fn detect_lang(text: &str) -> &'static str {
+    let Some([hangul, kana, han, ascii]) = script_shares(text) else {
         return "other";
-    }
-    let share = |n: usize| n as f64 / total as f64;
-    if share(hangul) >= 0.3 {
+    };
+    if hangul >= 0.3 {
         "ko"
-    } else if share(kana) >= 0.1 {
+    } else if kana >= 0.1 {
         "ja"
-    } else if share(han) >= 0.3 {
+    } else if han >= 0.3 {
         "zh"
-    } else if share(ascii) >= 0.5 {
+    } else if ascii >= 0.5 {
         "en"
     } else {
         "other"
@@ -125,6 +133,10 @@ mod tests {
         );
         assert_eq!(detect_lang("Съешь же ещё этих мягких булок"), "other");
         assert_eq!(detect_lang("…… 123"), "other");
+        let s = script_shares("ab 가나 學").unwrap();
+        assert!((s[0] - 0.4).abs() < 1e-9 && s[1] == 0.0 && (s[2] - 0.2).abs() < 1e-9);
+        assert!((s[3] - 0.4).abs() < 1e-9);
+        assert_eq!(script_shares("12 …"), None);
     }
 
     fn centring(lang: &str, v: Vec<f32>) -> Centring {
@@ -134,6 +146,8 @@ mod tests {
             alpha: 1.0,
             query_side: "query-mean".into(),
             query: BTreeMap::from([(lang.to_string(), v)]),
+            bundle_prior: None,
+            passage: BTreeMap::new(),
         }
     }
 

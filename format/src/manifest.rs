@@ -47,8 +47,9 @@ pub struct ModelInfo {
 /// outscores the right passage in another. The builder stored each chunk's vector as
 /// `normalise(x − alpha · passage_mean[lang(chunk)])` (query side `shift`: `x − alpha ·
 /// passage_mean[lang(chunk)]`, not renormalised); the engine turns a query vector `y` into
-/// `normalise(y − query[lang(query)])`. Languages come from
-/// `jikji_engine::centring::detect_lang`; a language without an entry is left as is.
+/// `normalise(y − query[lang(query)])`. A query's language comes from
+/// `jikji_engine::centring::detect_lang` (a language without an entry: left as is), a
+/// chunk's from its scripts and vector (`jikji_builder::lang_means::LoadedStats::language_of`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Centring {
     /// `lang-mean-v1`.
@@ -68,6 +69,17 @@ pub struct Centring {
     /// already multiplied by `alpha`). Stored in the manifest so the engine needs nothing
     /// but the bundle, natively and in the browser.
     pub query: BTreeMap<String, Vec<f32>>,
+    /// Prior strength `K` (source files) of the reference mean against the bundle's own mean
+    /// of a language: the passages of language `l` were centred by `alpha · (w ·
+    /// bundle_mean[l] + (1 − w) · passage_mean[l])`, `w = s / (s + K)` with `s` the source
+    /// files of the language's chunks. Absent: reference means alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bundle_prior: Option<f32>,
+    /// Language code → the offset subtracted from that language's passages (`dim` f32s,
+    /// `alpha` included), kept so that `jikji update` centres new passages the same way; the
+    /// engine does not read it. Absent or empty: `alpha · passage_mean` of the statistics.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub passage: BTreeMap<String, Vec<f32>>,
 }
 
 /// Counts of what the bundle holds.

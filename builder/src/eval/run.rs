@@ -101,7 +101,8 @@ pub struct EvalReport {
     /// The calibration block of the manifest.
     pub calibration: Option<jikji_format::Calibration>,
     /// The dense centring of the bundle (`model.centring` of the manifest, without its
-    /// offsets): `query-side α=A stats=<sha256 prefix>`, or `None` (off, or no vectors).
+    /// offsets): `query-side α=A prior=K|none stats=<sha256 prefix>`, or `None` (off, or no
+    /// vectors).
     pub centring: Option<String>,
     /// Median query-embedding time in ms (NaN, `null` in JSON, without dense/hybrid).
     pub query_embed_median_ms: f64,
@@ -352,9 +353,10 @@ pub fn run(dir: &Path, o: &EvalOptions) -> Result<EvalReport> {
         calibration: m.calibration.clone(),
         centring: m.model.as_ref().and_then(|i| i.centring.as_ref()).map(|c| {
             format!(
-                "{} α={} stats={}",
+                "{} α={} prior={} stats={}",
                 c.query_side,
                 c.alpha,
+                c.bundle_prior.map_or("none".to_string(), |k| k.to_string()),
                 c.stats_sha256.get(..12).unwrap_or(&c.stats_sha256)
             )
         }),

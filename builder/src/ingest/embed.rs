@@ -23,13 +23,13 @@ pub struct EmbeddedVectors {
     pub stats: Embedded,
 }
 
-/// Embeds `texts` (chunk texts, doc order; `langs` their chunk languages) with the model in
+/// Embeds `texts` (chunk texts, doc order; `sources` their source files) with the model in
 /// `model_dir` through `opts.cache_dir`, on `opts.threads` threads, then [`pack_vectors`].
 /// The model is loaded into `embedder` only if some text is not cached. Errors: the model
 /// or the statistics file is missing or broken.
 pub fn embed_vectors(
     texts: &[&str],
-    langs: &[&str],
+    sources: &[&str],
     model_dir: &Path,
     opts: &IngestOptions,
     centring: Option<CentringSettings>,
@@ -43,17 +43,19 @@ pub fn embed_vectors(
         opts.progress,
         embedder,
     )?;
-    pack_vectors(stats, langs, model_dir, opts, centring)
+    pack_vectors(stats, texts, sources, model_dir, opts, centring)
 }
 
-/// Centres the passage vectors of `stats` (one per chunk, chunk languages `langs`) by
-/// language when `centring` is given ([`crate::lang_means`]; the statistics file is
+/// Centres the passage vectors of `stats` (one per chunk: texts `texts`, source files
+/// `sources`) by language when `centring` is given
+/// ([`crate::lang_means::LoadedStats::centre_passages`]; the statistics file is
 /// `opts.lang_means` or the model folder's, its record goes into [`ModelInfo::centring`]),
 /// and quantizes them into `vectors.bin`. Embedded and imported vectors go through it alike.
 /// Errors: the model or the statistics file is missing or broken.
 pub fn pack_vectors(
     mut stats: Embedded,
-    langs: &[&str],
+    texts: &[&str],
+    sources: &[&str],
     model_dir: &Path,
     opts: &IngestOptions,
     centring: Option<CentringSettings>,
@@ -62,8 +64,8 @@ pub fn pack_vectors(
     if let Some(c) = centring {
         let path = stats_path(model_dir, opts.lang_means.as_deref());
         let means = LoadedStats::load(&path, &model.sha256)?;
-        means.centre_passages(&mut stats.vectors, langs, c);
-        model.centring = Some(means.record(c));
+        let offsets = means.centre_passages(&mut stats.vectors, texts, sources, c);
+        model.centring = Some(means.record(c, offsets));
     }
     let vectors_bin = write_vectors(jikji_embed::DIM, &stats.vectors)?;
     Ok(EmbeddedVectors {

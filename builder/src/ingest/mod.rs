@@ -277,24 +277,25 @@ pub fn build_files(
     let mut embedder = None;
     let mut embedded = None;
     let mut imported = 0;
-    let langs: Vec<&str> = chunked.records.iter().map(|r| r.lang.as_str()).collect();
+    let texts: Vec<&str> = chunked.records.iter().map(|r| r.text.as_str()).collect();
+    let sources: Vec<&str> = chunked.records.iter().map(|r| r.source.as_str()).collect();
     match (&opts.model_dir, &opts.vectors) {
         (Some(dir), Some(npy)) => {
             let im = import::import_vectors(npy, &chunked.records, dir)?;
             imported = im.embedded.vectors.len();
             embedded = Some(embed::pack_vectors(
                 im.embedded,
-                &langs,
+                &texts,
+                &sources,
                 dir,
                 opts,
                 settings.centring,
             )?);
         }
         (Some(dir), None) => {
-            let texts: Vec<&str> = chunked.records.iter().map(|r| r.text.as_str()).collect();
             embedded = Some(embed::embed_vectors(
                 &texts,
-                &langs,
+                &sources,
                 dir,
                 opts,
                 settings.centring,

@@ -157,6 +157,10 @@ pub struct IndexArgs {
     /// Centring strength α in [0, 1] (1 = subtract the whole mean).
     #[arg(long, default_value_t = jikji_builder::lang_means::DEFAULT_ALPHA)]
     pub centring_alpha: f32,
+    /// How many source files of a language weigh as much as the reference mean when the
+    /// bundle's own mean of that language is mixed in (`none`: the reference means alone).
+    #[arg(long, default_value = "50")]
+    pub centring_prior: String,
     /// Language statistics for the centring (default: lang-means.json in the model folder).
     #[arg(long)]
     pub lang_means: Option<PathBuf>,
@@ -213,7 +217,8 @@ impl IndexArgs {
         })
     }
 
-    /// `--centring` and `--centring-alpha`; errors on an unknown name or α outside [0, 1].
+    /// `--centring`, `--centring-alpha` and `--centring-prior`; errors on an unknown name, α
+    /// outside [0, 1] or a prior that is not `none` or a finite number ≥ 0.
     pub fn centring(&self) -> anyhow::Result<Option<CentringSettings>> {
         if self.centring == "off" {
             return Ok(None);
@@ -229,9 +234,23 @@ impl IndexArgs {
             "--centring-alpha must be in [0, 1], got {}",
             self.centring_alpha
         );
+        let bundle_prior = match self.centring_prior.as_str() {
+            "none" => None,
+            p => Some(
+                p.parse::<f32>()
+                    .ok()
+                    .filter(|k| k.is_finite() && *k >= 0.0)
+                    .ok_or_else(|| {
+                        anyhow::anyhow!(
+                            "--centring-prior must be `none` or a number ≥ 0, got {p:?}"
+                        )
+                    })?,
+            ),
+        };
         Ok(Some(CentringSettings {
             alpha: self.centring_alpha,
             query_side,
+            bundle_prior,
         }))
     }
 }
