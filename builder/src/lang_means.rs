@@ -94,20 +94,22 @@ pub struct CentringSettings {
     pub bundle_prior: Option<f32>,
 }
 
-/// Default [`CentringSettings::bundle_prior`]: a language's passages in 50 source files
-/// weigh as much as the reference mean (README, "Dense centring").
-pub const DEFAULT_BUNDLE_PRIOR: f32 = 50.0;
+/// The bundle prior measured best on the mixed-language set (`--centring-prior 50`: a
+/// language's passages in 50 source files weigh as much as the reference mean; README,
+/// "Dense centring"). Not the default: `jikji update` keeps a bundle's recorded offsets, so
+/// with a prior an updated bundle's vectors differ from a full rebuild's.
+pub const MEASURED_BUNDLE_PRIOR: f32 = 50.0;
 
 impl Default for CentringSettings {
-    /// α = [`DEFAULT_ALPHA`], [`QuerySide::Shift`], bundle prior
-    /// [`DEFAULT_BUNDLE_PRIOR`]: of the variants measured (README, "Dense centring") the one
-    /// that lifts the mixed-language set most and leaves every single-language bundle's
-    /// ranking as the model's own.
+    /// α = [`DEFAULT_ALPHA`], [`QuerySide::Shift`], no bundle prior (the reference means
+    /// alone, so that `jikji update` equals a full rebuild): of the variants measured
+    /// (README, "Dense centring") the one that lifts the mixed-language set most while
+    /// keeping that, and leaving every single-language bundle's ranking as the model's own.
     fn default() -> Self {
         CentringSettings {
             alpha: DEFAULT_ALPHA,
             query_side: QuerySide::Shift,
-            bundle_prior: Some(DEFAULT_BUNDLE_PRIOR),
+            bundle_prior: None,
         }
     }
 }
