@@ -9,6 +9,7 @@
 //! mean) of tract and of the pack, each query embedded by both in turn. `IDS_OUT` gets one
 //! JSON array of token ids per line, for `scripts/bench-query-model`'s onnxruntime reference.
 
+#[cfg(not(target_arch = "wasm32"))]
 #[path = "../tests/common/mod.rs"]
 mod common;
 

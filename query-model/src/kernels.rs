@@ -499,7 +499,8 @@ mod tests {
         (Q4Matrix { rows, cols, bytes }, dense)
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn dequant_row_matches_the_q4_0_definition() {
         let (m, dense) = random_q4(3, 96, 1);
         let rb = Q4Matrix::row_bytes(96);
@@ -512,7 +513,8 @@ mod tests {
         }
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn matmul_q4_matches_naive() {
         // Shapes with tails: odd token counts, rows not a multiple of the 4-row tile.
         for &(s, n, k) in &[
@@ -557,7 +559,8 @@ mod tests {
         }
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn layer_norm_matches_naive() {
         let mut r = rng(3);
         let h = 384;
@@ -578,7 +581,8 @@ mod tests {
         }
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn gelu_is_the_erf_form() {
         let mut xs: Vec<f32> = (-80..=80).map(|i| i as f32 / 10.0).collect();
         let orig = xs.clone();
@@ -597,7 +601,8 @@ mod tests {
         assert!((one[0] - 0.841_344_7).abs() < 1e-6);
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn attention_matches_naive() {
         let (s, hid, heads) = (5, 64, 2);
         let hd = hid / heads;
@@ -634,7 +639,8 @@ mod tests {
         }
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn mean_pool_l2_matches_naive() {
         let x = [1.0f32, 2.0, 3.0, 3.0, 2.0, 1.0, 2.0, 2.0, 2.0];
         let v = mean_pool_l2(&x, 3);

@@ -4,6 +4,8 @@
 //! (`examples/bench.rs` runs every query of every set). Needs the model and the eval sets:
 //! missing ones FAIL unless `JIKJI_SKIP_MODEL_TESTS=1` (see `tests/common`).
 
+#![cfg(not(target_arch = "wasm32"))]
+
 mod common;
 
 use common::*;
