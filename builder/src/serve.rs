@@ -846,6 +846,9 @@ impl HttpBody for Body {
     }
 }
 
+/// One read of [`FileBody`]: the file handed back, and the bytes read.
+type ChunkRead = (File, Vec<u8>);
+
 /// A file sent as exactly `remaining` bytes (its length when opened), read on the blocking
 /// pool [`STREAM_CHUNK`] bytes at a time. A file that shrinks meanwhile ends the body with
 /// an error (hyper then closes the connection: the promised length cannot be kept); one that
@@ -853,7 +856,7 @@ impl HttpBody for Body {
 struct FileBody {
     file: Option<File>,
     remaining: u64,
-    reading: Option<tokio::task::JoinHandle<std::io::Result<(File, Vec<u8>)>>>,
+    reading: Option<tokio::task::JoinHandle<std::io::Result<ChunkRead>>>,
 }
 
 impl FileBody {
