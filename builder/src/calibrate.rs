@@ -536,18 +536,28 @@ pub fn fit(
     let b = bundle;
     // Indexed chunks only: parent records (parent-child bundles) follow them.
     let n = b.lexical().num_docs().min(b.chunks().len());
-    let mut recs = Vec::with_capacity(n);
-    for i in 0..n {
-        let r = b.chunks().get(i as u32)?;
-        recs.push((r.source, r.text));
+    let file = file_numbers(b)?;
+    // Chunk texts are decoded when a candidate is judged, not copied up front (they are
+    // the bundle's largest part: ~1 GB at 1M chunks); a record that does not decode is
+    // remembered and returned after the pass.
+    #[derive(serde::Deserialize)]
+    struct Text {
+        text: String,
     }
+    let failed: std::cell::RefCell<Option<jikji_format::FormatError>> = Default::default();
     let wrong_for = |q: &PseudoQuery| {
-        let src = &recs[q.doc as usize].0;
-        let (recs, anchor, at) = (&recs, q.anchor.clone(), q.doc);
-        let src = src.clone();
+        let (file, failed, anchor, at) = (&file, &failed, q.anchor.clone(), q.doc);
         move |d: u32| {
-            let (s, t) = &recs[d as usize];
-            !t.contains(&anchor) && (*s != src || d.abs_diff(at) > 2)
+            if file[d as usize] == file[at as usize] && d.abs_diff(at) <= 2 {
+                return false;
+            }
+            match b.chunks().get_as::<Text>(d) {
+                Ok(t) => !t.text.contains(&anchor),
+                Err(e) => {
+                    failed.borrow_mut().get_or_insert(e);
+                    false
+                }
+            }
         }
     };
     let random_doc = |q: &PseudoQuery, wrong: &dyn Fn(u32) -> bool| {
@@ -557,7 +567,6 @@ pub fn fit(
     };
     let score_in =
         |list: &[(u32, f32)], d: u32| list.iter().find(|s| s.0 == d).map_or(0.0, |s| s.1);
-    let file = file_numbers(b)?;
     let mut bm25_samples = Samples::default();
     let mut lists = Vec::new();
     for (i, q) in queries.iter().enumerate() {
@@ -590,6 +599,9 @@ pub fn fit(
             rrf: None,
         }),
     };
+    if let Some(e) = failed.borrow_mut().take() {
+        return Err(e);
+    }
     let (Some(vecs), Some(v)) = (query_vectors, b.vectors()) else {
         return Ok(cal);
     };
@@ -636,11 +648,14 @@ pub fn fit(
         weighted: Some(fit_margin_platt(&w_samples.margin)),
         rrf: Some(fit_margin_platt(&r_samples.margin)),
     });
+    if let Some(e) = failed.borrow_mut().take() {
+        return Err(e);
+    }
     Ok(cal)
 }
 
-/// Fits the bundle's score calibration on an in-memory copy of the bundle's files
-/// (`terms.fst`, `postings.bin`, `chunks.bin` of the indexed chunks, `vectors.bin` if any,
+/// Fits the bundle's score calibration on the bundle's files in memory (`terms.fst` and
+/// `postings.bin` copied, `chunks.bin` of the indexed chunks taken over, `vectors.bin` if any,
 /// and the analyzer options and BM25 parameters of its manifest): [`PSEUDO_QUERIES`]
 /// pseudo-queries from its chunks ([`pseudo_queries`]), embedded with the `query: ` prefix
 /// on `threads` threads when an embedder is given and the bundle has vectors, then
@@ -657,7 +672,7 @@ pub fn fit(
 pub fn calibrate(
     terms_fst: &[u8],
     postings: &[u8],
-    chunks_bin: &[u8],
+    chunks_bin: Vec<u8>,
     vectors_bin: Option<Vec<u8>>,
     embedder: Option<&Embedder>,
     threads: usize,
@@ -666,7 +681,7 @@ pub fn calibrate(
 ) -> Result<Option<Calibration>> {
     let lexical = LexicalIndex::open(terms_fst.to_vec(), postings.to_vec())?;
     let vectors = vectors_bin.map(|b| Vectors::open(&b)).transpose()?;
-    let chunks = ChunkStore::open(chunks_bin.to_vec())?;
+    let chunks = ChunkStore::open(chunks_bin)?;
     let manifest = Manifest {
         format_version: jikji_format::FORMAT_VERSION,
         analyzer_version: analyzer::ANALYZER_VERSION,

@@ -6,55 +6,100 @@
 //! - `/bundle/` → the bundle folder (v2: `jikji.json` and `p/…` pages; v1: `manifest.json` and the files it lists)
 //! - `/model/`  → the model folder (`model.onnx`, `tokenizer.json`), when one is given
 //!
-//! Only `GET` and `HEAD` are answered. Paths containing `..` (or `.`, backslashes, NUL, or
-//! empty segments) are rejected; every file is canonicalized and must stay under the
-//! canonicalized root of its mount, so symlinks cannot lead outside it either.
+//! Only `GET` and `HEAD` are answered (anything else: `405` with `Allow: GET, HEAD`). Paths
+//! containing `..` (or `.`, backslashes, NUL, or empty segments) are rejected with `400`; every
+//! file is canonicalized and must stay under the canonicalized root of its mount, so symlinks
+//! cannot lead outside it either. There are no `Range` requests: every `200` carries the whole
+//! file with its `Content-Length` (never chunked; the page shows download progress from it).
+//!
+//! Connections (HTTP/1.1, RFC 9112) are served by hyper 1.x on a single-threaded tokio runtime:
+//! every accepted connection is its own task, so no number of open keep-alive connections can
+//! leave another one unanswered (the tiny_http server this replaces gave each connection one
+//! of 4 pooled threads for its whole keep-alive life, and a burst of new connections — Chromium
+//! opens up to 6 at once — could sit unread until an older one closed; see
+//! `scripts/serve-stall.py` and the test `keep_alive_connections_left_unanswered`). Reading
+//! files, hashing and compressing run on tokio's blocking pool (at most [`BLOCKING_THREADS`]
+//! threads). A connection that sends no complete request header within [`HEADER_READ_TIMEOUT`]
+//! — when it opens, or idle after a response — is closed; at most [`MAX_CONNECTIONS`] are open
+//! at once (more wait in the listen queue).
 //!
 //! Caching and compression (RFC 9111 `Cache-Control`, RFC 9110 §8.8.3 `ETag` and §13.1.2
-//! `If-None-Match`), for a paged (format v2) bundle as FORMAT.md describes it:
+//! `If-None-Match`, §12.5.3 `Accept-Encoding`), for a paged (format v2) bundle as FORMAT.md
+//! describes it:
 //! - `/bundle/p/…` (pages, named by their content): `Cache-Control: public, max-age=31536000,
 //!   immutable`, `application/octet-stream`, served byte for byte: pages are compressed by the
 //!   bundle writer already, so they never get a `Content-Encoding`.
 //! - every other file: `Cache-Control: no-cache` (the browser revalidates each use). Text
 //!   files (see [`compressible`]: html, js, css, json, wasm, svg, txt/md, map, webmanifest; at
 //!   most [`MAX_IN_MEMORY`] bytes) also get a strong `ETag` (`"` + 32 hex digits of the
-//!   SHA-256 of the file + `"`, with `.gz` before the closing quote for the gzip form), answer
-//!   `If-None-Match` with `304 Not Modified`, and are sent gzip-compressed (RFC 1952) when the
-//!   request's `Accept-Encoding` allows gzip, always with `Vary: Accept-Encoding`. The entry
-//!   file `jikji.json` is one of them. Compressed bodies are cached in memory by path, size
-//!   and modification time.
+//!   SHA-256 of the file + `"`, with `.br` or `.gz` before the closing quote for the brotli or
+//!   gzip form), answer `If-None-Match` with `304 Not Modified`, always carry
+//!   `Vary: Accept-Encoding`, and are sent brotli-compressed (RFC 7932) or gzip-compressed
+//!   (RFC 1952) as [`choose_encoding`] picks from the request's `Accept-Encoding` (highest
+//!   q-value; ties `br` > `gzip` > identity). The entry file `jikji.json` is one of them.
+//!   Compressed bodies are cached in memory by path, size and modification time; the text
+//!   files of the web and pkg folders and the bundle's entry file are compressed in the
+//!   background when the server starts (smallest first), so the page's first requests rarely
+//!   wait for it. Brotli quality (see [`brotli_quality`]): 11 up to [`BROTLI_BEST_UP_TO`] bytes,
+//!   then 9, and 5 above [`BROTLI_FAST_ABOVE`] (the embedder's ~20 MB wasm).
 //! - v1 bundles (`manifest.json` and the files it lists) are served as before, plus the text
 //!   file rules above for `manifest.json`.
 
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::fs::File;
+use std::future::Future;
 use std::io::{Read, Write};
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll};
 use std::thread::JoinHandle;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
+use bytes::Bytes;
 use flate2::write::GzEncoder;
 use flate2::Compression;
+use hyper::body::{Body as HttpBody, Frame, SizeHint};
+use hyper::header::{HeaderMap, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use sha2::{Digest, Sha256};
-use tiny_http::{Header, Method, Request, Response, Server, StatusCode};
 
 use crate::error::{BuildError, Result};
 
-/// Number of threads answering requests (so a large model download does not stall the page).
-const WORKER_THREADS: usize = 4;
+/// Most threads of tokio's blocking pool (file reads, hashing, compression; requests are
+/// parsed and answered on the one runtime thread).
+pub const BLOCKING_THREADS: usize = 8;
+
+/// A connection is closed when it has not sent a whole request header this long after it
+/// opened or after its last response (hyper's `header_read_timeout`, which also runs while a
+/// keep-alive connection is idle).
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Most connections open at once; further ones wait in the listen queue until one closes.
+pub const MAX_CONNECTIONS: usize = 512;
 
 /// `Cache-Control` of bundle pages (`/bundle/p/…`): their names change with their content.
 pub const PAGE_CACHE_CONTROL: &str = "public, max-age=31536000, immutable";
 
-/// Largest text file (bytes) that is read into memory to get an `ETag` and a gzip form;
+/// Largest text file (bytes) that is read into memory to get an `ETag` and compressed forms;
 /// larger ones are streamed from disk as they are, without either.
 pub const MAX_IN_MEMORY: u64 = 64 << 20;
 
 /// Text files up to this size (bytes) are gzipped at level 9, larger ones at level 6 (the
 /// embedder's ~20 MB wasm would otherwise take seconds on its first request).
 const BEST_COMPRESSION_UP_TO: usize = 4 << 20;
+
+/// Text files up to this size (bytes) get brotli quality 11.
+pub const BROTLI_BEST_UP_TO: usize = 1 << 20;
+
+/// Text files above this size (bytes) get brotli quality 5 (between the two: 9).
+pub const BROTLI_FAST_ABOVE: usize = 4 << 20;
+
+/// Read size (bytes) when streaming a file that is not held in memory.
+const STREAM_CHUNK: usize = 256 << 10;
 
 /// What `jikji serve` serves: `/` → `web`, `/pkg/` → `pkg`, `/bundle/` → `bundle`, `/model/` → `model`.
 #[derive(Debug, Clone)]
@@ -65,35 +110,51 @@ pub struct ServeOptions {
     pub web: PathBuf,
     /// wasm-pack output folder (`jikji_engine.js`, `jikji_engine_bg.wasm`).
     pub pkg: PathBuf,
-    /// Bundle folder (contains `manifest.json`).
+    /// Bundle folder (contains `jikji.json`, or `manifest.json` for v1).
     pub bundle: PathBuf,
     /// Model folder (contains `model.onnx` and `tokenizer.json`).
     pub model: Option<PathBuf>,
 }
 
 /// Serve forever on `opts.addr`, printing `listening on http://ADDR` once bound.
+///
+/// Errors: [`BuildError::Serve`] when a required folder is missing, the address cannot be
+/// bound or the runtime cannot start.
 pub fn serve(opts: &ServeOptions) -> Result<()> {
-    let (server, mounts) = bind(opts)?;
-    let addr = server_addr(&server)?;
+    let (listener, mounts) = bind(opts)?;
+    let addr = local_addr(&listener)?;
     announce(addr, opts);
-    run(server, mounts);
-    Ok(())
+    run(listener, mounts, HEADER_READ_TIMEOUT)
 }
 
 /// Bind (port 0 allowed), print the `listening on` line and serve from a background thread.
 /// Returns the bound address and the thread's handle (the thread runs until the process ends).
+///
+/// Errors: as [`serve`], and when the thread cannot be spawned.
 pub fn serve_in_background(opts: &ServeOptions) -> Result<(SocketAddr, JoinHandle<()>)> {
-    let (server, mounts) = bind(opts)?;
-    let addr = server_addr(&server)?;
+    let (listener, mounts) = bind(opts)?;
+    let addr = local_addr(&listener)?;
     announce(addr, opts);
-    let handle = std::thread::Builder::new()
+    let handle = spawn_server(listener, mounts, HEADER_READ_TIMEOUT)?;
+    Ok((addr, handle))
+}
+
+fn spawn_server(
+    listener: TcpListener,
+    mounts: Mounts,
+    header_timeout: Duration,
+) -> Result<JoinHandle<()>> {
+    std::thread::Builder::new()
         .name("jikji-serve".into())
-        .spawn(move || run(server, mounts))
+        .spawn(move || {
+            if let Err(e) = run(listener, mounts, header_timeout) {
+                eprintln!("serve: {e}");
+            }
+        })
         .map_err(|e| BuildError::Serve {
             message: "spawning the server thread".into(),
             source: Some(e),
-        })?;
-    Ok((addr, handle))
+        })
 }
 
 fn announce(addr: SocketAddr, opts: &ServeOptions) {
@@ -113,14 +174,11 @@ fn announce(addr: SocketAddr, opts: &ServeOptions) {
     );
 }
 
-fn server_addr(server: &Server) -> Result<SocketAddr> {
-    server
-        .server_addr()
-        .to_ip()
-        .ok_or_else(|| BuildError::Serve {
-            message: "server is not bound to an IP address".into(),
-            source: None,
-        })
+fn local_addr(listener: &TcpListener) -> Result<SocketAddr> {
+    listener.local_addr().map_err(|e| BuildError::Serve {
+        message: "reading the bound address".into(),
+        source: Some(e),
+    })
 }
 
 /// A URL prefix mapped to a folder.
@@ -192,47 +250,155 @@ impl Mounts {
             },
         ]))
     }
+
+    fn root(&self, prefix: &str) -> Option<&Path> {
+        self.0
+            .iter()
+            .find(|m| m.prefix == prefix)
+            .and_then(|m| m.root.as_deref())
+    }
 }
 
-fn bind(opts: &ServeOptions) -> Result<(Server, Mounts)> {
+fn bind(opts: &ServeOptions) -> Result<(TcpListener, Mounts)> {
     let mounts = Mounts::new(opts)?;
-    let server = Server::http(opts.addr.as_str()).map_err(|e| BuildError::Serve {
+    let cannot = |e: std::io::Error| BuildError::Serve {
         message: format!("cannot listen on {}: {e}", opts.addr),
-        source: None,
-    })?;
-    Ok((server, mounts))
+        source: Some(e),
+    };
+    let listener = TcpListener::bind(opts.addr.as_str()).map_err(cannot)?;
+    listener.set_nonblocking(true).map_err(cannot)?;
+    Ok((listener, mounts))
 }
 
-fn run(server: Server, mounts: Mounts) {
-    let server = Arc::new(server);
-    let mounts = Arc::new(mounts);
-    let cache = Arc::new(TextCache::default());
-    let mut threads = Vec::new();
-    for i in 0..WORKER_THREADS {
-        let server = Arc::clone(&server);
-        let mounts = Arc::clone(&mounts);
-        let cache = Arc::clone(&cache);
-        let t = std::thread::Builder::new()
-            .name(format!("jikji-http-{i}"))
-            .spawn(move || {
-                for request in server.incoming_requests() {
-                    handle(request, &mounts, &cache);
-                }
+/// What every request handler shares.
+struct State {
+    mounts: Mounts,
+    cache: TextCache,
+}
+
+/// Run the accept loop on a new current-thread runtime until the process ends.
+fn run(listener: TcpListener, mounts: Mounts, header_timeout: Duration) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .max_blocking_threads(BLOCKING_THREADS)
+        .thread_name("jikji-serve-io")
+        .build()
+        .map_err(|e| BuildError::Serve {
+            message: "starting the server runtime".into(),
+            source: Some(e),
+        })?;
+    let state = Arc::new(State {
+        mounts,
+        cache: TextCache::default(),
+    });
+    let warm = Arc::clone(&state);
+    runtime.spawn_blocking(move || prewarm(&warm));
+    runtime.block_on(accept_loop(listener, state, header_timeout))
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    state: Arc<State>,
+    header_timeout: Duration,
+) -> Result<()> {
+    let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| BuildError::Serve {
+        message: "registering the listening socket".into(),
+        source: Some(e),
+    })?;
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+            return Ok(()); // the semaphore is never closed
+        };
+        let (stream, peer) = match listener.accept().await {
+            Ok(s) => s,
+            Err(e) => {
+                // Out of file descriptors and the like: wait a little instead of spinning.
+                eprintln!("serve: accept: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let state = Arc::clone(&state);
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req| {
+                let state = Arc::clone(&state);
+                async move { Ok::<_, Infallible>(answer(req, state).await) }
             });
-        match t {
-            Ok(t) => threads.push(t),
-            Err(e) => eprintln!("warning: could not start a server thread: {e}"),
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(header_timeout)
+                .serve_connection(TokioIo::new(stream), service);
+            if let Err(e) = conn.await {
+                if !quiet_connection_error(&e) {
+                    eprintln!("serve: connection from {peer}: {e}");
+                }
+            }
+            drop(slot);
+        });
+    }
+}
+
+/// Connection ends not worth a line: idle timeouts, clients going away mid-response.
+fn quiet_connection_error(e: &hyper::Error) -> bool {
+    if e.is_timeout() || e.is_incomplete_message() || e.is_canceled() || e.is_closed() {
+        return true;
+    }
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind::*;
+            return matches!(
+                io.kind(),
+                ConnectionReset | BrokenPipe | ConnectionAborted | UnexpectedEof
+            );
         }
+        source = s.source();
     }
-    if threads.is_empty() {
-        // Fall back to answering on this thread.
-        for request in server.incoming_requests() {
-            handle(request, &mounts, &cache);
+    false
+}
+
+/// The response to one request. File work runs on the blocking pool.
+async fn answer(req: Request<hyper::body::Incoming>, state: Arc<State>) -> Response<Body> {
+    let method = req.method().clone();
+    if method != Method::GET && method != Method::HEAD {
+        let mut resp = text_response(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
+        resp.headers_mut()
+            .insert("allow", HeaderValue::from_static("GET, HEAD"));
+        return resp;
+    }
+    let target = req
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "/".into());
+    let headers = req.headers().clone();
+    let head = method == Method::HEAD;
+    let work = tokio::task::spawn_blocking(move || match resolve(&state.mounts, &target) {
+        Resolved::File(path, kind) => file_response(&headers, head, &path, kind, &state.cache)
+            .unwrap_or_else(|e| {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    eprintln!("serve: {target}: {e}");
+                }
+                text_response(StatusCode::NOT_FOUND, "not found\n")
+            }),
+        Resolved::Redirect(location) => {
+            let mut resp = text_response(StatusCode::MOVED_PERMANENTLY, "moved\n");
+            if let Ok(v) = HeaderValue::from_str(&location) {
+                resp.headers_mut().insert("location", v);
+            }
+            resp
         }
-    }
-    for t in threads {
-        let _ = t.join();
-    }
+        Resolved::Bad(why) => {
+            text_response(StatusCode::BAD_REQUEST, &format!("bad request: {why}\n"))
+        }
+        Resolved::NotFound => text_response(StatusCode::NOT_FOUND, "not found\n"),
+    });
+    work.await.unwrap_or_else(|e| {
+        eprintln!("serve: request handler failed: {e}");
+        text_response(StatusCode::INTERNAL_SERVER_ERROR, "internal error\n")
+    })
 }
 
 /// What to answer for one request path.
@@ -252,81 +418,109 @@ enum Resolved {
 enum Kind {
     /// A bundle page (`/bundle/p/…`): immutable, never re-compressed.
     Page,
-    /// Anything else: `no-cache`; text files get an ETag and gzip.
+    /// Anything else: `no-cache`; text files get an ETag and brotli or gzip.
     Other,
 }
 
-/// A text file's bytes, ETag and gzip form, valid while its size and mtime are unchanged.
+/// A content coding this server can send (RFC 9110 §8.4.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    /// No `Content-Encoding`: the file's bytes.
+    Identity,
+    /// `gzip` (RFC 1952).
+    Gzip,
+    /// `br` (RFC 7932).
+    Brotli,
+}
+
+impl Encoding {
+    /// The `Content-Encoding` value, `None` for identity.
+    pub fn header(self) -> Option<&'static str> {
+        match self {
+            Encoding::Identity => None,
+            Encoding::Gzip => Some("gzip"),
+            Encoding::Brotli => Some("br"),
+        }
+    }
+
+    /// What goes before the ETag's closing quote: `""`, `".gz"` or `".br"`.
+    fn etag_suffix(self) -> &'static str {
+        match self {
+            Encoding::Identity => "",
+            Encoding::Gzip => ".gz",
+            Encoding::Brotli => ".br",
+        }
+    }
+}
+
+/// A text file's bytes, hash and compressed forms, valid while its size and mtime are unchanged.
 struct Cached {
     len: u64,
     modified: Option<SystemTime>,
     /// 32 lowercase hex digits: the first 16 bytes of the SHA-256 of `raw`.
     hash: String,
-    raw: Arc<Vec<u8>>,
-    /// Made on the first request that accepts gzip.
-    gzip: Option<Arc<Vec<u8>>>,
+    raw: Bytes,
+    /// Made on first use (a request that accepts gzip, or the start-up warm-up); `None` if
+    /// compressing failed (the raw bytes are sent then).
+    gzip: OnceLock<Option<Bytes>>,
+    /// As `gzip`, for brotli.
+    br: OnceLock<Option<Bytes>>,
 }
 
-/// What [`TextCache::get`] gives: the hash (32 hex digits), the raw bytes and, when asked
-/// for, the gzip bytes.
-type TextForm = (String, Arc<Vec<u8>>, Option<Arc<Vec<u8>>>);
+impl Cached {
+    /// The body in `enc` (compressing it now, once, if needed), or `None` if that failed.
+    fn form(&self, enc: Encoding) -> Option<Bytes> {
+        match enc {
+            Encoding::Identity => Some(self.raw.clone()),
+            Encoding::Gzip => self
+                .gzip
+                .get_or_init(|| gzip(&self.raw).ok().map(Bytes::from))
+                .clone(),
+            Encoding::Brotli => self
+                .br
+                .get_or_init(|| brotli(&self.raw).ok().map(Bytes::from))
+                .clone(),
+        }
+    }
+}
 
 /// Text files read so far, by canonical path.
 #[derive(Default)]
-struct TextCache(Mutex<HashMap<PathBuf, Cached>>);
+struct TextCache(Mutex<HashMap<PathBuf, Arc<Cached>>>);
 
 impl TextCache {
-    /// The file's (hash, raw bytes, gzip bytes if `want_gzip`), reading and compressing it
-    /// when it is new or changed on disk.
-    fn get(
-        &self,
-        path: &Path,
-        meta: &std::fs::Metadata,
-        want_gzip: bool,
-    ) -> std::io::Result<TextForm> {
+    /// The file's cache entry, reading it when it is new or changed on disk (at most
+    /// [`MAX_IN_MEMORY`] + 1 bytes are read).
+    fn get(&self, path: &Path, meta: &std::fs::Metadata) -> std::io::Result<Arc<Cached>> {
         let modified = meta.modified().ok();
         let fresh = |c: &Cached| c.len == meta.len() && c.modified == modified;
         {
             let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(c) = map.get(path).filter(|c| fresh(c)) {
-                if !want_gzip || c.gzip.is_some() {
-                    return Ok((c.hash.clone(), c.raw.clone(), c.gzip.clone()));
-                }
+                return Ok(Arc::clone(c));
             }
         }
-        // Read (and compress) outside the lock; a concurrent request may do the same work.
-        let mut raw = Vec::with_capacity(meta.len() as usize);
+        // Read outside the lock; a concurrent request may read it too, but the first entry
+        // stored is the one both use (so compression is done once).
+        let mut raw = Vec::with_capacity(meta.len().min(MAX_IN_MEMORY) as usize);
         File::open(path)?
             .take(MAX_IN_MEMORY + 1)
             .read_to_end(&mut raw)?;
         let hash = hex::encode(&Sha256::digest(&raw)[..16]);
-        let gzip = if want_gzip {
-            Some(Arc::new(gzip(&raw)?))
-        } else {
-            None
-        };
-        let raw = Arc::new(raw);
         let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let entry = map.entry(path.to_path_buf()).or_insert_with(|| Cached {
+        if let Some(c) = map.get(path).filter(|c| fresh(c) && c.hash == hash) {
+            return Ok(Arc::clone(c));
+        }
+        let entry = Arc::new(Cached {
             len: meta.len(),
             modified,
-            hash: hash.clone(),
-            raw: raw.clone(),
-            gzip: None,
+            hash,
+            raw: Bytes::from(raw),
+            gzip: OnceLock::new(),
+            br: OnceLock::new(),
         });
-        if !fresh(entry) || entry.hash != hash {
-            *entry = Cached {
-                len: meta.len(),
-                modified,
-                hash: hash.clone(),
-                raw: raw.clone(),
-                gzip: None,
-            };
-        }
-        if entry.gzip.is_none() {
-            entry.gzip = gzip.clone();
-        }
-        Ok((hash, raw, gzip.or_else(|| entry.gzip.clone())))
+        map.insert(path.to_path_buf(), Arc::clone(&entry));
+        Ok(entry)
     }
 }
 
@@ -342,43 +536,87 @@ fn gzip(data: &[u8]) -> std::io::Result<Vec<u8>> {
     enc.finish()
 }
 
-/// A shared byte buffer as a response body.
-struct SharedBody {
-    data: Arc<Vec<u8>>,
-    pos: usize,
+/// Brotli quality (0–11) for a body of `len` bytes: 11 up to [`BROTLI_BEST_UP_TO`], 5 above
+/// [`BROTLI_FAST_ABOVE`], else 9. CPU time of the `brotli` crate (a Rust port of Google's
+/// encoder) measured on the engine wasm (705,121 B) and the embedder wasm (19,774,047 B): 11
+/// about 1.9 s per MB (the engine: 1.3 s, 228,475 B; gzip -9 284,166 B), 9 about 0.16 s per MB,
+/// 5 about 0.05 s per MB (the embedder: 1.0 s, 3,426,653 B; gzip -6 4,690,172 B in 0.8 s).
+pub fn brotli_quality(len: usize) -> i32 {
+    if len <= BROTLI_BEST_UP_TO {
+        11
+    } else if len <= BROTLI_FAST_ABOVE {
+        9
+    } else {
+        5
+    }
 }
 
-impl Read for SharedBody {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let rest = &self.data[self.pos.min(self.data.len())..];
-        let n = rest.len().min(buf.len());
-        buf[..n].copy_from_slice(&rest[..n]);
-        self.pos += n;
-        Ok(n)
+/// Brotli (RFC 7932) of `data` at [`brotli_quality`], window 2^22 bytes (the encoder's
+/// default).
+fn brotli(data: &[u8]) -> std::io::Result<Vec<u8>> {
+    let params = brotli::enc::BrotliEncoderParams {
+        quality: brotli_quality(data.len()),
+        size_hint: data.len(),
+        ..Default::default()
+    };
+    let mut out = Vec::with_capacity(data.len() / 3 + 64);
+    brotli::BrotliCompress(&mut &data[..], &mut out, &params)?;
+    Ok(out)
+}
+
+/// The q-value (RFC 9110 §12.4.2) of each coding in an `Accept-Encoding` value that this
+/// server knows: `(identity, gzip, br, *)`, `None` when not listed. A malformed q counts as 0.
+fn accept_qualities(accept_encoding: &str) -> [Option<f32>; 4] {
+    let mut q = [None; 4];
+    for item in accept_encoding.split(',') {
+        let mut parts = item.split(';');
+        let coding = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+        let mut weight = 1.0f32;
+        for p in parts {
+            let p = p.trim();
+            if let Some(v) = p.strip_prefix("q=").or_else(|| p.strip_prefix("Q=")) {
+                weight = v.trim().parse().unwrap_or(0.0);
+                if !(0.0..=1.0).contains(&weight) {
+                    weight = 0.0;
+                }
+            }
+        }
+        let slot = match coding.as_str() {
+            "identity" => 0,
+            "gzip" | "x-gzip" => 1,
+            "br" => 2,
+            "*" => 3,
+            _ => continue,
+        };
+        q[slot] = Some(weight);
+    }
+    q
+}
+
+/// The coding to send for an `Accept-Encoding` value (RFC 9110 §12.5.3): the one with the
+/// highest q-value above 0, ties going `br` > `gzip` > identity. A coding not listed takes the
+/// q of `*` if that is listed; identity not listed (and no `*`) is chosen only when neither
+/// compression is acceptable. `br;q=0, gzip;q=0, identity;q=0` still gets identity.
+pub fn choose_encoding(accept_encoding: &str) -> Encoding {
+    let [identity, gzip, br, star] = accept_qualities(accept_encoding);
+    let br = br.or(star).unwrap_or(0.0);
+    let gzip = gzip.or(star).unwrap_or(0.0);
+    let identity = identity.or(star).unwrap_or(0.0);
+    let best = br.max(gzip);
+    if best <= 0.0 || identity > best {
+        Encoding::Identity
+    } else if br >= gzip {
+        Encoding::Brotli
+    } else {
+        Encoding::Gzip
     }
 }
 
 /// True if an `Accept-Encoding` value (RFC 9110 §12.5.3) allows gzip: `gzip`, `x-gzip` or
 /// `*` listed with a q-value above 0 (a `gzip;q=0` refuses it even if `*` is listed).
 pub fn accepts_gzip(accept_encoding: &str) -> bool {
-    let mut star = false;
-    for item in accept_encoding.split(',') {
-        let mut parts = item.split(';');
-        let coding = parts.next().unwrap_or("").trim().to_ascii_lowercase();
-        let mut q = 1.0f32;
-        for p in parts {
-            let p = p.trim();
-            if let Some(v) = p.strip_prefix("q=").or_else(|| p.strip_prefix("Q=")) {
-                q = v.trim().parse().unwrap_or(0.0);
-            }
-        }
-        match coding.as_str() {
-            "gzip" | "x-gzip" => return q > 0.0,
-            "*" => star = q > 0.0,
-            _ => {}
-        }
-    }
-    star
+    let [_, gzip, _, star] = accept_qualities(accept_encoding);
+    gzip.or(star).is_some_and(|q| q > 0.0)
 }
 
 /// True if an `If-None-Match` value (RFC 9110 §13.1.2: `*` or a list of entity tags,
@@ -389,7 +627,7 @@ pub fn none_match_hits(if_none_match: &str, etag: &str) -> bool {
     if_none_match.trim() == "*" || if_none_match.split(',').any(|t| bare(t) == want)
 }
 
-/// True for the content types that are sent with an ETag and gzip (text, JSON, wasm, svg).
+/// True for the content types that are sent with an ETag and compression (text, JSON, wasm, svg).
 pub fn compressible(content_type: &str) -> bool {
     content_type.starts_with("text/")
         || matches!(
@@ -398,115 +636,288 @@ pub fn compressible(content_type: &str) -> bool {
         )
 }
 
-fn request_header<'a>(request: &'a Request, name: &str) -> Option<&'a str> {
-    request
-        .headers()
+/// Every value of a request header, joined with `", "` (RFC 9110 §5.3), if there is one.
+fn request_header(headers: &HeaderMap, name: &str) -> Option<String> {
+    let values: Vec<&str> = headers
+        .get_all(name)
         .iter()
-        .find(|h| h.field.as_str().as_str().eq_ignore_ascii_case(name))
-        .map(|h| h.value.as_str())
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    (!values.is_empty()).then(|| values.join(", "))
 }
 
-/// The response for a file that exists: page, text (ETag, gzip, 304) or other.
+/// The response for a file that exists: page, text (ETag, brotli/gzip, 304) or other.
+/// Runs on the blocking pool (reads and compresses).
 fn file_response(
-    request: &Request,
+    headers: &HeaderMap,
+    head: bool,
     path: &Path,
     kind: Kind,
     cache: &TextCache,
-) -> std::io::Result<Response<Box<dyn Read + Send>>> {
+) -> std::io::Result<Response<Body>> {
     let file = File::open(path)?;
     let meta = file.metadata()?;
     let ct = content_type(path);
-    let boxed = |r: Box<dyn Read + Send>, len: usize, status: u16| {
-        Response::new(StatusCode(status), Vec::new(), r, Some(len), None)
+    let stream = |file: File| {
+        if head {
+            Body::Empty
+        } else {
+            Body::File(FileBody::new(file, meta.len()))
+        }
     };
     if kind == Kind::Page {
-        let len = meta.len() as usize;
-        let mut resp = boxed(Box::new(file), len, 200)
-            .with_header(header("Content-Type", "application/octet-stream"))
-            .with_chunked_threshold(usize::MAX);
-        resp.add_header(header("Cache-Control", PAGE_CACHE_CONTROL));
-        resp.add_header(header("X-Content-Type-Options", "nosniff"));
+        let mut resp = Response::new(stream(file));
+        let h = resp.headers_mut();
+        h.insert(
+            "content-type",
+            HeaderValue::from_static("application/octet-stream"),
+        );
+        h.insert("content-length", HeaderValue::from(meta.len()));
+        h.insert(
+            "cache-control",
+            HeaderValue::from_static(PAGE_CACHE_CONTROL),
+        );
+        h.insert(
+            "x-content-type-options",
+            HeaderValue::from_static("nosniff"),
+        );
         return Ok(resp);
     }
     if !compressible(ct) || meta.len() > MAX_IN_MEMORY {
-        // A huge chunked threshold keeps Content-Length on large files (the page shows
-        // download progress from it).
-        let len = meta.len() as usize;
-        let mut resp = boxed(Box::new(file), len, 200)
-            .with_header(header("Content-Type", ct))
-            .with_chunked_threshold(usize::MAX);
-        common_headers(&mut resp);
+        let mut resp = Response::new(stream(file));
+        let h = resp.headers_mut();
+        h.insert("content-type", HeaderValue::from_static(ct));
+        h.insert("content-length", HeaderValue::from(meta.len()));
+        common_headers(h);
         return Ok(resp);
     }
     drop(file);
-    let want_gzip = request_header(request, "Accept-Encoding").is_some_and(accepts_gzip);
-    let (hash, raw, gz) = cache.get(path, &meta, want_gzip)?;
-    let (etag, body) = match gz {
-        Some(gz) if want_gzip => (format!("\"{hash}.gz\""), Some(gz)),
-        _ => (format!("\"{hash}\""), None),
+    let entry = cache.get(path, &meta)?;
+    let wanted = request_header(headers, "accept-encoding")
+        .map(|a| choose_encoding(&a))
+        .unwrap_or(Encoding::Identity);
+    // A failed compression falls back to the raw bytes.
+    let (enc, body) = match entry.form(wanted) {
+        Some(b) => (wanted, b),
+        None => (Encoding::Identity, entry.raw.clone()),
     };
+    let etag = format!("\"{}{}\"", entry.hash, enc.etag_suffix());
     let not_modified =
-        request_header(request, "If-None-Match").is_some_and(|v| none_match_hits(v, &etag));
+        request_header(headers, "if-none-match").is_some_and(|v| none_match_hits(&v, &etag));
     let mut resp = if not_modified {
-        boxed(Box::new(std::io::empty()), 0, 304)
+        let mut r = Response::new(Body::Empty);
+        *r.status_mut() = StatusCode::NOT_MODIFIED;
+        r
     } else {
-        let data = body.clone().unwrap_or(raw);
-        let len = data.len();
-        boxed(Box::new(SharedBody { data, pos: 0 }), len, 200)
-            .with_header(header("Content-Type", ct))
-            .with_chunked_threshold(usize::MAX)
+        let len = body.len() as u64;
+        let mut r = Response::new(if head {
+            Body::Empty
+        } else {
+            Body::Full(Some(body))
+        });
+        let h = r.headers_mut();
+        h.insert("content-type", HeaderValue::from_static(ct));
+        h.insert("content-length", HeaderValue::from(len));
+        if let Some(ce) = enc.header() {
+            h.insert("content-encoding", HeaderValue::from_static(ce));
+        }
+        r
     };
-    if body.is_some() && !not_modified {
-        resp.add_header(header("Content-Encoding", "gzip"));
+    let h = resp.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&etag) {
+        h.insert("etag", v);
     }
-    resp.add_header(header("ETag", &etag));
-    resp.add_header(header("Vary", "Accept-Encoding"));
-    common_headers(&mut resp);
+    h.insert("vary", HeaderValue::from_static("Accept-Encoding"));
+    common_headers(h);
     Ok(resp)
 }
 
-fn handle(request: Request, mounts: &Mounts, cache: &TextCache) {
-    let method = request.method().clone();
-    if method != Method::Get && method != Method::Head {
-        let resp =
-            text_response(405, "method not allowed\n").with_header(header("Allow", "GET, HEAD"));
-        let _ = request.respond(resp);
-        return;
+/// At start-up, on the blocking pool: read and brotli-compress the text files of
+/// the web and pkg folders (at most 4 levels deep, 256 files) and the bundle's entry file,
+/// smallest first, so the page's first requests find them ready.
+fn prewarm(state: &State) {
+    let mut files = Vec::new();
+    for prefix in ["/", "/pkg/"] {
+        let Some(root) = state.mounts.root(prefix) else {
+            continue;
+        };
+        let mut stack = vec![(root.to_path_buf(), 0)];
+        while let Some((dir, depth)) = stack.pop() {
+            let Ok(rd) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for e in rd.flatten() {
+                let p = e.path();
+                match e.file_type() {
+                    Ok(t) if t.is_dir() && depth < 3 => stack.push((p, depth + 1)),
+                    Ok(t) if t.is_file() => files.push(p),
+                    _ => {}
+                }
+                if files.len() >= 256 {
+                    break;
+                }
+            }
+        }
     }
-    let url = request.url().to_string();
-    let resolved = resolve(mounts, &url);
-    let result = match resolved {
-        // tiny_http skips the body for HEAD itself.
-        Resolved::File(path, kind) => match file_response(&request, &path, kind, cache) {
-            Ok(resp) => request.respond(resp),
-            Err(_) => request.respond(text_response(404, "not found\n")),
-        },
-        Resolved::Redirect(location) => request
-            .respond(text_response(301, "moved\n").with_header(header("Location", &location))),
-        Resolved::Bad(why) => request.respond(text_response(400, &format!("bad request: {why}\n"))),
-        Resolved::NotFound => request.respond(text_response(404, "not found\n")),
-    };
-    if let Err(e) = result {
-        // Client went away mid-download and the like: not worth more than a line.
-        eprintln!("serve: {method} {url}: {e}");
+    if let Some(bundle) = state.mounts.root("/bundle/") {
+        for entry in ["jikji.json", "manifest.json"] {
+            match bundle.join(entry).canonicalize() {
+                Ok(p) if p.starts_with(bundle) => files.push(p),
+                _ => {}
+            }
+        }
+    }
+    let mut sized: Vec<(u64, PathBuf, std::fs::Metadata)> = files
+        .into_iter()
+        .filter(|p| compressible(content_type(p)))
+        .filter_map(|p| {
+            let meta = std::fs::metadata(&p).ok()?;
+            (meta.is_file() && meta.len() <= MAX_IN_MEMORY).then_some((meta.len(), p, meta))
+        })
+        .collect();
+    sized.sort_by_key(|s| s.0);
+    for (_, path, meta) in sized {
+        if let Ok(entry) = state.cache.get(&path, &meta) {
+            // Brotli only: browsers all accept it; gzip is made when a client asks for it.
+            entry.form(Encoding::Brotli);
+        }
     }
 }
 
-fn common_headers<R: std::io::Read>(resp: &mut Response<R>) {
-    resp.add_header(header("Cache-Control", "no-cache"));
-    resp.add_header(header("X-Content-Type-Options", "nosniff"));
+fn common_headers(h: &mut HeaderMap) {
+    h.insert("cache-control", HeaderValue::from_static("no-cache"));
+    h.insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
 }
 
-fn text_response(status: u16, body: &str) -> Response<std::io::Cursor<Vec<u8>>> {
-    let mut resp = Response::from_string(body)
-        .with_status_code(StatusCode(status))
-        .with_header(header("Content-Type", "text/plain; charset=utf-8"));
-    common_headers(&mut resp);
+fn text_response(status: StatusCode, body: &str) -> Response<Body> {
+    let body = Bytes::from(body.to_string());
+    let len = body.len() as u64;
+    let mut resp = Response::new(Body::Full(Some(body)));
+    *resp.status_mut() = status;
+    let h = resp.headers_mut();
+    h.insert(
+        "content-type",
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    h.insert("content-length", HeaderValue::from(len));
+    common_headers(h);
     resp
 }
 
-fn header(name: &str, value: &str) -> Header {
-    Header::from_bytes(name.as_bytes(), value.as_bytes()).expect("valid header")
+/// A response body: nothing, bytes in memory, or a file streamed from disk.
+enum Body {
+    Empty,
+    Full(Option<Bytes>),
+    File(FileBody),
+}
+
+impl HttpBody for Body {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<std::result::Result<Frame<Bytes>, std::io::Error>>> {
+        match self.get_mut() {
+            Body::Empty => Poll::Ready(None),
+            Body::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
+            Body::File(f) => f.poll_chunk(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            Body::Empty => true,
+            Body::Full(b) => b.is_none(),
+            Body::File(f) => f.remaining == 0,
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            Body::Empty => SizeHint::with_exact(0),
+            Body::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
+            Body::File(f) => SizeHint::with_exact(f.remaining),
+        }
+    }
+}
+
+/// One read of [`FileBody`]: the file handed back, and the bytes read.
+type ChunkRead = (File, Vec<u8>);
+
+/// A file sent as exactly `remaining` bytes (its length when opened), read on the blocking
+/// pool [`STREAM_CHUNK`] bytes at a time. A file that shrinks meanwhile ends the body with
+/// an error (hyper then closes the connection: the promised length cannot be kept); one that
+/// grows is cut at the promised length.
+struct FileBody {
+    file: Option<File>,
+    remaining: u64,
+    reading: Option<tokio::task::JoinHandle<std::io::Result<ChunkRead>>>,
+}
+
+impl FileBody {
+    fn new(file: File, len: u64) -> Self {
+        FileBody {
+            file: Some(file),
+            remaining: len,
+            reading: None,
+        }
+    }
+
+    fn poll_chunk(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<std::result::Result<Frame<Bytes>, std::io::Error>>> {
+        if self.remaining == 0 {
+            return Poll::Ready(None);
+        }
+        if self.reading.is_none() {
+            let Some(mut file) = self.file.take() else {
+                return Poll::Ready(None);
+            };
+            let want = self.remaining.min(STREAM_CHUNK as u64) as usize;
+            self.reading = Some(tokio::task::spawn_blocking(move || {
+                let mut buf = vec![0u8; want];
+                let mut got = 0;
+                while got < want {
+                    match file.read(&mut buf[got..]) {
+                        Ok(0) => break,
+                        Ok(n) => got += n,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                buf.truncate(got);
+                Ok((file, buf))
+            }));
+        }
+        let Some(task) = self.reading.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let done = match Pin::new(task).poll(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(r) => r,
+        };
+        self.reading = None;
+        let (file, buf) = match done {
+            Ok(Ok(x)) => x,
+            Ok(Err(e)) => return Poll::Ready(Some(Err(e))),
+            Err(e) => return Poll::Ready(Some(Err(std::io::Error::other(e)))),
+        };
+        if buf.is_empty() {
+            return Poll::Ready(Some(Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "file shrank while being sent",
+            ))));
+        }
+        self.remaining -= buf.len() as u64;
+        self.file = Some(file);
+        Poll::Ready(Some(Ok(Frame::data(Bytes::from(buf)))))
+    }
 }
 
 /// Map a request target (path + optional query) to a file under one of the mounts.
@@ -864,6 +1275,80 @@ mod tests {
 
     fn hdr<'a>(h: &'a [(String, String)], name: &str) -> Option<&'a str> {
         h.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+
+    #[test]
+    fn encoding_follows_q_values() {
+        use Encoding::*;
+        for (accept, want) in [
+            ("gzip, deflate, br, zstd", Brotli),
+            ("br", Brotli),
+            ("BR;Q=1", Brotli),
+            ("*", Brotli),
+            ("gzip", Gzip),
+            ("x-gzip", Gzip),
+            ("gzip, br;q=0.999", Gzip),
+            ("br;q=0, *", Gzip),
+            ("br;q=0, gzip;q=0, *", Identity),
+            ("br;q=0.5, identity", Identity),
+            ("br;q=0.5, identity;q=0.4", Brotli),
+            ("identity", Identity),
+            ("deflate, zstd", Identity),
+            ("", Identity),
+            ("br;q=2", Identity),
+            ("br;q=abc, gzip;q=0.1", Gzip),
+            ("*;q=0", Identity),
+        ] {
+            assert_eq!(choose_encoding(accept), want, "{accept:?}");
+        }
+        assert!(accepts_gzip("gzip, deflate, br"));
+        assert!(accepts_gzip("*"));
+        assert!(!accepts_gzip("gzip;q=0, *"));
+        assert!(!accepts_gzip("br"));
+        assert_eq!(brotli_quality(705_121), 11);
+        assert_eq!(brotli_quality(BROTLI_BEST_UP_TO + 1), 9);
+        assert_eq!(brotli_quality(20 << 20), 5);
+    }
+
+    /// Reads until the peer closes; true if it did within `within`.
+    fn closed_within(s: &mut TcpStream, within: std::time::Duration) -> bool {
+        s.set_read_timeout(Some(within)).unwrap();
+        let mut buf = [0u8; 4096];
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) => return true,
+                Ok(_) => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+                Err(_) => return false,
+            }
+        }
+    }
+
+    #[test]
+    fn idle_and_slow_header_connections_are_closed() {
+        let f = fixture();
+        let (listener, mounts) = bind(&f.opts).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let timeout = std::time::Duration::from_millis(300);
+        let _h = spawn_server(listener, mounts, timeout).unwrap();
+        // Never sends anything.
+        let mut silent = TcpStream::connect(addr).unwrap();
+        // Sends half a header and stops (slowloris).
+        let mut slow = TcpStream::connect(addr).unwrap();
+        slow.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n").unwrap();
+        // Others are answered meanwhile.
+        let (st, _, _) = get(addr, "GET", "/app.js");
+        assert!(st.contains(" 200"), "{st}");
+        assert!(closed_within(
+            &mut silent,
+            std::time::Duration::from_secs(20)
+        ));
+        assert!(closed_within(&mut slow, std::time::Duration::from_secs(20)));
+        // A keep-alive connection is closed once idle after its answer.
+        let mut idle = TcpStream::connect(addr).unwrap();
+        idle.write_all(b"GET /app.js HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        assert!(closed_within(&mut idle, std::time::Duration::from_secs(20)));
     }
 
     #[test]

@@ -374,7 +374,7 @@ pub fn update_with(opts: &IngestOptions, u: &UpdateOptions) -> Result<UpdateRepo
         crate::calibrate::calibrate(
             &indexed.terms_fst,
             &indexed.postings,
-            &chunks_bin,
+            chunks_bin,
             vectors.as_ref().map(|(_, bytes)| bytes.clone()),
             embedder.as_ref(),
             opts.threads,

@@ -314,6 +314,33 @@ pub fn query_terms(lex: &Lexical, query: &str) -> Result<Vec<QueryTerm>> {
                 continue;
             }
             let (s0, s1) = (script_of(cs[0]), script_of(cs[1]));
+            if !(s0 == s1 && matches!(s0, Script::Hangul | Script::Han)) {
+                continue;
+            }
+            // A paged bundle's bigram expansion pages hold the answer of the search
+            // below (the candidates that are dictionary terms), so the candidates' df
+            // lookups fetch no dictionary block for the many that do not exist. They
+            // cover every Hangul key, and the Han keys that are dictionary terms.
+            if h.has_expansions() {
+                let covered = if s0 == Script::Hangul {
+                    true
+                } else if !index.knows(t) {
+                    // Decided in the next pass, once the term's block is in: record it as
+                    // missing, and its expansion page, so both come in this round.
+                    index.df(t)?;
+                    h.bigram_candidates(t)?;
+                    continue;
+                } else {
+                    index.df(t)? > 0
+                };
+                if let Some(cands) = covered.then(|| h.bigram_candidates(t)).transpose()? {
+                    let cap = idf_of(t)?;
+                    for cand in cands.into_iter().flatten() {
+                        add(cand, ex.hanja, cap);
+                    }
+                    continue;
+                }
+            }
             let (first, second) = if s0 == Script::Hangul && s1 == Script::Hangul {
                 (h.hanja_of(cs[0]), h.hanja_of(cs[1]))
             } else if s0 == Script::Han && s1 == Script::Han {

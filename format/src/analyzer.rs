@@ -37,7 +37,6 @@
 
 use rust_stemmers::{Algorithm, Stemmer};
 use serde::{Deserialize, Serialize};
-use unicode_normalization::UnicodeNormalization;
 
 /// Version of the analyzer rules written by this builder; stored in the manifest.
 pub const ANALYZER_VERSION: u32 = 2;
@@ -283,22 +282,18 @@ pub fn script_of(c: char) -> Script {
 /// Normalises text the way the analyzer (all versions) sees it before folding: NFKC,
 /// then lowercase.
 pub fn normalize(text: &str) -> String {
-    text.nfkc().collect::<String>().to_lowercase()
+    crate::nfkc::nfkc(text).to_lowercase()
 }
 
 /// Folds one normalised character: Traditional → Simplified Chinese (the `fast2s` table,
 /// character by character, without its context rules so that a query and a text fold a
-/// character the same way wherever it stands). Other characters are returned unchanged.
+/// character the same way wherever it stands; compact copy in `t2s.rs`). Other characters are
+/// returned unchanged.
 pub fn fold_han(c: char) -> char {
     if script_of(c) != Script::Han {
         return c;
     }
-    let mut buf = [0u8; 4];
-    // A lone character has no neighbours: fast2s's context rules see '0' on both sides.
-    fast2s::convert(c.encode_utf8(&mut buf))
-        .chars()
-        .next()
-        .unwrap_or(c)
+    crate::t2s::t2s(c)
 }
 
 /// A configured analyzer: a version (1 or 2) and its options. Cheap to create.

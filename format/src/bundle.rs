@@ -522,6 +522,7 @@ impl Bundle {
             cache: cache.clone(),
             keys: root.hanja_keys.clone(),
             pages,
+            expand: root.expand.clone().map(|x| (root.expand_keys.clone(), x)),
         });
         if let (Some(m), true) = (&manifest.model, root.vectors.is_some()) {
             if m.dim != root.dim {

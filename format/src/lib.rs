@@ -15,8 +15,10 @@ pub mod error;
 mod fst_check;
 pub mod hanja;
 pub mod manifest;
+mod nfkc;
 pub mod paged;
 pub mod postings;
+mod t2s;
 pub mod time;
 pub mod vectors;
 

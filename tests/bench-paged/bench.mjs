@@ -24,9 +24,16 @@
 //                 definition (gain = grade, ideal from the judged grades), for sets with qrels
 //   static        the engine's wasm and JS as sent (transfer / raw)
 //
-// Run: scripts/bench-paged [--corpus scifact,books] [--limit N] [--cold-sample N] [--json FILE]
+// Run: scripts/bench-paged [--corpus scifact,books,gen:N] [--limit N] [--cold-sample N] [--json FILE]
 //        [--work DIR] [--bin PATH] [--pkg DIR] [--web DIR] [--systems jikji,pagefind]
-//        [--scifact DIR] [--books DIR] [--books-queries FILE]
+//        [--scifact DIR] [--books DIR] [--books-queries FILE] [--reuse-bundle]
+// Corpus gen:N (opt-in; gen1m = gen:1000000): a generated corpus of about N chunks
+// (scripts/gen-corpus N, seed 12, kept in WORK/gen-N/corpus and reused), one Pagefind page
+// per file, and GEN_QUERIES 3-term queries drawn from its text (seeded: three distinct
+// words, or Han bigrams, of one paragraph of a random file; gen-queries.mjs, also written to
+// WORK/gen-N/queries.jsonl for `jikji search --queries-file`); no qrels, so no nDCG.
+// --reuse-bundle keeps a Jikji bundle a previous run built in WORK (say so in reports: it
+// may come from another commit; its generator and build time are printed).
 // Exit status 0 on success, 1 on failure, 2 on bad arguments.
 
 import { execFile } from "node:child_process";
@@ -38,6 +45,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs, promisify } from "node:util";
 import { chromium } from "playwright-core";
 import { CHROMIUM_ARGS, startServer } from "../e2e/harness.mjs";
+import { genFiles, genParagraphs, genQueries } from "./gen-queries.mjs";
 
 const execFileP = promisify(execFile);
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -64,6 +72,7 @@ function options() {
         scifact: { type: "string" },
         books: { type: "string" },
         "books-queries": { type: "string" },
+        "reuse-bundle": { type: "boolean" },
         help: { type: "boolean", short: "h" },
       },
     }));
@@ -78,15 +87,18 @@ function options() {
     if (!Number.isInteger(n) || n < 0) throw new UsageError(`--${name} must be a non-negative integer, got ${v}`);
     return n;
   };
-  const list = (v, allowed) => {
-    const l = v.split(",").map((s) => s.trim()).filter(Boolean);
-    for (const x of l) if (!allowed.includes(x)) throw new UsageError(`unknown ${x}; one of ${allowed.join(", ")}`);
+  const list = (v, allowed, pattern = null) => {
+    const l = v.split(",").map((s) => s.trim()).filter(Boolean).map((x) => (x === "gen1m" && pattern ? "gen:1000000" : x));
+    for (const x of l)
+      if (!allowed.includes(x) && !(pattern && pattern.test(x)))
+        throw new UsageError(`unknown ${x}; one of ${allowed.join(", ")}${pattern ? ", gen:N, gen1m" : ""}`);
     return l;
   };
   const p = (v, dflt) => (v ? path.resolve(v) : path.join(ROOT, dflt));
   const shared = process.env.JIKJI_SHARED ? path.resolve(process.env.JIKJI_SHARED) : path.join(ROOT, "../shared");
   return {
-    corpora: list(values.corpus, ["scifact", "books"]),
+    corpora: list(values.corpus, ["scifact", "books"], /^gen:[1-9]\d*$/),
+    reuseBundle: values["reuse-bundle"] ?? false,
     systems: list(values.systems, ["jikji", "pagefind"]),
     limit: int("limit"),
     coldSample: int("cold-sample"),
@@ -189,6 +201,31 @@ function prepareBooks(o) {
     .filter((l) => l && !l.startsWith("#"))
     .map((text, i) => ({ id: String(i + 1), text }));
   return { corpus: o.books, docs, queries, qrels: null, docOfSource: (s) => s };
+}
+
+/** A generated corpus of about `n` chunks (scripts/gen-corpus, made once per WORK), each
+ * file one Pagefind page (read when rendered, not held), and GEN_QUERIES 3-term queries. */
+async function prepareGen(o, dir, n) {
+  const corpus = path.join(dir, "corpus");
+  const done = path.join(dir, "corpus.done");
+  if (!existsSync(done)) {
+    rmSync(corpus, { recursive: true, force: true });
+    log(`   scripts/gen-corpus ${n} ${corpus}`);
+    await execFileP(path.join(ROOT, "scripts/gen-corpus"), [String(n), corpus], { cwd: ROOT, maxBuffer: 64 << 20 });
+    writeFileSync(done, `scripts/gen-corpus ${n} (seed 12)\n`);
+  }
+  const files = genFiles(corpus);
+  const read = genParagraphs;
+  const docs = files.map((f) => ({
+    id: path.relative(corpus, f).split(path.sep).join("/"),
+    title: path.basename(f, ".md"),
+    get paragraphs() {
+      return read(f);
+    },
+  }));
+  const queries = genQueries(files, read);
+  writeFileSync(path.join(dir, "queries.jsonl"), queries.map((q) => JSON.stringify(q)).join("\n") + "\n");
+  return { corpus, docs, queries, qrels: null, docOfSource: (s) => s };
 }
 
 /** The Pagefind site: /docs/<n>.html per document, and /bench.html that drives Pagefind. */
@@ -521,15 +558,19 @@ async function main() {
   const servers = [];
   try {
     for (const c of o.corpora) {
-      const dir = path.join(o.work, c);
+      const dir = path.join(o.work, c.replace(":", "-"));
       mkdirSync(dir, { recursive: true });
       log(`== ${c}: preparing`);
-      const prepared = c === "scifact" ? prepareScifact(o, dir) : prepareBooks(o);
+      const prepared =
+        c === "scifact" ? prepareScifact(o, dir) : c.startsWith("gen:") ? await prepareGen(o, dir, Number(c.slice(4))) : prepareBooks(o);
       if (o.limit != null) prepared.queries = prepared.queries.slice(0, o.limit);
       const bundle = path.join(dir, "jikji-bundle");
       const site = path.join(dir, "pagefind-site");
       prepared.docOfUrl = renderSite(site, prepared.docs);
-      if (o.systems.includes("jikji")) {
+      if (o.systems.includes("jikji") && o.reuseBundle && existsSync(path.join(bundle, "jikji.json"))) {
+        const e = JSON.parse(readFileSync(path.join(bundle, "jikji.json"), "utf8"));
+        log(`== ${c}: reusing ${bundle} (${e.generator}, built ${new Date(e.built_at * 1000).toISOString()}, ${e.counts.chunks} chunks)`);
+      } else if (o.systems.includes("jikji")) {
         log(`== ${c}: jikji build ${prepared.corpus} --out ${bundle} --no-embed`);
         const t = Date.now();
         await execFileP(o.bin, ["build", prepared.corpus, "--out", bundle, "--no-embed", "--quiet"], { cwd: ROOT, maxBuffer: 64 << 20 });

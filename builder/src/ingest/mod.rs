@@ -305,7 +305,7 @@ pub fn build_files(
     let calibration = crate::calibrate::calibrate(
         &indexed.terms_fst,
         &indexed.postings,
-        &jikji_format::chunks::write_chunks(&chunked.records)?,
+        jikji_format::chunks::write_chunks(&chunked.records)?,
         embedded.as_ref().map(|e| e.vectors_bin.clone()),
         embedder.as_ref(),
         opts.threads,

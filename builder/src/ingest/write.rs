@@ -48,29 +48,36 @@ pub fn write_bundle(out: &Path, p: BundleParts) -> Result<(Manifest, Vec<(String
     } else {
         write_chunks(&[p.records, p.parents].concat())?
     };
-    let lexical = LexicalIndex::open(p.indexed.terms_fst.clone(), p.indexed.postings.clone())?;
+    // The parts are moved, not copied, and each page goes to disk as soon as it is made
+    // (peak memory at 1M chunks: docs/design/scale-1m.md).
+    let n_terms = p.indexed.terms;
+    let lexical = LexicalIndex::open(p.indexed.terms_fst, p.indexed.postings)?;
     let store = ChunkStore::open(chunks_bin)?;
-    let hanja = p.indexed.hanja.clone().map(HanjaMap::open).transpose()?;
+    let hanja = p.indexed.hanja.map(HanjaMap::open).transpose()?;
     let vectors = p
         .vectors
         .as_ref()
         .map(|(_, bytes)| Vectors::open(bytes))
         .transpose()?;
-    let (root, pages) = jikji_format::paged::write_pages(&jikji_format::paged::Parts {
-        lexical: &lexical,
-        chunks: &store,
-        vectors: vectors.as_ref(),
-        hanja: hanja.as_ref(),
-        sources: &p.sources,
-    })?;
     let mut w = BundleWriter::create(out)?;
     let mut per_kind: std::collections::BTreeMap<String, u64> = Default::default();
-    for page in &pages {
-        w.add_page(&page.name, &page.bytes)?;
-        *per_kind
-            .entry(format!("p/{}-*", &page.name[..1]))
-            .or_default() += page.bytes.len() as u64;
-    }
+    let root = jikji_format::paged::write_pages_with(
+        &jikji_format::paged::Parts {
+            lexical: &lexical,
+            chunks: &store,
+            vectors: vectors.as_ref(),
+            hanja: hanja.as_ref(),
+            sources: &p.sources,
+        },
+        &mut |page| {
+            w.add_page(&page.name, &page.bytes)?;
+            *per_kind
+                .entry(format!("p/{}-*", &page.name[..1]))
+                .or_default() += page.bytes.len() as u64;
+            Ok(())
+        },
+    )?;
+    drop((lexical, store, hanja, vectors));
     let model = p.vectors.map(|(info, _)| info);
     let s = p.settings;
     let manifest = Manifest {
@@ -88,7 +95,7 @@ pub fn write_bundle(out: &Path, p: BundleParts) -> Result<(Manifest, Vec<(String
         counts: Counts {
             files: p.sources.len(),
             chunks: p.records.len(),
-            terms: p.indexed.terms,
+            terms: n_terms,
             vectors: if model.is_some() { p.records.len() } else { 0 },
         },
         model,

@@ -19,6 +19,7 @@
 pub mod cache;
 pub mod columns;
 pub mod dict;
+pub mod expand;
 pub mod page;
 
 use std::collections::BTreeMap;
@@ -109,6 +110,13 @@ pub struct PagesRoot {
     pub dim: usize,
     /// Sources-table pages (JSON arrays of [`SourceEntry`]), read by native commands only.
     pub sources: Numbered,
+    /// The first key of each bigram expansion page ([`expand`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expand_keys: Vec<String>,
+    /// Bigram expansion pages (`x-<gen>-<n>`), written with the Hanja pages; absent in
+    /// bundles written before them (the engine then expands through the Hanja pages).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expand: Option<Numbered>,
 }
 
 /// What [`write_pages`] lays out: a bundle's parts as the builder holds them.
@@ -168,18 +176,73 @@ struct Meta {
 }
 
 /// Lays out `parts` as pages. Returns the page roots for the entry and the encoded pages
-/// (name + bytes to store as `p/<name>`). Errors on corrupt parts.
+/// (name + bytes to store as `p/<name>`). Errors on corrupt parts. [`write_pages_with`]
+/// gives each page to a sink instead of holding them all.
 pub fn write_pages(parts: &Parts) -> Result<(PagesRoot, Vec<Encoded>)> {
+    let mut pages = Vec::new();
+    let root = write_pages_with(parts, &mut |p| {
+        pages.push(p);
+        Ok(())
+    })?;
+    Ok((root, pages))
+}
+
+/// Gives the pages of run `kind` to `sink` without holding them all: pass 1 hashes the
+/// `count` raw bodies (`body(n)`) into the generation ([`gen_of`]'s digest, computed
+/// incrementally), pass 2 makes each body again, encodes it and hands it over. Returns the
+/// run's root, equal to [`numbered`]'s on the same bodies.
+fn numbered_to(
+    kind: Kind,
+    count: usize,
+    per_page: usize,
+    body: &dyn Fn(usize) -> Result<Vec<u8>>,
+    sink: &mut dyn FnMut(Encoded) -> Result<()>,
+) -> Result<Numbered> {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for n in 0..count {
+        let b = body(n)?;
+        h.update((b.len() as u64).to_le_bytes());
+        h.update(&b);
+    }
+    let gen = hex::encode(&h.finalize()[..8]);
+    for n in 0..count {
+        sink(page::encode_numbered(kind, &gen, n as u32, &body(n)?))?;
+    }
+    Ok(Numbered {
+        gen,
+        per_page,
+        pages: count,
+    })
+}
+
+/// [`write_pages`] handing each encoded page to `sink` as soon as it is made (the builder
+/// writes it to disk), so the bundle's pages are never all in memory: postings lists are
+/// decoded one term at a time, and chunk and vector pages are made twice (once to hash the
+/// generation, once to encode). The pages and root are identical to [`write_pages`]'s.
+/// Errors on corrupt parts, or what `sink` returns.
+pub fn write_pages_with(
+    parts: &Parts,
+    sink: &mut dyn FnMut(Encoded) -> Result<()>,
+) -> Result<PagesRoot> {
     let lex = parts.lexical;
     let doc_lens = lex.doc_lens();
     let terms = lex.term_list();
-    let mut lists = Vec::with_capacity(terms.len());
-    for t in &terms {
-        let list = lex.postings(t)?.unwrap_or_default();
-        lists.push((t.as_str(), list));
+    let mut bad = None;
+    let lists = terms.iter().map_while(|t| match lex.postings(t) {
+        Ok(list) => Some((t.as_str(), list.unwrap_or_default())),
+        Err(e) => {
+            bad = Some(e);
+            None
+        }
+    });
+    let written = dict::write(lists, doc_lens)?;
+    if let Some(e) = bad {
+        return Err(e);
     }
-    let written = dict::write(lists.into_iter(), doc_lens)?;
-    let mut pages = written.pages;
+    for p in written.pages {
+        sink(p)?;
+    }
 
     // Chunk pages: D records each, D chosen so the median page is ~4 kB raw.
     let n = parts.chunks.len();
@@ -192,16 +255,21 @@ pub fn write_pages(parts: &Parts) -> Result<(PagesRoot, Vec<Encoded>)> {
         lens.sort_unstable();
         (CHUNK_PAGE_TARGET / lens[n / 2].max(1)).clamp(1, 4096)
     };
-    let mut bodies = Vec::new();
-    for start in (0..n).step_by(per_page) {
-        let end = (start + per_page).min(n);
+    drop(lens);
+    let chunk_body = |p: usize| -> Result<Vec<u8>> {
+        let (start, end) = (p * per_page, ((p + 1) * per_page).min(n));
         let recs = (start..end)
             .map(|d| parts.chunks.raw(d as u32))
             .collect::<Result<Vec<_>>>()?;
-        bodies.push(write_raw_records(recs.into_iter()));
-    }
-    let (chunks_root, chunk_pages) = numbered(Kind::Chunks, bodies, per_page);
-    pages.extend(chunk_pages);
+        Ok(write_raw_records(recs.into_iter()))
+    };
+    let chunks_root = numbered_to(
+        Kind::Chunks,
+        n.div_ceil(per_page),
+        per_page,
+        &chunk_body,
+        sink,
+    )?;
 
     // Columns.
     let mut cols = Columns::default();
@@ -217,11 +285,13 @@ pub fn write_pages(parts: &Parts) -> Result<(PagesRoot, Vec<Encoded>)> {
     }
     let cp = page::encode(Kind::Columns, &cols.encode());
     let columns = cp.name.clone();
-    pages.push(cp);
+    sink(cp)?;
 
     // Hanja: groups of keys with the same (tag, first char) never split across pages.
     let mut hanja_keys = Vec::new();
     let mut hanja = None;
+    let mut expand_keys = Vec::new();
+    let mut expand = None;
     if let Some(h) = parts.hanja {
         let keys = h.keys();
         let mut bodies = Vec::new();
@@ -244,20 +314,32 @@ pub fn write_pages(parts: &Parts) -> Result<(PagesRoot, Vec<Encoded>)> {
             hanja_keys.push(first);
         }
         let (root, hp) = numbered(Kind::Hanja, bodies, 0);
-        pages.extend(hp);
+        for p in hp {
+            sink(p)?;
+        }
         hanja = Some(root);
+        let terms = parts.lexical.term_list();
+        let table = expand::table(terms.iter().map(String::as_str), h);
+        let (keys, bodies) = expand::write(&table);
+        if !bodies.is_empty() {
+            let (root, xp) = numbered(Kind::Expansions, bodies, 0);
+            for p in xp {
+                sink(p)?;
+            }
+            expand_keys = keys;
+            expand = Some(root);
+        }
     }
 
     // Vectors.
     let (vectors, dim) = match parts.vectors {
         Some(v) => {
-            let mut bodies = Vec::new();
-            for start in (0..v.len()).step_by(VECTOR_ROWS) {
-                let end = (start + VECTOR_ROWS).min(v.len());
-                bodies.push(write_quantized(v.dim(), (start..end).map(|i| v.row(i)))?);
-            }
-            let (root, vp) = numbered(Kind::Vectors, bodies, VECTOR_ROWS);
-            pages.extend(vp);
+            let body = |p: usize| {
+                let (start, end) = (p * VECTOR_ROWS, ((p + 1) * VECTOR_ROWS).min(v.len()));
+                write_quantized(v.dim(), (start..end).map(|i| v.row(i)))
+            };
+            let pages = v.len().div_ceil(VECTOR_ROWS);
+            let root = numbered_to(Kind::Vectors, pages, VECTOR_ROWS, &body, sink)?;
             (Some(root), v.dim())
         }
         None => (None, 0),
@@ -274,27 +356,28 @@ pub fn write_pages(parts: &Parts) -> Result<(PagesRoot, Vec<Encoded>)> {
         );
     }
     let (sources, sp) = numbered(Kind::Sources, bodies, SOURCES_PER_PAGE);
-    pages.extend(sp);
+    for p in sp {
+        sink(p)?;
+    }
 
     let total_doc_len = doc_lens.iter().map(|&l| u64::from(l)).sum();
-    Ok((
-        PagesRoot {
-            dict_keys: written.keys,
-            dict: written.blocks,
-            postings: written.postings,
-            typo: written.typo,
-            total_doc_len,
-            chunks: chunks_root,
-            records: n,
-            columns,
-            hanja_keys,
-            hanja,
-            vectors,
-            dim,
-            sources,
-        },
-        pages,
-    ))
+    Ok(PagesRoot {
+        dict_keys: written.keys,
+        dict: written.blocks,
+        postings: written.postings,
+        typo: written.typo,
+        total_doc_len,
+        chunks: chunks_root,
+        records: n,
+        columns,
+        hanja_keys,
+        hanja,
+        vectors,
+        dim,
+        sources,
+        expand_keys,
+        expand,
+    })
 }
 
 /// The `(tag, char)` prefix of a Hanja key.
@@ -345,6 +428,10 @@ pub fn check_root(root: &PagesRoot, chunks: usize, parents: usize) -> Result<()>
     let hanja_pages = root.hanja.as_ref().map_or(0, |h| h.pages);
     if root.hanja_keys.windows(2).any(|w| w[0] >= w[1]) || root.hanja_keys.len() != hanja_pages {
         return bad("Hanja pages are not in key order, or not one key per page".into());
+    }
+    let expand_pages = root.expand.as_ref().map_or(0, |x| x.pages);
+    if root.expand_keys.windows(2).any(|w| w[0] >= w[1]) || root.expand_keys.len() != expand_pages {
+        return bad("bigram expansion pages are not in key order, or not one key per page".into());
     }
     if root
         .typo
@@ -617,14 +704,55 @@ pub enum Hanja {
         keys: Vec<String>,
         /// The pages.
         pages: Numbered,
+        /// First key of each bigram expansion page and the pages, if the bundle has them.
+        expand: Option<(Vec<String>, Numbered)>,
     },
 }
 
 impl Hanja {
+    /// True if these are a paged bundle's readings with bigram expansion pages.
+    pub fn has_expansions(&self) -> bool {
+        matches!(
+            self,
+            Hanja::Paged {
+                expand: Some(_),
+                ..
+            }
+        )
+    }
+
+    /// The dictionary terms the two-character term `t` expands to through the readings
+    /// (see [`expand`]), from the bigram expansion pages: `None` when the bundle has no
+    /// such pages (the caller then searches [`Hanja::hanja_of`] / [`Hanja::readings_of`]
+    /// and the dictionary itself); empty while the page is not loaded (the miss is
+    /// recorded). Errors: [`FormatError::DataCorruption`] naming the page if its body is
+    /// malformed.
+    pub fn bigram_candidates(&self, t: &str) -> Result<Option<Vec<String>>> {
+        let Hanja::Paged {
+            cache,
+            expand: Some((keys, pages)),
+            ..
+        } = self
+        else {
+            return Ok(None);
+        };
+        let i = keys.partition_point(|first| first.as_str() <= t);
+        let Some(i) = i.checked_sub(1) else {
+            return Ok(Some(Vec::new()));
+        };
+        let name = pages.name(Kind::Expansions, i);
+        Ok(Some(match cache.get(&name) {
+            Some(body) => expand::lookup(&format!("p/{name}"), &body, t)?,
+            None => Vec::new(),
+        }))
+    }
+
     fn lookup(&self, tag: u8, c: char, f: impl Fn(&HanjaMap, char) -> Vec<char>) -> Vec<char> {
         match self {
             Hanja::Whole(m) => f(m, c),
-            Hanja::Paged { cache, keys, pages } => {
+            Hanja::Paged {
+                cache, keys, pages, ..
+            } => {
                 let mut key = String::new();
                 key.push(tag as char);
                 key.push(c);
@@ -709,6 +837,9 @@ pub fn all_pages(root: &PagesRoot) -> Vec<String> {
     out.push(root.columns.clone());
     if let Some(h) = &root.hanja {
         out.extend((0..h.pages).map(|n| h.name(Kind::Hanja, n)));
+    }
+    if let Some(x) = &root.expand {
+        out.extend((0..x.pages).map(|n| x.name(Kind::Expansions, n)));
     }
     out.extend((0..root.chunks.pages).map(|n| root.chunks.name(Kind::Chunks, n)));
     if let Some(v) = &root.vectors {
@@ -837,4 +968,40 @@ pub fn whole_parts(
         hanja,
         sources,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The streaming run writer names and encodes pages exactly as the one holding all
+    /// bodies (the generation is the same digest, computed incrementally).
+    #[test]
+    fn numbered_to_equals_numbered() {
+        let bodies: Vec<Vec<u8>> = (0..5u8)
+            .map(|i| {
+                (0..(i as usize * 700))
+                    .map(|j| (j % 251) as u8 ^ i)
+                    .collect()
+            })
+            .collect();
+        let (root, pages) = numbered(Kind::Chunks, bodies.clone(), 7);
+        let mut streamed = Vec::new();
+        let root2 = numbered_to(
+            Kind::Chunks,
+            bodies.len(),
+            7,
+            &|n| Ok(bodies[n].clone()),
+            &mut |p| {
+                streamed.push(p);
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert_eq!(root, root2);
+        assert_eq!(pages.len(), streamed.len());
+        for (a, b) in pages.iter().zip(&streamed) {
+            assert_eq!((&a.name, &a.bytes), (&b.name, &b.bytes));
+        }
+    }
 }

@@ -48,6 +48,8 @@ pub enum Kind {
     Typo,
     /// Sources table.
     Sources,
+    /// Bigram expansions (Hangul ↔ Hanja candidates, [`super::expand`]).
+    Expansions,
 }
 
 impl Kind {
@@ -62,6 +64,7 @@ impl Kind {
             Kind::Hanja => b'h',
             Kind::Typo => b't',
             Kind::Sources => b's',
+            Kind::Expansions => b'x',
         }
     }
 
@@ -75,6 +78,7 @@ impl Kind {
             b'h' => Kind::Hanja,
             b't' => Kind::Typo,
             b's' => Kind::Sources,
+            b'x' => Kind::Expansions,
             _ => return None,
         })
     }

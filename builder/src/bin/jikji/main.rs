@@ -50,6 +50,9 @@ enum Cmd {
     Eval(cmd::eval::Args),
     /// Serve the web page, the wasm engine and a bundle on 127.0.0.1.
     Serve(cmd::serve::Args),
+    /// Write the query-model pack (the browser's lean query encoder: Q4_0 layers and the
+    /// token-row table) from the E5S1 model source.
+    ModelPack(cmd::model_pack::Args),
 }
 
 fn main() -> anyhow::Result<ExitCode> {
@@ -71,5 +74,6 @@ fn main() -> anyhow::Result<ExitCode> {
         Cmd::Conflicts(a) => cmd::conflicts::run(a),
         Cmd::Eval(a) => cmd::eval::run(a),
         Cmd::Serve(a) => cmd::serve::run(a),
+        Cmd::ModelPack(a) => cmd::model_pack::run(a),
     }
 }

@@ -7,6 +7,7 @@ pub mod conflicts;
 pub mod dedup;
 pub mod eval;
 pub mod gaps;
+pub mod model_pack;
 pub mod search;
 pub mod serve;
 pub mod update;

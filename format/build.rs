@@ -1,0 +1,181 @@
+//! Generates the analyzer's Unicode tables from the crates that define them, so the engine carries compact
+//! tables instead of theirs (issue 12: engine wasm size; `docs/design/wasm-size.md`):
+//!
+//! - `nfkc.bin`: what [`crate::nfkc`] needs for NFKC (UAX #15), read from `unicode-normalization` (its
+//!   Unicode version): canonical combining classes, the full compatibility decomposition of every character
+//!   that has one (Hangul syllables excepted: they are algorithmic), and every primary composite (a, b) → c.
+//! - `t2s.bin`: the Traditional → Simplified character table of `fast2s` as the analyzer applies it (one
+//!   character, no context: `fast2s::convert` of that character alone).
+//!
+//! Both are sequences of unsigned LEB128 numbers (layout in `format/src/nfkc.rs` and `format/src/t2s.rs`);
+//! `format/src/nfkc.rs`'s tests check the result against both crates over every code point.
+use std::collections::HashMap;
+use std::env;
+use std::fs;
+use std::path::Path;
+
+use unicode_normalization::char as un;
+
+fn leb(out: &mut Vec<u8>, mut v: u32) {
+    loop {
+        let byte = (v & 0x7F) as u8;
+        v >>= 7;
+        if v == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+/// `v − prev` as a zigzag number: 0, −1, 1, −2, … → 0, 1, 2, 3, …
+fn zigzag(v: u32, prev: u32) -> u32 {
+    let d = i64::from(v) - i64::from(prev);
+    (if d >= 0 { d << 1 } else { ((-d) << 1) - 1 }) as u32
+}
+
+fn is_hangul_syllable(c: u32) -> bool {
+    (0xAC00..0xAC00 + 11172).contains(&c)
+}
+
+fn all_chars() -> impl Iterator<Item = char> {
+    (0..=0x10FFFFu32).filter_map(char::from_u32)
+}
+
+fn nfkc_table() -> Vec<u8> {
+    let mut out = Vec::new();
+    // Canonical combining classes: runs of equal non-zero class, as (gap since the previous run's end,
+    // length, class).
+    let mut runs: Vec<(u32, u32, u8)> = Vec::new();
+    for c in all_chars() {
+        let class = un::canonical_combining_class(c);
+        if class == 0 {
+            continue;
+        }
+        match runs.last_mut() {
+            Some((start, len, k)) if *k == class && *start + *len == c as u32 => *len += 1,
+            _ => runs.push((c as u32, 1, class)),
+        }
+    }
+    leb(&mut out, runs.len() as u32);
+    let mut end = 0;
+    for &(start, len, class) in &runs {
+        leb(&mut out, start - end);
+        leb(&mut out, len);
+        out.push(class);
+        end = start + len;
+    }
+    // Full compatibility decompositions (what NFKD emits for the character alone, before reordering
+    // across characters): (code point − previous code point, length, code points).
+    let mut decomps: Vec<(u32, Vec<char>)> = Vec::new();
+    for c in all_chars() {
+        if is_hangul_syllable(c as u32) {
+            continue;
+        }
+        let mut d = Vec::new();
+        un::decompose_compatible(c, |x| d.push(x));
+        if d != [c] {
+            decomps.push((c as u32, d));
+        }
+    }
+    // In three columns: code point − the previous one; length; the decompositions' code points, each as
+    // the zigzag difference from the code point before it (across entries).
+    leb(&mut out, decomps.len() as u32);
+    let mut prev = 0;
+    for (c, _) in &decomps {
+        leb(&mut out, c - prev);
+        prev = *c;
+    }
+    for (_, d) in &decomps {
+        out.push(u8::try_from(d.len()).expect("a decomposition of at most 255 characters"));
+    }
+    let mut prev = 0;
+    for (_, d) in &decomps {
+        for &x in d {
+            leb(&mut out, zigzag(x as u32, prev));
+            prev = x as u32;
+        }
+    }
+    // Primary composites: every (a, b) with compose(a, b) = c. Such a pair is c's one-level canonical
+    // decomposition, so NFD(a) ++ NFD(b) = NFD(c): try every split of NFD(c) and every character whose NFD
+    // is each side.
+    let mut by_nfd: HashMap<Vec<char>, Vec<char>> = HashMap::new();
+    let mut nfd_of: Vec<(char, Vec<char>)> = Vec::new();
+    for c in all_chars() {
+        if is_hangul_syllable(c as u32) {
+            continue;
+        }
+        let mut d = Vec::new();
+        un::decompose_canonical(c, |x| d.push(x));
+        by_nfd.entry(d.clone()).or_default().push(c);
+        if d.len() >= 2 {
+            nfd_of.push((c, d));
+        }
+    }
+    let mut comps: Vec<(char, char, char)> = Vec::new();
+    for (c, d) in &nfd_of {
+        for k in 1..d.len() {
+            let (Some(aa), Some(bb)) = (by_nfd.get(&d[..k]), by_nfd.get(&d[k..])) else {
+                continue;
+            };
+            for &a in aa {
+                for &b in bb {
+                    if un::compose(a, b) == Some(*c) && !comps.contains(&(a, b, *c)) {
+                        comps.push((a, b, *c));
+                    }
+                }
+            }
+        }
+    }
+    comps.sort();
+    leb(&mut out, comps.len() as u32);
+    let mut prev = 0;
+    for &(a, b, c) in &comps {
+        leb(&mut out, a as u32 - prev);
+        leb(&mut out, b as u32);
+        leb(&mut out, zigzag(c as u32, a as u32));
+        prev = a as u32;
+    }
+    out
+}
+
+fn t2s_table() -> Vec<u8> {
+    // fast2s converts only characters of 3 UTF-8 bytes (U+0800..=U+FFFF).
+    let mut pairs = Vec::new();
+    for c in (0x800..=0xFFFFu32).filter_map(char::from_u32) {
+        let mut buf = [0u8; 4];
+        let s = fast2s::convert(c.encode_utf8(&mut buf));
+        let mut it = s.chars();
+        let t = it.next().unwrap_or(c);
+        assert!(
+            it.next().is_none(),
+            "fast2s maps {c:?} to more than one character"
+        );
+        if t != c {
+            assert!((t as u32) <= 0xFFFF, "fast2s maps {c:?} outside the BMP");
+            pairs.push((c as u32, t as u32));
+        }
+    }
+    // Two columns: traditional code point − the previous one; zigzag difference of the simplified code
+    // point from the previous simplified one.
+    let mut out = Vec::new();
+    leb(&mut out, pairs.len() as u32);
+    let mut prev = 0;
+    for &(c, _) in &pairs {
+        leb(&mut out, c - prev);
+        prev = c;
+    }
+    let mut prev = 0;
+    for &(_, t) in &pairs {
+        leb(&mut out, zigzag(t, prev));
+        prev = t;
+    }
+    out
+}
+
+fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
+    let dir = env::var_os("OUT_DIR").expect("cargo sets OUT_DIR for build scripts");
+    fs::write(Path::new(&dir).join("nfkc.bin"), nfkc_table()).expect("write OUT_DIR/nfkc.bin");
+    fs::write(Path::new(&dir).join("t2s.bin"), t2s_table()).expect("write OUT_DIR/t2s.bin");
+}
