@@ -445,8 +445,8 @@ pub fn facts(text: &str) -> BTreeMap<String, BTreeSet<String>> {
 
 /// Kind → (values, subjects) of one text, for kinds with a unit or dates (plain numbers
 /// are too generic to compare across languages).
-fn facts_by_kind(text: &str) -> BTreeMap<Kind, (BTreeSet<String>, BTreeMap<String, String>)> {
-    let mut out: BTreeMap<Kind, (BTreeSet<String>, BTreeMap<String, String>)> = BTreeMap::new();
+fn facts_by_kind(text: &str) -> KindFacts {
+    let mut out: KindFacts = BTreeMap::new();
     for (subject, v) in values(text) {
         if v.kind == Kind::Plain {
             continue;
@@ -491,9 +491,16 @@ pub struct Conflict {
 
 /// The differences between two texts' facts (subjects both state, with different values).
 pub fn differences(newer: &str, older: &str) -> Vec<Difference> {
-    let (a, b) = (facts(newer), facts(older));
+    diff_facts(&facts(newer), &facts(older))
+}
+
+/// [`differences`] of two texts' [`facts`].
+fn diff_facts(
+    a: &BTreeMap<String, BTreeSet<String>>,
+    b: &BTreeMap<String, BTreeSet<String>>,
+) -> Vec<Difference> {
     let mut out = Vec::new();
-    for (subject, va) in &a {
+    for (subject, va) in a {
         let Some(vb) = b.get(subject) else { continue };
         if va.is_subset(vb) || vb.is_subset(va) {
             continue;
@@ -518,9 +525,16 @@ pub fn differences_by_kind(newer: &str, older: &str) -> Vec<Difference> {
 }
 
 fn kind_differences(newer: &str, older: &str) -> Vec<(Kind, Difference)> {
-    let (a, b) = (facts_by_kind(newer), facts_by_kind(older));
+    diff_kinds(&facts_by_kind(newer), &facts_by_kind(older))
+}
+
+/// Kind → (values, subjects) of one text ([`facts_by_kind`]).
+type KindFacts = BTreeMap<Kind, (BTreeSet<String>, BTreeMap<String, String>)>;
+
+/// [`kind_differences`] of two texts' [`facts_by_kind`].
+fn diff_kinds(a: &KindFacts, b: &KindFacts) -> Vec<(Kind, Difference)> {
     let mut out = Vec::new();
-    for (kind, (va, sa)) in &a {
+    for (kind, (va, sa)) in a {
         let Some((vb, sb)) = b.get(kind) else {
             continue;
         };
@@ -640,10 +654,27 @@ pub fn find_conflicts(
             .filter(|p| p.2 >= least)
             .collect()
     };
-    let kinds: Vec<BTreeSet<Kind>> = records[..n]
-        .iter()
-        .map(|r| facts_by_kind(&r.text).into_keys().collect())
-        .collect();
+    // The kinds of value each chunk states, only for the chunks of a cross-language pair
+    // above its threshold (parsing every chunk's values was most of the time on the books:
+    // 6,333 chunks, almost none in such a pair).
+    // Each text is parsed once (a chunk can be in many pairs: parsing per pair was most of
+    // the time on the books).
+    let mut kinds: BTreeMap<usize, KindFacts> = BTreeMap::new();
+    let mut subjects: BTreeMap<usize, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for &(i, j, c) in &pairs {
+        let cross = records[i].lang != records[j].lang;
+        if cross && c >= o.similar_cross {
+            for x in [i, j] {
+                kinds
+                    .entry(x)
+                    .or_insert_with(|| facts_by_kind(&records[x].text));
+            }
+        } else if !cross && c >= o.similar {
+            for x in [i, j] {
+                subjects.entry(x).or_insert_with(|| facts(&records[x].text));
+            }
+        }
+    }
     // Cross-language: each chunk's best partner per (other language, kind of value).
     let mut best: BTreeMap<(usize, &str, &Kind), (f32, usize)> = BTreeMap::new();
     for &(i, j, c) in &pairs {
@@ -651,7 +682,8 @@ pub fn find_conflicts(
         if a.lang == b.lang || c < o.similar_cross {
             continue;
         }
-        for k in kinds[i].intersection(&kinds[j]) {
+        let (ki, kj) = (&kinds[&i], &kinds[&j]);
+        for k in ki.keys().filter(|k| kj.contains_key(*k)) {
             for (x, y) in [(i, j), (j, i)] {
                 let e = best
                     .entry((x, records[y].lang.as_str(), k))
@@ -674,9 +706,14 @@ pub fn find_conflicts(
             if c < o.similar_cross {
                 continue;
             }
-            let (newer, older, _) = order(a, b);
+            let (newer, _, _) = order(a, b);
+            let (n, o) = if std::ptr::eq(newer, a) {
+                (i, j)
+            } else {
+                (j, i)
+            };
             // Only the kinds on which the two are each other's nearest neighbours.
-            kind_differences(&newer.text, &older.text)
+            diff_kinds(&kinds[&n], &kinds[&o])
                 .into_iter()
                 .filter(|(k, _)| mutual(i, j, k))
                 .map(|(_, d)| d)
@@ -685,8 +722,13 @@ pub fn find_conflicts(
             if c < o.similar {
                 continue;
             }
-            let (newer, older, _) = order(a, b);
-            differences(&newer.text, &older.text)
+            let (newer, _, _) = order(a, b);
+            let (n, o) = if std::ptr::eq(newer, a) {
+                (i, j)
+            } else {
+                (j, i)
+            };
+            diff_facts(&subjects[&n], &subjects[&o])
         };
         if d.is_empty() {
             continue;
