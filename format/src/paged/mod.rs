@@ -22,6 +22,7 @@ pub mod dict;
 pub mod expand;
 pub mod page;
 
+#[cfg(feature = "v1")]
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -539,7 +540,8 @@ fn renamed(e: FormatError, page: &str) -> FormatError {
 
 /// Term dictionary and postings: a whole `terms.fst` + `postings.bin`, or paged.
 pub enum Lexicon {
-    /// Format 1 (or a format 2 bundle read whole).
+    /// Format 1 (or a format 2 bundle read whole). Feature `v1` (not in the browser build).
+    #[cfg(feature = "v1")]
     Whole(LexicalIndex),
     /// Format 2 over the page cache.
     Paged(PagedLexicon),
@@ -556,6 +558,7 @@ impl Lexicon {
     /// The whole index, if this is one (builders and native tools).
     pub fn whole(&self) -> Option<&LexicalIndex> {
         match self {
+            #[cfg(feature = "v1")]
             Lexicon::Whole(l) => Some(l),
             Lexicon::Paged(_) => None,
         }
@@ -564,6 +567,7 @@ impl Lexicon {
     /// Number of indexed chunks (BM25's N).
     pub fn num_docs(&self) -> usize {
         match self {
+            #[cfg(feature = "v1")]
             Lexicon::Whole(l) => l.num_docs(),
             Lexicon::Paged(p) => p.num_docs(),
         }
@@ -572,6 +576,7 @@ impl Lexicon {
     /// Number of distinct terms.
     pub fn num_terms(&self) -> usize {
         match self {
+            #[cfg(feature = "v1")]
             Lexicon::Whole(l) => l.num_terms(),
             Lexicon::Paged(p) => p.num_terms(),
         }
@@ -580,6 +585,7 @@ impl Lexicon {
     /// Mean chunk length in terms (BM25's avgdl).
     pub fn avg_doc_len(&self) -> f32 {
         match self {
+            #[cfg(feature = "v1")]
             Lexicon::Whole(l) => l.avg_doc_len(),
             Lexicon::Paged(p) => p.avg_doc_len(),
         }
@@ -588,6 +594,7 @@ impl Lexicon {
     /// Document frequency of `term`, `None` if absent (paged: or not loaded, recorded).
     pub fn doc_freq(&self, term: &str) -> Result<Option<usize>> {
         match self {
+            #[cfg(feature = "v1")]
             Lexicon::Whole(l) => l.doc_freq(term),
             Lexicon::Paged(p) => p.doc_freq(term),
         }
@@ -597,6 +604,7 @@ impl Lexicon {
     /// paged one when its dictionary block is in the cache). Records nothing.
     pub fn knows(&self, term: &str) -> bool {
         match self {
+            #[cfg(feature = "v1")]
             Lexicon::Whole(_) => true,
             Lexicon::Paged(p) => p.knows(term),
         }
@@ -606,6 +614,7 @@ impl Lexicon {
     /// ranking computed now is incomplete (the engine then fetches no chunk pages for it).
     pub fn pending(&self) -> bool {
         match self {
+            #[cfg(feature = "v1")]
             Lexicon::Whole(_) => false,
             Lexicon::Paged(p) => p.pending(),
         }
@@ -620,6 +629,7 @@ impl Lexicon {
     /// `None` if absent (paged: or not loaded, recorded).
     pub fn postings_with_len(&self, term: &str) -> Result<Option<Vec<(u32, u32, u32)>>> {
         match self {
+            #[cfg(feature = "v1")]
             Lexicon::Whole(l) => Ok(l.postings(term)?.map(|list| {
                 list.into_iter()
                     .map(|(d, tf)| (d, tf, l.doc_len(d)))
@@ -633,6 +643,7 @@ impl Lexicon {
     /// 4,096 in term order). See [`LexicalIndex::prefix_terms`].
     pub fn prefix_terms(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {
         match self {
+            #[cfg(feature = "v1")]
             Lexicon::Whole(l) => l.prefix_terms(prefix, limit),
             Lexicon::Paged(p) => Ok(best(p.prefix_matches(prefix)?, limit)),
         }
@@ -642,6 +653,7 @@ impl Lexicon {
     /// See [`LexicalIndex::fuzzy_terms`].
     pub fn fuzzy_terms(&self, term: &str, distance: u32, limit: usize) -> Result<Vec<String>> {
         match self {
+            #[cfg(feature = "v1")]
             Lexicon::Whole(l) => l.fuzzy_terms(term, distance, limit),
             Lexicon::Paged(p) => Ok(best(p.fuzzy_matches(term, distance)?, limit)),
         }
@@ -650,7 +662,8 @@ impl Lexicon {
 
 /// Chunk records: a whole `chunks.bin`, or paged.
 pub enum Chunks {
-    /// Format 1 (or format 2 read whole).
+    /// Format 1 (or format 2 read whole). Feature `v1` (not in the browser build).
+    #[cfg(feature = "v1")]
     Whole(ChunkStore),
     /// Format 2 over the page cache.
     Paged(PagedChunks),
@@ -660,6 +673,7 @@ impl Chunks {
     /// Number of records (indexed chunks + parent records).
     pub fn len(&self) -> usize {
         match self {
+            #[cfg(feature = "v1")]
             Chunks::Whole(c) => c.len(),
             Chunks::Paged(p) => p.len,
         }
@@ -678,6 +692,7 @@ impl Chunks {
     /// Decodes the fields of record `doc` that `T` declares.
     pub fn get_as<T: serde::de::DeserializeOwned>(&self, doc: u32) -> Result<T> {
         match self {
+            #[cfg(feature = "v1")]
             Chunks::Whole(c) => c.get_as(doc),
             Chunks::Paged(p) => p.get_as(doc),
         }
@@ -686,6 +701,7 @@ impl Chunks {
     /// The whole store, if this is one.
     pub fn whole(&self) -> Option<&ChunkStore> {
         match self {
+            #[cfg(feature = "v1")]
             Chunks::Whole(c) => Some(c),
             Chunks::Paged(_) => None,
         }
@@ -694,7 +710,8 @@ impl Chunks {
 
 /// Hanja readings: a whole `hanja.fst`, or paged.
 pub enum Hanja {
-    /// Format 1.
+    /// Format 1 (or format 2 read whole). Feature `v1` (not in the browser build).
+    #[cfg(feature = "v1")]
     Whole(HanjaMap),
     /// Format 2 over the cache.
     Paged {
@@ -749,6 +766,7 @@ impl Hanja {
 
     fn lookup(&self, tag: u8, c: char, f: impl Fn(&HanjaMap, char) -> Vec<char>) -> Vec<char> {
         match self {
+            #[cfg(feature = "v1")]
             Hanja::Whole(m) => f(m, c),
             Hanja::Paged {
                 cache, keys, pages, ..
@@ -873,6 +891,7 @@ pub fn lexicon(
     )
 }
 
+#[cfg(feature = "v1")]
 /// The whole parts of a paged bundle whose pages are all in `cache`: v1 encodings of the
 /// term dictionary + postings, chunk store, vectors, Hanja table, and the sources table,
 /// byte for byte what the builder laid out.
@@ -891,6 +910,7 @@ pub struct WholeParts {
     pub sources: Vec<SourceEntry>,
 }
 
+#[cfg(feature = "v1")]
 /// Rebuilds the whole parts from a cache holding every page of `root` (see [`all_pages`]); `chunks` = indexed chunks. Errors: PageMissing, DataCorruption.
 pub fn whole_parts(
     root: &PagesRoot,
