@@ -8,6 +8,7 @@
 
 pub mod fusion;
 mod lifecycle;
+pub mod out;
 pub mod parents;
 mod pipeline;
 pub mod scores;

@@ -116,7 +116,7 @@ impl WasmEngine {
             .as_ref()
             .and_then(|e| e.bundle().cache().map(|c| c.stats()))
             .unwrap_or_default();
-        serde_json::to_string(&stats).unwrap_or_default()
+        crate::out::cache_stats(&stats)
     }
 
     /// Adds one bundle file (`manifest.json` or a file the manifest lists) by name.
@@ -264,10 +264,8 @@ enum Answer {
 impl Answer {
     fn json(&self) -> Result<String, JsError> {
         match self {
-            Answer::Need(pages) => {
-                serde_json::to_string(&serde_json::json!({ "need": pages })).map_err(js_err)
-            }
-            Answer::Result(r) => serde_json::to_string(r).map_err(js_err),
+            Answer::Need(pages) => Ok(crate::out::need(pages)),
+            Answer::Result(r) => Ok(crate::out::result(r)),
         }
     }
 }
@@ -281,17 +279,7 @@ fn answer(r: Result<crate::SearchResult, EngineError>) -> Result<Answer, JsError
 }
 
 fn summary(engine: &crate::Engine) -> String {
-    let m = engine.bundle().manifest();
-    serde_json::json!({
-        "format_version": m.format_version,
-        "chunks": m.counts.chunks,
-        "files": m.files,
-        "model": m.model,
-        "built_at": m.built_at,
-        "calibration": m.calibration,
-        "vectors": engine.bundle().has_vectors(),
-    })
-    .to_string()
+    crate::out::summary(engine.bundle().manifest(), engine.bundle().has_vectors())
 }
 
 #[cfg(feature = "v1")]

@@ -120,6 +120,43 @@ pub struct PagesRoot {
     pub expand: Option<Numbered>,
 }
 
+impl crate::json::FromJson for Numbered {
+    const WHAT: &'static str = "an object";
+    fn from_json(j: &crate::json::Json, f: &str) -> Result<Self> {
+        let o = j.obj(f)?;
+        Ok(Numbered {
+            gen: o.req("gen")?,
+            per_page: o.req("per_page")?,
+            pages: o.req("pages")?,
+        })
+    }
+}
+
+/// The entry's `pages` (`crate::json`), as the serde attributes above say.
+impl crate::json::FromJson for PagesRoot {
+    const WHAT: &'static str = "an object";
+    fn from_json(j: &crate::json::Json, f: &str) -> Result<Self> {
+        let o = j.obj(f)?;
+        Ok(PagesRoot {
+            dict_keys: o.req("dict_keys")?,
+            dict: o.req("dict")?,
+            postings: o.req("postings")?,
+            typo: o.req("typo")?,
+            total_doc_len: o.req("total_doc_len")?,
+            chunks: o.req("chunks")?,
+            records: o.req("records")?,
+            columns: o.req("columns")?,
+            hanja_keys: o.or("hanja_keys", Vec::new)?,
+            hanja: o.req("hanja")?,
+            vectors: o.req("vectors")?,
+            dim: o.or("dim", || 0)?,
+            sources: o.req("sources")?,
+            expand_keys: o.or("expand_keys", Vec::new)?,
+            expand: o.req("expand")?,
+        })
+    }
+}
+
 /// What [`write_pages`] lays out: a bundle's parts as the builder holds them.
 pub struct Parts<'a> {
     /// Terms and postings.
@@ -494,7 +531,16 @@ impl PagedChunks {
         Ok((store, name))
     }
 
-    /// Decodes the fields of record `doc` that `T` declares. Errors:
+    /// Decodes record `doc` (with [`crate::json`]). Errors: [`FormatError::PageMissing`] if
+    /// its page is not loaded, DataCorruption naming the page.
+    pub fn get(&self, doc: u32) -> Result<ChunkRecord> {
+        let (store, name) = self.store(doc)?;
+        store
+            .get((doc as usize % self.root.per_page) as u32)
+            .map_err(|e| renamed(e, &name))
+    }
+
+    /// Decodes the fields of record `doc` that `T` declares (serde_json). Errors:
     /// [`FormatError::PageMissing`] if its page is not loaded, DataCorruption naming the page.
     pub fn get_as<T: serde::de::DeserializeOwned>(&self, doc: u32) -> Result<T> {
         let (store, name) = self.store(doc)?;
@@ -686,7 +732,11 @@ impl Chunks {
 
     /// Decodes record `doc`. Errors: DataCorruption; paged: [`FormatError::PageMissing`].
     pub fn get(&self, doc: u32) -> Result<ChunkRecord> {
-        self.get_as(doc)
+        match self {
+            #[cfg(feature = "v1")]
+            Chunks::Whole(c) => c.get(doc),
+            Chunks::Paged(p) => p.get(doc),
+        }
     }
 
     /// Decodes the fields of record `doc` that `T` declares.
@@ -973,11 +1023,7 @@ pub fn whole_parts(
     for n in 0..root.sources.pages {
         let name = root.sources.name(Kind::Sources, n);
         let body = cache.require(&name)?;
-        let part: Vec<SourceEntry> =
-            serde_json::from_slice(&body).map_err(|source| FormatError::Json {
-                file: format!("p/{name}"),
-                source,
-            })?;
+        let part: Vec<SourceEntry> = crate::json::from_slice(&body, &format!("p/{name}"))?;
         sources.extend(part);
     }
     Ok(WholeParts {
