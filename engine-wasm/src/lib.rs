@@ -8,6 +8,7 @@
 
 pub mod fusion;
 mod lifecycle;
+pub mod out;
 pub mod parents;
 mod pipeline;
 pub mod scores;
@@ -15,6 +16,7 @@ pub mod search;
 #[cfg(target_arch = "wasm32")]
 mod wasm;
 
+#[cfg(feature = "v1")]
 use std::collections::HashMap;
 use std::str::FromStr;
 use std::sync::OnceLock;
@@ -333,13 +335,15 @@ impl Engine {
     }
 
     /// Verifies and opens a bundle from its files' bytes (see [`Bundle::from_files`]).
+    /// Feature `v1`.
+    #[cfg(feature = "v1")]
     pub fn from_files(files: HashMap<String, Vec<u8>>) -> Result<Self, EngineError> {
         Ok(Self::new(Bundle::from_files(files)?))
     }
 
     /// Opens a bundle folder whole (native only): every file or page is read and verified
-    /// now, and the engine no longer needs the folder (see [`Bundle::open_dir`]).
-    #[cfg(not(target_arch = "wasm32"))]
+    /// now, and the engine no longer needs the folder (see [`Bundle::open_dir`]). Feature `v1`.
+    #[cfg(all(feature = "v1", not(target_arch = "wasm32")))]
     pub fn open_dir(dir: &std::path::Path) -> Result<Self, EngineError> {
         Ok(Self::new(Bundle::open_dir(dir)?))
     }

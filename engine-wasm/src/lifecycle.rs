@@ -13,11 +13,13 @@
 use std::collections::HashMap;
 
 use jikji_format::{Bundle, Result};
+#[cfg(feature = "v1")]
 use serde::Deserialize;
 
 use crate::SearchOptions;
 
 /// The fields of a chunk record the lifecycle reads.
+#[cfg(feature = "v1")]
 #[derive(Deserialize)]
 struct Meta {
     #[serde(default)]
@@ -51,10 +53,17 @@ impl Lifecycle {
         if let Some(c) = b.columns()? {
             return Ok(Self::from_columns(&c));
         }
-        match Self::from_sources(b)? {
+        #[cfg(feature = "v1")]
+        return match Self::from_sources(b)? {
             Some(l) => Ok(l),
             None => Self::scan(b),
-        }
+        };
+        // A whole bundle (only jikji-format's feature `v1` makes one) in an engine built
+        // without `v1`.
+        #[cfg(not(feature = "v1"))]
+        Err(jikji_format::FormatError::V1NotBuilt {
+            file: jikji_format::manifest::MANIFEST_FILE.into(),
+        })
     }
 
     /// From a paged bundle's columns page: the same facts [`Lifecycle::scan`] reads from
@@ -90,6 +99,7 @@ impl Lifecycle {
     }
 
     /// Reads every record's facts (bundles without a usable sources table).
+    #[cfg(feature = "v1")]
     pub fn scan(b: &Bundle) -> Result<Self> {
         let chunks = b.chunks();
         let n = chunks.len();
@@ -107,6 +117,7 @@ impl Lifecycle {
     /// The facts from the sources table, reading two records per file and every parent
     /// record; `None` if the table does not describe the indexed chunks. File numbers are
     /// given in order of first appearance, as [`Lifecycle::scan`] gives them.
+    #[cfg(feature = "v1")]
     fn from_sources(b: &Bundle) -> Result<Option<Self>> {
         let m = b.manifest();
         let chunks = b.chunks();
@@ -183,6 +194,7 @@ impl Lifecycle {
 }
 
 /// The record's expiry in Unix ms, if it has a parseable `expires`.
+#[cfg(feature = "v1")]
 fn expiry(m: &Meta) -> Option<i64> {
     m.expires
         .as_deref()

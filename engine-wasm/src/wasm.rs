@@ -116,7 +116,7 @@ impl WasmEngine {
             .as_ref()
             .and_then(|e| e.bundle().cache().map(|c| c.stats()))
             .unwrap_or_default();
-        serde_json::to_string(&stats).unwrap_or_default()
+        crate::out::cache_stats(&stats)
     }
 
     /// Adds one bundle file (`manifest.json` or a file the manifest lists) by name.
@@ -127,14 +127,21 @@ impl WasmEngine {
     /// Verifies the added files against the manifest (format version, sizes, SHA-256) and
     /// opens the bundle. Returns a JSON summary: `{format_version, chunks, files, model}`.
     /// Throws an Error naming the bad file.
+    ///
+    /// Without feature `v1` (the browser build, which reads format 2 only) it always throws
+    /// `manifest.json: a format 1 bundle, which this build of the engine does not read …;
+    /// rebuild the bundle with \`jikji build\``.
     pub fn open(&mut self) -> Result<String, JsError> {
         let files = std::mem::take(&mut self.files);
-        let mut engine = crate::Engine::from_files(files).map_err(js_err)?;
-        engine.set_search_options(self.options);
-        let summary = summary(&engine);
-        self.engine = Some(engine);
-        self.pending = None;
-        Ok(summary)
+        #[cfg(not(feature = "v1"))]
+        {
+            drop(files);
+            Err(js_err(jikji_format::FormatError::V1NotBuilt {
+                file: jikji_format::manifest::MANIFEST_FILE.into(),
+            }))
+        }
+        #[cfg(feature = "v1")]
+        self.open_v1(files)
     }
 
     /// SHA-256 (lowercase hex) of the ONNX model the bundle's vectors were made with, from its
@@ -257,10 +264,8 @@ enum Answer {
 impl Answer {
     fn json(&self) -> Result<String, JsError> {
         match self {
-            Answer::Need(pages) => {
-                serde_json::to_string(&serde_json::json!({ "need": pages })).map_err(js_err)
-            }
-            Answer::Result(r) => serde_json::to_string(r).map_err(js_err),
+            Answer::Need(pages) => Ok(crate::out::need(pages)),
+            Answer::Result(r) => Ok(crate::out::result(r)),
         }
     }
 }
@@ -274,17 +279,19 @@ fn answer(r: Result<crate::SearchResult, EngineError>) -> Result<Answer, JsError
 }
 
 fn summary(engine: &crate::Engine) -> String {
-    let m = engine.bundle().manifest();
-    serde_json::json!({
-        "format_version": m.format_version,
-        "chunks": m.counts.chunks,
-        "files": m.files,
-        "model": m.model,
-        "built_at": m.built_at,
-        "calibration": m.calibration,
-        "vectors": engine.bundle().has_vectors(),
-    })
-    .to_string()
+    crate::out::summary(engine.bundle().manifest(), engine.bundle().has_vectors())
+}
+
+#[cfg(feature = "v1")]
+impl WasmEngine {
+    fn open_v1(&mut self, files: HashMap<String, Vec<u8>>) -> Result<String, JsError> {
+        let mut engine = crate::Engine::from_files(files).map_err(js_err)?;
+        engine.set_search_options(self.options);
+        let summary = summary(&engine);
+        self.engine = Some(engine);
+        self.pending = None;
+        Ok(summary)
+    }
 }
 
 impl Default for WasmEngine {

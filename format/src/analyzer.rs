@@ -86,6 +86,26 @@ impl Default for AnalyzerOptions {
     }
 }
 
+/// The manifest's `analyzer` object (`crate::json`): a missing field takes the default,
+/// except `korean_particle_bigrams` (see [`AnalyzerOptions::korean_particle_bigrams`]).
+impl crate::json::FromJson for AnalyzerOptions {
+    const WHAT: &'static str = "an object";
+    fn from_json(j: &crate::json::Json, f: &str) -> crate::Result<Self> {
+        let o = j.obj(f)?;
+        let d = AnalyzerOptions::default();
+        Ok(AnalyzerOptions {
+            stem: o.or("stem", || d.stem)?,
+            stopwords: o.or("stopwords", || d.stopwords)?,
+            korean_particles: o.or("korean_particles", || d.korean_particles)?,
+            fold_chinese: o.or("fold_chinese", || d.fold_chinese)?,
+            han_unigrams: o.or("han_unigrams", || d.han_unigrams)?,
+            korean_whole_words: o.or("korean_whole_words", || d.korean_whole_words)?,
+            korean_particle_bigrams: o
+                .or("korean_particle_bigrams", particle_bigrams_before_field)?,
+        })
+    }
+}
+
 /// `korean_particle_bigrams` of a manifest that does not record it (built before the
 /// default changed to false).
 fn particle_bigrams_before_field() -> bool {

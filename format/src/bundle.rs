@@ -7,23 +7,30 @@
 //! [`Bundle::from_parts`] assembles one from readers already opened in memory, and
 //! [`TestBundle`] builds a small one from chunk records for tests.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+#[cfg(feature = "v1")]
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use sha2::{Digest, Sha256};
 
 use crate::analyzer::Analyzer;
+#[cfg(feature = "v1")]
 use crate::chunks::{ChunkStore, CHUNKS_FILE};
 use crate::error::{FormatError, Result};
+#[cfg(feature = "v1")]
 use crate::hanja::{HanjaMap, HANJA_FILE};
 use crate::manifest::{FileEntry, Manifest, MANIFEST_FILE, PAGED_FORMAT_VERSION};
 use crate::paged::{
     check_root, Chunks, Columns, Hanja, Lexicon, PageCache, PagedChunks, PagesRoot, ENTRY_FILE,
     PAGES_DIR,
 };
+#[cfg(feature = "v1")]
 use crate::postings::{LexicalIndex, POSTINGS_FILE, TERMS_FILE};
-use crate::vectors::{Vectors, VECTORS_FILE};
+use crate::vectors::Vectors;
+#[cfg(feature = "v1")]
+use crate::vectors::VECTORS_FILE;
 
 /// Lowercase hex SHA-256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
@@ -560,12 +567,18 @@ impl Bundle {
     pub fn open_paged_dir(dir: &Path) -> Result<Self> {
         let entry = dir.join(ENTRY_FILE);
         if !entry.exists() {
+            #[cfg(feature = "v1")]
             return Self::open_dir(dir);
+            #[cfg(not(feature = "v1"))]
+            return Err(FormatError::V1NotBuilt {
+                file: dir.join(MANIFEST_FILE).display().to_string(),
+            });
         }
         let bytes = std::fs::read(&entry).map_err(|e| FormatError::io(&entry, e))?;
         Self::paged_from_entry(&bytes, Some(dir.to_path_buf()))
     }
 
+    #[cfg(feature = "v1")]
     /// A bundle from parts already opened by their readers ([`LexicalIndex::open`],
     /// [`ChunkStore::open`], [`Vectors::open`], [`HanjaMap::open`]), for a bundle that
     /// exists only in memory: the builder fits the score calibration on the files it is
@@ -608,7 +621,7 @@ impl Bundle {
     /// file it lists, see [`Bundle::from_files`]) or format 2 (`jikji.json` and every page,
     /// each verified, rebuilt into the whole parts; `manifest().files` then lists the
     /// SHA-256 of those parts' format 1 encodings and `sources` is filled).
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(all(feature = "v1", not(target_arch = "wasm32")))]
     pub fn open_dir(dir: &Path) -> Result<Self> {
         if dir.join(ENTRY_FILE).exists() {
             return Self::open_v2_whole(dir);
@@ -640,7 +653,7 @@ impl Bundle {
         Self::from_files(files)
     }
 
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(all(feature = "v1", not(target_arch = "wasm32")))]
     fn open_v2_whole(dir: &Path) -> Result<Self> {
         let paged = Self::open_paged_dir(dir)?;
         let p = paged.paged.as_ref().expect("a format 2 folder opens paged");
@@ -671,6 +684,7 @@ impl Bundle {
         Bundle::from_parts(manifest, lexical, vectors, chunks, hanja)
     }
 
+    #[cfg(feature = "v1")]
     /// Builds a bundle from its files' bytes keyed by file name (`manifest.json` included).
     ///
     /// Checks, in order: manifest format and analyzer version; every listed file present,
@@ -747,6 +761,7 @@ pub fn valid_page_name(name: &str) -> bool {
         && b[2..].iter().all(|c| c.is_ascii_hexdigit() || *c == b'-')
 }
 
+#[cfg(feature = "v1")]
 /// The cross-file checks of a bundle (see [`Bundle::from_parts`]), in the order
 /// [`Bundle::from_files`] has always made them.
 fn check_parts(
@@ -797,6 +812,7 @@ fn check_parts(
     Ok(())
 }
 
+#[cfg(feature = "v1")]
 /// Builds a small bundle in memory from chunk records, for tests and examples that need a
 /// real bundle without a corpus or the builder: each record is indexed under
 /// [`ChunkRecord::indexed_text`](crate::ChunkRecord::indexed_text) with the analyzer of the
@@ -818,6 +834,7 @@ pub struct TestBundle {
     sources_table: bool,
 }
 
+#[cfg(feature = "v1")]
 impl TestBundle {
     /// A bundle of `records` (doc id = position), without vectors or calibration.
     pub fn new(records: Vec<crate::ChunkRecord>) -> Self {

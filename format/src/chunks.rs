@@ -112,6 +112,53 @@ pub struct ConflictNote {
     pub other: Vec<String>,
 }
 
+/// A chunk record's JSON (`crate::json`), as the serde attributes above say.
+impl crate::json::FromJson for ChunkRecord {
+    const WHAT: &'static str = "an object";
+    fn from_json(j: &crate::json::Json, f: &str) -> Result<Self> {
+        let o = j.obj(f)?;
+        Ok(ChunkRecord {
+            id: o.req("id")?,
+            source: o.req("source")?,
+            source_url: o.req("source_url")?,
+            tier: o.req("tier")?,
+            heading_path: o.req("heading_path")?,
+            lang: o.req("lang")?,
+            section: o.req("section")?,
+            start: o.req("start")?,
+            end: o.req("end")?,
+            text: o.req("text")?,
+            title: o.req("title")?,
+            author: o.req("author")?,
+            version: o.req("version")?,
+            updated: o.req("updated")?,
+            expires: o.req("expires")?,
+            provenance: o.req("provenance")?,
+            doc_id: o.req("doc_id")?,
+            archived: o.or("archived", || false)?,
+            parent_id: o.req("parent_id")?,
+            parent_doc: o.req("parent_doc")?,
+            conflicts: o.or("conflicts", Vec::new)?,
+        })
+    }
+}
+
+/// A conflict note's JSON (`crate::json`), as the serde derive above writes it.
+impl crate::json::FromJson for ConflictNote {
+    const WHAT: &'static str = "an object";
+    fn from_json(j: &crate::json::Json, f: &str) -> Result<Self> {
+        let o = j.obj(f)?;
+        Ok(ConflictNote {
+            with: o.req("with")?,
+            source: o.req("source")?,
+            newer: o.req("newer")?,
+            subject: o.req("subject")?,
+            this: o.req("this")?,
+            other: o.req("other")?,
+        })
+    }
+}
+
 impl ChunkRecord {
     /// The text the lexical index holds for this chunk: its front matter `title` and each
     /// heading of its `heading_path` that the chunk text does not already contain, one per
@@ -241,9 +288,23 @@ impl ChunkStore {
         Ok(&self.bytes[a..b])
     }
 
-    /// Decodes record `doc`. Errors: DataCorruption if out of range or not valid JSON.
+    /// Decodes record `doc` (with [`crate::json`]). Errors: DataCorruption if out of range
+    /// or not a valid record, at the byte offset in this store of the fault.
     pub fn get(&self, doc: u32) -> Result<ChunkRecord> {
-        self.get_as(doc)
+        let bytes = self.raw(doc)?;
+        let a = (self.body_start + self.offsets[doc as usize] as usize) as u64;
+        crate::json::from_slice(bytes, CHUNKS_FILE).map_err(|e| match e {
+            FormatError::DataCorruption {
+                file,
+                offset,
+                message,
+            } => FormatError::DataCorruption {
+                file,
+                offset: a + offset,
+                message: format!("record {doc}: {message}"),
+            },
+            e => e,
+        })
     }
 
     /// Decodes only the fields of record `doc` that `T` declares (others are skipped

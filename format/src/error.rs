@@ -94,6 +94,13 @@ pub enum FormatError {
         /// Versions this engine supports.
         supported: Vec<u32>,
     },
+    /// A format 1 bundle (`manifest.json`) given to a build without the format 1 reader
+    /// (feature `v1` off: the browser's engine, which reads format 2 only).
+    #[error("{file}: a format 1 bundle, which this build of the engine does not read (it reads format 2, jikji.json); rebuild the bundle with `jikji build`")]
+    V1NotBuilt {
+        /// The format 1 manifest.
+        file: String,
+    },
     /// A page of a paged (format 2) bundle that the page cache does not hold yet. Not an
     /// error of the data: the engine reports the pages a query needs, the caller fetches
     /// them (`p/<name>`) and runs the query again (see `paged`).

@@ -5,6 +5,13 @@
 //! ([`postings`]), `vectors.bin` ([`vectors`]) and `chunks.bin` ([`chunks`]), and optionally `hanja.fst` ([`hanja`]). Each data
 //! structure has its own module with a writer and a reader; [`bundle`] ties them together.
 //! Format 2, the paged bundle (`jikji.json` + pages under `p/`), is [`paged`].
+//!
+//! Cargo feature `v1` (default): the format 1 reader and whole bundles in memory
+//! ([`Bundle::from_files`], [`Bundle::open_dir`], [`Bundle::from_parts`], [`TestBundle`],
+//! the `Whole` variants of [`paged::Lexicon`], [`paged::Chunks`] and [`paged::Hanja`]).
+//! The browser's engine is built without it: it opens format 2 through its page cache
+//! only ([`Bundle::open_entry`]), and a format 1 bundle is refused with
+//! [`FormatError::V1NotBuilt`]. Every native crate of the workspace enables it.
 #![warn(missing_docs)]
 
 pub mod analyzer;
@@ -14,6 +21,7 @@ pub mod codec;
 pub mod error;
 mod fst_check;
 pub mod hanja;
+pub mod json;
 pub mod manifest;
 mod nfkc;
 pub mod paged;
@@ -22,7 +30,9 @@ mod t2s;
 pub mod time;
 pub mod vectors;
 
-pub use bundle::{sha256_hex, Bundle, BundleWriter, TestBundle};
+#[cfg(feature = "v1")]
+pub use bundle::TestBundle;
+pub use bundle::{sha256_hex, Bundle, BundleWriter};
 pub use chunks::{ChunkRecord, ConflictNote};
 pub use error::{FormatError, Result};
 pub use manifest::{

@@ -287,6 +287,170 @@ pub struct Calibration {
     pub scores: Option<ScoreFits>,
 }
 
+// Readers of the manifest's JSON (`crate::json`), field for field as the serde attributes
+// above say (defaults, optional fields).
+use crate::json::{FromJson, Json};
+
+impl FromJson for FileEntry {
+    const WHAT: &'static str = "an object";
+    fn from_json(j: &Json, f: &str) -> Result<Self> {
+        let o = j.obj(f)?;
+        Ok(FileEntry {
+            sha256: o.req("sha256")?,
+            bytes: o.req("bytes")?,
+        })
+    }
+}
+
+impl FromJson for ModelInfo {
+    const WHAT: &'static str = "an object";
+    fn from_json(j: &Json, f: &str) -> Result<Self> {
+        let o = j.obj(f)?;
+        Ok(ModelInfo {
+            id: o.req("id")?,
+            sha256: o.req("sha256")?,
+            dim: o.req("dim")?,
+            max_tokens: o.req("max_tokens")?,
+        })
+    }
+}
+
+impl FromJson for Counts {
+    const WHAT: &'static str = "an object";
+    fn from_json(j: &Json, f: &str) -> Result<Self> {
+        let o = j.obj(f)?;
+        Ok(Counts {
+            files: o.req("files")?,
+            chunks: o.req("chunks")?,
+            terms: o.req("terms")?,
+            vectors: o.req("vectors")?,
+        })
+    }
+}
+
+impl FromJson for Bm25Params {
+    const WHAT: &'static str = "an object";
+    fn from_json(j: &Json, f: &str) -> Result<Self> {
+        let o = j.obj(f)?;
+        Ok(Bm25Params {
+            k1: o.req("k1")?,
+            b: o.req("b")?,
+        })
+    }
+}
+
+impl FromJson for SourceEntry {
+    const WHAT: &'static str = "an object";
+    fn from_json(j: &Json, f: &str) -> Result<Self> {
+        let o = j.obj(f)?;
+        Ok(SourceEntry {
+            path: o.req("path")?,
+            sha256: o.req("sha256")?,
+            bytes: o.req("bytes")?,
+            modified: o.req("modified")?,
+            chunks: o.req("chunks")?,
+            doc_id: o.req("doc_id")?,
+            version: o.req("version")?,
+            archived: o.or("archived", || false)?,
+        })
+    }
+}
+
+impl FromJson for ChunkingInfo {
+    const WHAT: &'static str = "an object";
+    fn from_json(j: &Json, f: &str) -> Result<Self> {
+        let o = j.obj(f)?;
+        Ok(ChunkingInfo {
+            strategy: o.req("strategy")?,
+            chunk_size: o.req("chunk_size")?,
+            overlap: o.req("overlap")?,
+            max_tokens: o.req("max_tokens")?,
+            parent_size: o.req("parent_size")?,
+            parents: o.or("parents", || 0)?,
+        })
+    }
+}
+
+impl FromJson for Manifest {
+    const WHAT: &'static str = "an object";
+    fn from_json(j: &Json, f: &str) -> Result<Self> {
+        let o = j.obj(f)?;
+        Ok(Manifest {
+            format_version: o.req("format_version")?,
+            analyzer_version: o.req("analyzer_version")?,
+            analyzer: o.or("analyzer", crate::analyzer::AnalyzerOptions::default)?,
+            generator: o.req("generator")?,
+            built_at: o.req("built_at")?,
+            chunk_size: o.req("chunk_size")?,
+            overlap: o.req("overlap")?,
+            bm25: o.req("bm25")?,
+            model: o.req("model")?,
+            counts: o.req("counts")?,
+            files: o.req("files")?,
+            calibration: o.req("calibration")?,
+            sources: o.or("sources", Vec::new)?,
+            chunking: o.req("chunking")?,
+            hanja: o.or("hanja", yes)?,
+            allow_ai_draft: o.or("allow_ai_draft", || false)?,
+            pages: o.req("pages")?,
+        })
+    }
+}
+
+impl FromJson for Platt {
+    const WHAT: &'static str = "an object";
+    fn from_json(j: &Json, f: &str) -> Result<Self> {
+        let o = j.obj(f)?;
+        Ok(Platt {
+            a: o.req("a")?,
+            b: o.req("b")?,
+        })
+    }
+}
+
+impl FromJson for MarginPlatt {
+    const WHAT: &'static str = "an object";
+    fn from_json(j: &Json, f: &str) -> Result<Self> {
+        let o = j.obj(f)?;
+        Ok(MarginPlatt {
+            a: o.req("a")?,
+            m: o.req("m")?,
+            b: o.req("b")?,
+        })
+    }
+}
+
+impl FromJson for ScoreFits {
+    const WHAT: &'static str = "an object";
+    fn from_json(j: &Json, f: &str) -> Result<Self> {
+        let o = j.obj(f)?;
+        Ok(ScoreFits {
+            bm25: o.req("bm25")?,
+            dense: o.req("dense")?,
+            weighted: o.req("weighted")?,
+            rrf: o.req("rrf")?,
+        })
+    }
+}
+
+impl FromJson for Calibration {
+    const WHAT: &'static str = "an object";
+    fn from_json(j: &Json, f: &str) -> Result<Self> {
+        let o = j.obj(f)?;
+        Ok(Calibration {
+            method: o.req("method")?,
+            queries: o.req("queries")?,
+            pairs: o.req("pairs")?,
+            bm25: o.req("bm25")?,
+            dense: o.req("dense")?,
+            weighted: o.req("weighted")?,
+            rrf: o.req("rrf")?,
+            dense_weight: o.req("dense_weight")?,
+            scores: o.req("scores")?,
+        })
+    }
+}
+
 impl Manifest {
     /// Parent records stored after the indexed chunks (0 unless `parent-child`).
     pub fn parents(&self) -> usize {
@@ -309,27 +473,19 @@ impl Manifest {
     }
 
     /// [`Manifest::parse`] for bytes read from the file named `file` (`manifest.json` or a
-    /// paged bundle's `jikji.json`), which errors name.
+    /// paged bundle's `jikji.json`), which errors name. The JSON is read by
+    /// [`crate::json`] (serde's rules for these types; errors with a byte offset).
     pub fn parse_named(bytes: &[u8], file: &str) -> Result<Self> {
-        #[derive(Deserialize)]
-        struct VersionOnly {
-            format_version: u32,
-        }
-        let v: VersionOnly = serde_json::from_slice(bytes).map_err(|source| FormatError::Json {
-            file: file.into(),
-            source,
-        })?;
-        if v.format_version != FORMAT_VERSION && v.format_version != PAGED_FORMAT_VERSION {
+        let json = crate::json::parse(bytes, file)?;
+        let version: u32 = json.obj(file)?.req("format_version")?;
+        if version != FORMAT_VERSION && version != PAGED_FORMAT_VERSION {
             return Err(FormatError::FormatVersion {
                 file: file.into(),
-                found: v.format_version,
+                found: version,
                 expected: PAGED_FORMAT_VERSION,
             });
         }
-        let m: Manifest = serde_json::from_slice(bytes).map_err(|source| FormatError::Json {
-            file: file.into(),
-            source,
-        })?;
+        let m = Manifest::from_json(&json, file)?;
         if (m.format_version == PAGED_FORMAT_VERSION) != m.pages.is_some() {
             return Err(FormatError::corrupt(
                 file,

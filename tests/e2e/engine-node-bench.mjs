@@ -8,10 +8,14 @@
 //
 //   node tests/e2e/engine-node-bench.mjs --bundle DIR --queries FILE [--reps 5] [--top-k 10] PKG...
 //
+// A format 2 bundle (jikji.json) is read as the browser reads it, pages added on demand (see below);
+// a format 1 bundle (manifest.json) whole, with open() (engine builds with feature v1 only).
+//
 // Output, per build: median and p95 of the per-query medians (ms), total of the medians, and the
 // ratio of its total to the first build's. Bundle open time (ms, median of --reps opens) too.
 
-import { readFileSync, readdirSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync } from "node:fs";
+import { inflateRawSync } from "node:zlib";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
@@ -35,19 +39,59 @@ const queries = readFileSync(values.queries, "utf8")
   .split("\n")
   .map((l) => l.trim())
   .filter((l) => l && !l.startsWith("#"));
-const files = Object.fromEntries(
-  readdirSync(values.bundle).map((n) => [n, new Uint8Array(readFileSync(path.join(values.bundle, n)))]),
-);
-if (!files["manifest.json"]) {
-  console.error(`${values.bundle}: no manifest.json`);
+// Format 2 (jikji.json + p/): the entry is opened with open_entry and every query's pages are added as
+// the worker does (web/worker.js): while the engine answers {"need": [...]}, read p/<name>, inflate a
+// codec-1 body (deflate-raw) and pass header + raw body to add_page. The warm-up run of each query loads
+// its pages, so the timed runs read the page cache only. Format 1 (manifest.json): every file, open().
+const paged = existsSync(path.join(values.bundle, "jikji.json"));
+const files = paged
+  ? { "jikji.json": new Uint8Array(readFileSync(path.join(values.bundle, "jikji.json"))) }
+  : Object.fromEntries(
+      readdirSync(values.bundle).map((n) => [n, new Uint8Array(readFileSync(path.join(values.bundle, n)))]),
+    );
+if (!paged && !files["manifest.json"]) {
+  console.error(`${values.bundle}: neither jikji.json nor manifest.json`);
   process.exit(1);
+}
+
+const pageBytes = new Map();
+function page(name) {
+  if (!/^[a-z]-[0-9a-f-]{16,38}$/.test(name)) throw new Error(`not a page name: ${JSON.stringify(name)}`);
+  let b = pageBytes.get(name);
+  if (b) return b;
+  const stored = readFileSync(path.join(values.bundle, "p", name));
+  if (stored.length < 48) throw new Error(`p/${name}: ${stored.length} bytes, shorter than the 48-byte header`);
+  const codec = stored[5];
+  if (codec === 0) b = new Uint8Array(stored);
+  else if (codec === 1) {
+    const raw = inflateRawSync(stored.subarray(48));
+    b = new Uint8Array(48 + raw.length);
+    b.set(stored.subarray(0, 48));
+    b.set(raw, 48);
+  } else throw new Error(`p/${name}: unknown codec ${codec} at byte 5`);
+  pageBytes.set(name, b);
+  return b;
 }
 
 function open(mod) {
   const e = new mod.Engine();
-  for (const [n, b] of Object.entries(files)) e.add_file(n, b);
-  e.open();
+  if (paged) {
+    e.open_entry(files["jikji.json"]);
+  } else {
+    for (const [n, b] of Object.entries(files)) e.add_file(n, b);
+    e.open();
+  }
   return e;
+}
+
+/** One query, adding the pages it asks for (at most 8 rounds, as the engine's MAX_ROUNDS). */
+function search(engine, q) {
+  for (let round = 0; round <= 8; round++) {
+    const out = engine.search_with_vector(q, null, "bm25", topK);
+    if (!out.startsWith('{"need":')) return out;
+    for (const name of JSON.parse(out).need) engine.add_page(name, page(name));
+  }
+  throw new Error(`query ${JSON.stringify(q)} still needs pages after 8 rounds`);
 }
 
 const builds = [];
@@ -74,11 +118,11 @@ const p95 = (a) => [...a].sort((x, y) => x - y)[Math.min(a.length - 1, Math.floo
 
 let mismatches = 0;
 queries.forEach((q, qi) => {
-  for (const b of builds) b.out[qi] = b.engine.search_with_vector(q, null, "bm25", topK); // warm-up
+  for (const b of builds) b.out[qi] = search(b.engine, q); // warm-up (and, paged, loads the pages)
   for (let r = 0; r < reps; r++) {
     for (const b of builds) {
       const t = performance.now();
-      b.engine.search_with_vector(q, null, "bm25", topK);
+      search(b.engine, q);
       b.times[qi].push(performance.now() - t);
     }
   }
@@ -91,7 +135,7 @@ queries.forEach((q, qi) => {
 });
 
 let base;
-console.log(`bundle ${values.bundle}, ${queries.length} queries x ${reps} reps, BM25 top ${topK}, node ${process.version}`);
+console.log(`bundle ${values.bundle} (format ${paged ? 2 : 1}), ${queries.length} queries x ${reps} reps, BM25 top ${topK}, node ${process.version}`);
 console.log(`${"build".padEnd(36)}${"open ms".padStart(9)}${"p50 ms".padStart(9)}${"p95 ms".padStart(9)}${"sum ms".padStart(10)}${"ratio".padStart(7)}`);
 for (const b of builds) {
   const med = b.times.map(median);

@@ -22,6 +22,7 @@ pub mod dict;
 pub mod expand;
 pub mod page;
 
+#[cfg(feature = "v1")]
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -117,6 +118,43 @@ pub struct PagesRoot {
     /// bundles written before them (the engine then expands through the Hanja pages).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expand: Option<Numbered>,
+}
+
+impl crate::json::FromJson for Numbered {
+    const WHAT: &'static str = "an object";
+    fn from_json(j: &crate::json::Json, f: &str) -> Result<Self> {
+        let o = j.obj(f)?;
+        Ok(Numbered {
+            gen: o.req("gen")?,
+            per_page: o.req("per_page")?,
+            pages: o.req("pages")?,
+        })
+    }
+}
+
+/// The entry's `pages` (`crate::json`), as the serde attributes above say.
+impl crate::json::FromJson for PagesRoot {
+    const WHAT: &'static str = "an object";
+    fn from_json(j: &crate::json::Json, f: &str) -> Result<Self> {
+        let o = j.obj(f)?;
+        Ok(PagesRoot {
+            dict_keys: o.req("dict_keys")?,
+            dict: o.req("dict")?,
+            postings: o.req("postings")?,
+            typo: o.req("typo")?,
+            total_doc_len: o.req("total_doc_len")?,
+            chunks: o.req("chunks")?,
+            records: o.req("records")?,
+            columns: o.req("columns")?,
+            hanja_keys: o.or("hanja_keys", Vec::new)?,
+            hanja: o.req("hanja")?,
+            vectors: o.req("vectors")?,
+            dim: o.or("dim", || 0)?,
+            sources: o.req("sources")?,
+            expand_keys: o.or("expand_keys", Vec::new)?,
+            expand: o.req("expand")?,
+        })
+    }
 }
 
 /// What [`write_pages`] lays out: a bundle's parts as the builder holds them.
@@ -493,7 +531,16 @@ impl PagedChunks {
         Ok((store, name))
     }
 
-    /// Decodes the fields of record `doc` that `T` declares. Errors:
+    /// Decodes record `doc` (with [`crate::json`]). Errors: [`FormatError::PageMissing`] if
+    /// its page is not loaded, DataCorruption naming the page.
+    pub fn get(&self, doc: u32) -> Result<ChunkRecord> {
+        let (store, name) = self.store(doc)?;
+        store
+            .get((doc as usize % self.root.per_page) as u32)
+            .map_err(|e| renamed(e, &name))
+    }
+
+    /// Decodes the fields of record `doc` that `T` declares (serde_json). Errors:
     /// [`FormatError::PageMissing`] if its page is not loaded, DataCorruption naming the page.
     pub fn get_as<T: serde::de::DeserializeOwned>(&self, doc: u32) -> Result<T> {
         let (store, name) = self.store(doc)?;
@@ -539,7 +586,8 @@ fn renamed(e: FormatError, page: &str) -> FormatError {
 
 /// Term dictionary and postings: a whole `terms.fst` + `postings.bin`, or paged.
 pub enum Lexicon {
-    /// Format 1 (or a format 2 bundle read whole).
+    /// Format 1 (or a format 2 bundle read whole). Feature `v1` (not in the browser build).
+    #[cfg(feature = "v1")]
     Whole(LexicalIndex),
     /// Format 2 over the page cache.
     Paged(PagedLexicon),
@@ -556,6 +604,7 @@ impl Lexicon {
     /// The whole index, if this is one (builders and native tools).
     pub fn whole(&self) -> Option<&LexicalIndex> {
         match self {
+            #[cfg(feature = "v1")]
             Lexicon::Whole(l) => Some(l),
             Lexicon::Paged(_) => None,
         }
@@ -564,6 +613,7 @@ impl Lexicon {
     /// Number of indexed chunks (BM25's N).
     pub fn num_docs(&self) -> usize {
         match self {
+            #[cfg(feature = "v1")]
             Lexicon::Whole(l) => l.num_docs(),
             Lexicon::Paged(p) => p.num_docs(),
         }
@@ -572,6 +622,7 @@ impl Lexicon {
     /// Number of distinct terms.
     pub fn num_terms(&self) -> usize {
         match self {
+            #[cfg(feature = "v1")]
             Lexicon::Whole(l) => l.num_terms(),
             Lexicon::Paged(p) => p.num_terms(),
         }
@@ -580,6 +631,7 @@ impl Lexicon {
     /// Mean chunk length in terms (BM25's avgdl).
     pub fn avg_doc_len(&self) -> f32 {
         match self {
+            #[cfg(feature = "v1")]
             Lexicon::Whole(l) => l.avg_doc_len(),
             Lexicon::Paged(p) => p.avg_doc_len(),
         }
@@ -588,6 +640,7 @@ impl Lexicon {
     /// Document frequency of `term`, `None` if absent (paged: or not loaded, recorded).
     pub fn doc_freq(&self, term: &str) -> Result<Option<usize>> {
         match self {
+            #[cfg(feature = "v1")]
             Lexicon::Whole(l) => l.doc_freq(term),
             Lexicon::Paged(p) => p.doc_freq(term),
         }
@@ -597,6 +650,7 @@ impl Lexicon {
     /// paged one when its dictionary block is in the cache). Records nothing.
     pub fn knows(&self, term: &str) -> bool {
         match self {
+            #[cfg(feature = "v1")]
             Lexicon::Whole(_) => true,
             Lexicon::Paged(p) => p.knows(term),
         }
@@ -606,6 +660,7 @@ impl Lexicon {
     /// ranking computed now is incomplete (the engine then fetches no chunk pages for it).
     pub fn pending(&self) -> bool {
         match self {
+            #[cfg(feature = "v1")]
             Lexicon::Whole(_) => false,
             Lexicon::Paged(p) => p.pending(),
         }
@@ -620,6 +675,7 @@ impl Lexicon {
     /// `None` if absent (paged: or not loaded, recorded).
     pub fn postings_with_len(&self, term: &str) -> Result<Option<Vec<(u32, u32, u32)>>> {
         match self {
+            #[cfg(feature = "v1")]
             Lexicon::Whole(l) => Ok(l.postings(term)?.map(|list| {
                 list.into_iter()
                     .map(|(d, tf)| (d, tf, l.doc_len(d)))
@@ -633,6 +689,7 @@ impl Lexicon {
     /// 4,096 in term order). See [`LexicalIndex::prefix_terms`].
     pub fn prefix_terms(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {
         match self {
+            #[cfg(feature = "v1")]
             Lexicon::Whole(l) => l.prefix_terms(prefix, limit),
             Lexicon::Paged(p) => Ok(best(p.prefix_matches(prefix)?, limit)),
         }
@@ -642,6 +699,7 @@ impl Lexicon {
     /// See [`LexicalIndex::fuzzy_terms`].
     pub fn fuzzy_terms(&self, term: &str, distance: u32, limit: usize) -> Result<Vec<String>> {
         match self {
+            #[cfg(feature = "v1")]
             Lexicon::Whole(l) => l.fuzzy_terms(term, distance, limit),
             Lexicon::Paged(p) => Ok(best(p.fuzzy_matches(term, distance)?, limit)),
         }
@@ -650,7 +708,8 @@ impl Lexicon {
 
 /// Chunk records: a whole `chunks.bin`, or paged.
 pub enum Chunks {
-    /// Format 1 (or format 2 read whole).
+    /// Format 1 (or format 2 read whole). Feature `v1` (not in the browser build).
+    #[cfg(feature = "v1")]
     Whole(ChunkStore),
     /// Format 2 over the page cache.
     Paged(PagedChunks),
@@ -660,6 +719,7 @@ impl Chunks {
     /// Number of records (indexed chunks + parent records).
     pub fn len(&self) -> usize {
         match self {
+            #[cfg(feature = "v1")]
             Chunks::Whole(c) => c.len(),
             Chunks::Paged(p) => p.len,
         }
@@ -672,12 +732,17 @@ impl Chunks {
 
     /// Decodes record `doc`. Errors: DataCorruption; paged: [`FormatError::PageMissing`].
     pub fn get(&self, doc: u32) -> Result<ChunkRecord> {
-        self.get_as(doc)
+        match self {
+            #[cfg(feature = "v1")]
+            Chunks::Whole(c) => c.get(doc),
+            Chunks::Paged(p) => p.get(doc),
+        }
     }
 
     /// Decodes the fields of record `doc` that `T` declares.
     pub fn get_as<T: serde::de::DeserializeOwned>(&self, doc: u32) -> Result<T> {
         match self {
+            #[cfg(feature = "v1")]
             Chunks::Whole(c) => c.get_as(doc),
             Chunks::Paged(p) => p.get_as(doc),
         }
@@ -686,6 +751,7 @@ impl Chunks {
     /// The whole store, if this is one.
     pub fn whole(&self) -> Option<&ChunkStore> {
         match self {
+            #[cfg(feature = "v1")]
             Chunks::Whole(c) => Some(c),
             Chunks::Paged(_) => None,
         }
@@ -694,7 +760,8 @@ impl Chunks {
 
 /// Hanja readings: a whole `hanja.fst`, or paged.
 pub enum Hanja {
-    /// Format 1.
+    /// Format 1 (or format 2 read whole). Feature `v1` (not in the browser build).
+    #[cfg(feature = "v1")]
     Whole(HanjaMap),
     /// Format 2 over the cache.
     Paged {
@@ -749,6 +816,7 @@ impl Hanja {
 
     fn lookup(&self, tag: u8, c: char, f: impl Fn(&HanjaMap, char) -> Vec<char>) -> Vec<char> {
         match self {
+            #[cfg(feature = "v1")]
             Hanja::Whole(m) => f(m, c),
             Hanja::Paged {
                 cache, keys, pages, ..
@@ -873,6 +941,7 @@ pub fn lexicon(
     )
 }
 
+#[cfg(feature = "v1")]
 /// The whole parts of a paged bundle whose pages are all in `cache`: v1 encodings of the
 /// term dictionary + postings, chunk store, vectors, Hanja table, and the sources table,
 /// byte for byte what the builder laid out.
@@ -891,6 +960,7 @@ pub struct WholeParts {
     pub sources: Vec<SourceEntry>,
 }
 
+#[cfg(feature = "v1")]
 /// Rebuilds the whole parts from a cache holding every page of `root` (see [`all_pages`]); `chunks` = indexed chunks. Errors: PageMissing, DataCorruption.
 pub fn whole_parts(
     root: &PagesRoot,
@@ -953,11 +1023,7 @@ pub fn whole_parts(
     for n in 0..root.sources.pages {
         let name = root.sources.name(Kind::Sources, n);
         let body = cache.require(&name)?;
-        let part: Vec<SourceEntry> =
-            serde_json::from_slice(&body).map_err(|source| FormatError::Json {
-                file: format!("p/{name}"),
-                source,
-            })?;
+        let part: Vec<SourceEntry> = crate::json::from_slice(&body, &format!("p/{name}"))?;
         sources.extend(part);
     }
     Ok(WholeParts {
