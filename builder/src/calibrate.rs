@@ -30,7 +30,7 @@ use jikji_format::chunks::ChunkStore;
 use jikji_format::postings::LexicalIndex;
 use jikji_format::vectors::Vectors;
 use jikji_format::{
-    Bm25Params, Bundle, Calibration, Counts, Manifest, MarginPlatt, Platt, ScoreFits,
+    Bm25Params, Bundle, Calibration, Centring, Counts, Manifest, MarginPlatt, Platt, ScoreFits,
 };
 
 use crate::error::{BuildError, Result};
@@ -675,6 +675,7 @@ pub fn calibrate(
     chunks_bin: Vec<u8>,
     vectors_bin: Option<Vec<u8>>,
     embedder: Option<&Embedder>,
+    centring: Option<&Centring>,
     threads: usize,
     analyzer: AnalyzerOptions,
     bm25: Bm25Params,
@@ -716,14 +717,24 @@ pub fn calibrate(
     let qvecs = match (embedder, bundle.vectors()) {
         (Some(e), Some(_)) => {
             let texts: Vec<&str> = queries.iter().map(|q| q.text.as_str()).collect();
-            Some(
-                e.embed_many(&texts, Prefix::Query, threads, &|_| {})
-                    .map_err(|source| BuildError::Embedding {
-                        what: "calibration queries",
-                        source,
-                    })?
-                    .vectors,
-            )
+            let raw = e
+                .embed_many(&texts, Prefix::Query, threads, &|_| {})
+                .map_err(|source| BuildError::Embedding {
+                    what: "calibration queries",
+                    source,
+                })?
+                .vectors;
+            // Centred as the engine will centre a query (the passages already are).
+            let centred = texts
+                .iter()
+                .zip(&raw)
+                .map(|(t, v)| jikji_engine::centring::centre_query(centring, t, v))
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .map_err(|e| BuildError::Bundle {
+                    path: jikji_format::manifest::MANIFEST_FILE.into(),
+                    message: e.to_string(),
+                })?;
+            Some(centred)
         }
         _ => None,
     };

@@ -364,6 +364,7 @@ pub fn update_with(opts: &IngestOptions, u: &UpdateOptions) -> Result<UpdateRepo
             chunks_bin,
             vectors.as_ref().map(|(_, bytes)| bytes.clone()),
             embedder.as_ref(),
+            vectors.as_ref().and_then(|(m, _)| m.centring.as_ref()),
             opts.threads,
             settings.analyzer,
             settings.bm25,
@@ -678,7 +679,7 @@ fn vectors(
             message: "the bundle has vectors; give the model folder (--model DIR)".into(),
         })?;
         let texts: Vec<&str> = todo.iter().map(|&i| records[i].text.as_str()).collect();
-        let e = embed_passages(
+        let mut e = embed_passages(
             &texts,
             dir,
             opts.cache_dir.as_deref(),
@@ -686,6 +687,34 @@ fn vectors(
             opts.progress,
             embedder,
         )?;
+        // Centred as the bundle's other vectors were: the statistics file the manifest names
+        // and the bundle's recorded passage offsets.
+        if let Some(c) = &info.centring {
+            let path = crate::lang_means::stats_path(dir, opts.lang_means.as_deref());
+            let means = crate::lang_means::LoadedStats::load(&path, &info.sha256)?;
+            if means.sha256 != c.stats_sha256 {
+                return Err(BuildError::Model {
+                    path,
+                    message: format!(
+                        "sha256 {} differs from the bundle's centring statistics {}; \
+                         run a full `jikji build`",
+                        means.sha256, c.stats_sha256
+                    ),
+                });
+            }
+            // The bundle's own offsets (its means are not recomputed: a full build does).
+            let langs: Vec<Option<&str>> = todo
+                .iter()
+                .zip(&e.vectors)
+                .map(|(&i, v)| means.language_of(v, &records[i].text))
+                .collect();
+            crate::lang_means::centre_with(
+                &mut e.vectors,
+                &langs,
+                &means.recorded_offsets(c),
+                crate::lang_means::CentringSettings::of_record(c)?.query_side,
+            );
+        }
         report.embedded = e.embedded;
         for (&i, v) in todo.iter().zip(&e.vectors) {
             fresh.insert(i, jikji_format::vectors::quantize(v));

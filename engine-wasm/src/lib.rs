@@ -6,6 +6,7 @@
 //! it the engine answers BM25 queries, and dense/hybrid ones given a query vector.
 #![warn(missing_docs)]
 
+pub mod centring;
 pub mod fusion;
 mod lifecycle;
 pub mod parents;
@@ -482,7 +483,9 @@ impl Engine {
     /// out, so a filtered search still returns `top_k` hits when the bundle has them. In
     /// hybrid mode the fused ranking is filtered (ranks inside each list still count the
     /// left-out chunks). The stages (rankers, fusion, parents and lifecycle filters,
-    /// calibrated scores, minimum score) are described in the `pipeline` module.
+    /// calibrated scores, minimum score) are described in the `pipeline` module. A bundle
+    /// whose manifest has a `model.centring` first centres `qvec` for the query's language
+    /// ([`centring::centre_query`]).
     ///
     /// On a paged bundle the query runs in passes (see [`jikji_format::paged`]): a pass
     /// that read a page not in the cache is thrown away; natively the missing pages are
@@ -496,6 +499,17 @@ impl Engine {
         top_k: usize,
         opts: &SearchOptions,
     ) -> Result<SearchResult, EngineError> {
+        // Bundles with a per-language centring compare centred query vectors (issue 15).
+        let centring = self.bundle.manifest().model.as_ref();
+        let centred = match qvec {
+            Some(q) => Some(centring::centre_query(
+                centring.and_then(|m| m.centring.as_ref()),
+                query,
+                q,
+            )?),
+            None => None,
+        };
+        let qvec = centred.as_deref();
         let Some(cache) = self.bundle.cache() else {
             return self.pass(query, qvec, mode, top_k, opts);
         };

@@ -26,6 +26,6 @@ pub use bundle::{sha256_hex, Bundle, BundleWriter, TestBundle};
 pub use chunks::ChunkRecord;
 pub use error::{FormatError, Result};
 pub use manifest::{
-    Bm25Params, Calibration, ChunkingInfo, Counts, FileEntry, Manifest, MarginPlatt, ModelInfo,
-    Platt, ScoreFits, SourceEntry, FORMAT_VERSION, PAGED_FORMAT_VERSION,
+    Bm25Params, Calibration, Centring, ChunkingInfo, Counts, FileEntry, Manifest, MarginPlatt,
+    ModelInfo, Platt, ScoreFits, SourceEntry, FORMAT_VERSION, PAGED_FORMAT_VERSION,
 };

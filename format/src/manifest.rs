@@ -35,6 +35,51 @@ pub struct ModelInfo {
     pub dim: usize,
     /// Maximum sequence length in tokens, specials included.
     pub max_tokens: usize,
+    /// The per-language correction applied to the stored passage vectors, which the engine
+    /// applies to every query vector too (`jikji_engine::centring`). Absent in bundles built
+    /// before it existed, or with `--centring off`: vectors as the model gave them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub centring: Option<Centring>,
+}
+
+/// Per-language mean centring of the dense vectors (issue 15): multilingual-e5-small puts a
+/// language-specific offset into every vector, so any passage in the query's language
+/// outscores the right passage in another. The builder stored each chunk's vector as
+/// `normalise(x − alpha · passage_mean[lang(chunk)])` (query side `shift`: `x − alpha ·
+/// passage_mean[lang(chunk)]`, not renormalised); the engine turns a query vector `y` into
+/// `normalise(y − query[lang(query)])`. A query's language comes from
+/// `jikji_engine::centring::detect_lang` (a language without an entry: left as is), a
+/// chunk's from its scripts and vector (`jikji_builder::lang_means::LoadedStats::language_of`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Centring {
+    /// `lang-mean-v1`.
+    pub method: String,
+    /// Lowercase hex SHA-256 of the statistics file (`lang-means.json` in the model folder)
+    /// the means come from.
+    pub stats_sha256: String,
+    /// Centring strength applied to the passage means (1 = subtract the whole mean).
+    pub alpha: f32,
+    /// How the query offsets were made: `query-mean` (the language's mean of `query: `
+    /// vectors), `passage-mean` (the passage mean) or `passage-mean+offset` (the passage mean
+    /// plus one offset shared by all languages: the mean of query minus passage means); or
+    /// `shift`: passages were stored as `x − alpha · passage_mean[lang]` without
+    /// renormalising, and queries are used as given (`query` is empty).
+    pub query_side: String,
+    /// Language code → the vector subtracted from a query of that language (`dim` f32s,
+    /// already multiplied by `alpha`). Stored in the manifest so the engine needs nothing
+    /// but the bundle, natively and in the browser.
+    pub query: BTreeMap<String, Vec<f32>>,
+    /// Prior strength `K` (source files) of the reference mean against the bundle's own mean
+    /// of a language: the passages of language `l` were centred by `alpha · (w ·
+    /// bundle_mean[l] + (1 − w) · passage_mean[l])`, `w = s / (s + K)` with `s` the source
+    /// files of the language's chunks. Absent: reference means alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bundle_prior: Option<f32>,
+    /// Language code → the offset subtracted from that language's passages (`dim` f32s,
+    /// `alpha` included), kept so that `jikji update` centres new passages the same way; the
+    /// engine does not read it. Absent or empty: `alpha · passage_mean` of the statistics.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub passage: BTreeMap<String, Vec<f32>>,
 }
 
 /// Counts of what the bundle holds.

@@ -14,6 +14,8 @@ use super::{bands, ece, load_queries, mean, metrics, percentile, Band, EvalSet, 
 use crate::corpus::{FrontMatter, SourceFile};
 use crate::error::{BuildError, Result};
 use crate::ingest::{build_files, load_build_embedder, BundleSettings, IngestOptions};
+use crate::vector_cache::{cache_key, CacheEntry, VectorCache};
+use jikji_embed::Prefix;
 
 /// What `jikji eval` runs.
 #[derive(Debug, Clone)]
@@ -38,8 +40,10 @@ pub struct EvalOptions {
     pub run: Option<PathBuf>,
     /// Show progress bars on stderr while building.
     pub progress: bool,
-    /// Chunking, analyzer and BM25 settings of the bundle built from the corpus.
+    /// Chunking, analyzer, BM25 and centring settings of the bundle built from the corpus.
     pub settings: BundleSettings,
+    /// The language statistics for the centring (`None`: the model folder's).
+    pub lang_means: Option<PathBuf>,
     /// Query expansion weights.
     pub expansion: Expansion,
 }
@@ -96,6 +100,10 @@ pub struct EvalReport {
     pub calibrated: bool,
     /// The calibration block of the manifest.
     pub calibration: Option<jikji_format::Calibration>,
+    /// The dense centring of the bundle (`model.centring` of the manifest, without its
+    /// offsets): `query-side α=A prior=K|none stats=<sha256 prefix>`, or `None` (off, or no
+    /// vectors).
+    pub centring: Option<String>,
     /// Median query-embedding time in ms (NaN, `null` in JSON, without dense/hybrid).
     pub query_embed_median_ms: f64,
     /// One row per ranking.
@@ -183,6 +191,7 @@ pub fn run(dir: &Path, o: &EvalOptions) -> Result<EvalReport> {
         cache_dir: Some(o.cache.clone()),
         threads: o.threads,
         progress: o.progress,
+        lang_means: o.lang_means.clone(),
         ..IngestOptions::new(dir, &out)
     };
     let t = Instant::now();
@@ -218,15 +227,34 @@ pub fn run(dir: &Path, o: &EvalOptions) -> Result<EvalReport> {
         .filter(|(id, _)| o.unanswerable || has_relevant(&set.qrels, id))
         .take(o.limit.unwrap_or(usize::MAX))
         .collect();
-    // Embed each query once; every dense and hybrid run reuses the vector.
+    // Embed each query once; every dense and hybrid run reuses the vector. Query vectors
+    // go through the embedding cache too (`query: ` keys), so re-running a set embeds only
+    // queries it has not seen; the embedding latency is timed on those.
     let mut qvecs = Vec::new();
     let mut embed_ms = Vec::new();
     if needs_model {
+        let sha = crate::ingest::model_info(&o.model)?.sha256;
+        let mut cache = VectorCache::open(Some(&o.cache), &sha)?;
         for (_, q) in &judged {
+            let key = cache_key(&sha, Prefix::Query, q);
+            if let Some(c) = cache.get(&key) {
+                qvecs.push(Some(c.vector.clone()));
+                continue;
+            }
             let t = Instant::now();
-            qvecs.push(Some(engine.embed_query(q, Mode::Dense)?));
+            let v = engine.embed_query(q, Mode::Dense)?;
             embed_ms.push(t.elapsed().as_secs_f64() * 1e3);
+            cache.insert(
+                key,
+                CacheEntry {
+                    tokens: 0,
+                    truncated: false,
+                    vector: v.clone(),
+                },
+            );
+            qvecs.push(Some(v));
         }
+        cache.flush()?;
     } else {
         qvecs.resize(judged.len(), None);
     }
@@ -323,6 +351,15 @@ pub fn run(dir: &Path, o: &EvalOptions) -> Result<EvalReport> {
         build_s,
         calibrated: m.calibration.is_some(),
         calibration: m.calibration.clone(),
+        centring: m.model.as_ref().and_then(|i| i.centring.as_ref()).map(|c| {
+            format!(
+                "{} α={} prior={} stats={}",
+                c.query_side,
+                c.alpha,
+                c.bundle_prior.map_or("none".to_string(), |k| k.to_string()),
+                c.stats_sha256.get(..12).unwrap_or(&c.stats_sha256)
+            )
+        }),
         query_embed_median_ms: percentile(&embed_ms, 0.5),
         modes: rows,
     })
@@ -356,6 +393,9 @@ impl EvalReport {
                 "query embedding: median {:.1} ms (not included in the latencies below)",
                 self.query_embed_median_ms
             );
+        }
+        if let Some(c) = &self.centring {
+            let _ = writeln!(s, "dense centring: {c}");
         }
         let _ = writeln!(
             s,
