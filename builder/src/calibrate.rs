@@ -20,6 +20,7 @@
 //! a search computes.
 
 use jikji_embed::{Embedder, Prefix};
+use jikji_engine::centring::{ChunkCentring, DenseScorer};
 use jikji_engine::fusion::{
     bm25_normalised, bm25_upper_bound, dense_background, dense_z, weighted,
 };
@@ -30,7 +31,8 @@ use jikji_format::chunks::ChunkStore;
 use jikji_format::postings::LexicalIndex;
 use jikji_format::vectors::Vectors;
 use jikji_format::{
-    Bm25Params, Bundle, Calibration, Centring, Counts, Manifest, MarginPlatt, Platt, ScoreFits,
+    Bm25Params, Bundle, Calibration, Centring, Counts, Manifest, MarginPlatt, ModelInfo, Platt,
+    ScoreFits,
 };
 
 use crate::error::{BuildError, Result};
@@ -605,15 +607,36 @@ pub fn fit(
     let (Some(vecs), Some(v)) = (query_vectors, b.vectors()) else {
         return Ok(cal);
     };
+    // Scored as the engine scores them: with the bundle's per-chunk centring, if any.
+    let centring = match b
+        .manifest()
+        .model
+        .as_ref()
+        .and_then(|m| m.centring.as_ref())
+    {
+        Some(c) => ChunkCentring::of(c, v).map_err(|e| match e {
+            jikji_engine::EngineError::Format(f) => f,
+            e => jikji_format::FormatError::corrupt(
+                jikji_format::manifest::MANIFEST_FILE,
+                0,
+                e.to_string(),
+            ),
+        })?,
+        None => None,
+    };
+    let scorers: Vec<DenseScorer> = vecs
+        .iter()
+        .map(|qv| DenseScorer::new(v, centring.as_ref(), qv))
+        .collect();
     let mut dense_samples = Samples::default();
     let mut dense_lists = Vec::new();
-    for (i, (q, qv)) in queries.iter().zip(vecs).enumerate() {
+    for (i, (q, sc)) in queries.iter().zip(&scorers).enumerate() {
         let wrong = wrong_for(q);
-        let den = dense(v, qv, NEGATIVE_DEPTH.max(100));
-        let bg = dense_background(v, qv);
+        let den = dense(sc, NEGATIVE_DEPTH.max(100));
+        let bg = dense_background(sc);
         let z: Vec<(u32, f32)> = den.iter().map(|&(d, c)| (d, dense_z(c, bg))).collect();
-        let rnd = random_doc(q, &wrong).map(|d| (d, dense_z(v.dot(d as usize, qv), bg)));
-        let src = (q.doc, dense_z(v.dot(q.doc as usize, qv), bg));
+        let rnd = random_doc(q, &wrong).map(|d| (d, dense_z(sc.score(d as usize), bg)));
+        let src = (q.doc, dense_z(sc.score(q.doc as usize), bg));
         dense_samples.add(&z, &wrong, src, rnd, &file, i % 2 == 0);
         dense_lists.push(den);
     }
@@ -624,13 +647,14 @@ pub fn fit(
         let (lex, ub) = &lists[i];
         let den = &dense_lists[i];
         let rnd = random_doc(q, &wrong);
-        let bg = dense_background(v, &vecs[i]);
-        let w = weighted(lex, *ub, den, v, &vecs[i], &cal, NEGATIVE_DEPTH);
+        let sc = &scorers[i];
+        let bg = dense_background(sc);
+        let w = weighted(lex, *ub, den, sc, &cal, NEGATIVE_DEPTH);
         let fused_of = |d: u32| {
             let l_b = cal.bm25.logit(bm25_normalised(score_in(lex, d), *ub));
             let l_d = cal
                 .dense
-                .map_or(0.0, |p| p.logit(dense_z(v.dot(d as usize, &vecs[i]), bg)));
+                .map_or(0.0, |p| p.logit(dense_z(sc.score(d as usize), bg)));
             (d, dense_weight * l_d + (1.0 - dense_weight) * l_b)
         };
         let (src, w_rnd) = (fused_of(q.doc), rnd.map(fused_of));
@@ -692,7 +716,17 @@ pub fn calibrate(
         chunk_size: 0,
         overlap: 0,
         bm25,
-        model: None,
+        // Only the centring is read (by `fit`'s dense scores).
+        model: match (centring, &vectors) {
+            (Some(c), Some(v)) => Some(ModelInfo {
+                id: String::new(),
+                sha256: String::new(),
+                dim: v.dim(),
+                max_tokens: 0,
+                centring: Some(c.clone()),
+            }),
+            _ => None,
+        },
         counts: Counts {
             chunks: lexical.num_docs(),
             vectors: vectors.as_ref().map_or(0, Vectors::len),
@@ -724,7 +758,7 @@ pub fn calibrate(
                     source,
                 })?
                 .vectors;
-            // Centred as the engine will centre a query (the passages already are).
+            // Centred as the engine will centre a query (no change with `shift`).
             let centred = texts
                 .iter()
                 .zip(&raw)

@@ -196,7 +196,7 @@ impl LoadedStats {
         })?;
         let stats: LangStats = serde_json::from_slice(&bytes)
             .map_err(|e| bad(format!("not a lang-means file: {e}")))?;
-        if stats.method != jikji_engine::centring::METHOD {
+        if stats.method != jikji_engine::centring::STATS_METHOD {
             return Err(bad(format!("unknown method {:?}", stats.method)));
         }
         if stats.model_sha256 != model_sha {
@@ -231,27 +231,29 @@ impl LoadedStats {
         })
     }
 
-    /// The manifest record for `settings`: the query offsets of every language, and the
-    /// `passage` offsets the passages were centred with ([`Self::passage_offsets`]; kept only
-    /// with a bundle prior, for `jikji update`, which cannot recompute them).
+    /// The manifest record ([`jikji_engine::centring::METHOD`]) for `settings`: the query
+    /// offsets of every language, the `passage` offsets `o[l]` of the chunks' languages
+    /// ([`Self::passage_offsets`]) and each chunk's language `langs[i]` as runs (the rows
+    /// themselves stay as the model gave them; the engine applies the offsets).
     pub fn record(
         &self,
         settings: CentringSettings,
         passage: BTreeMap<String, Vec<f32>>,
+        langs: &[Option<&str>],
     ) -> Centring {
         let a = settings.alpha;
-        let langs = &self.stats.languages;
+        let langs_stats = &self.stats.languages;
         let dim = self.stats.dim;
         let mut delta = vec![0f32; dim];
-        for m in langs.values() {
+        for m in langs_stats.values() {
             for (d, (q, p)) in delta
                 .iter_mut()
                 .zip(m.query_mean.iter().zip(&m.passage_mean))
             {
-                *d += (q - p) / langs.len() as f32;
+                *d += (q - p) / langs_stats.len() as f32;
             }
         }
-        let query = langs
+        let query = langs_stats
             .iter()
             .filter(|_| settings.query_side != QuerySide::Shift)
             .map(|(l, m)| {
@@ -269,17 +271,18 @@ impl LoadedStats {
                 (l.clone(), v)
             })
             .collect();
+        let round = |m: BTreeMap<String, Vec<f32>>| -> BTreeMap<String, Vec<f32>> {
+            m.into_iter().map(|(l, v)| (l, rounded(&v))).collect()
+        };
         Centring {
             method: jikji_engine::centring::METHOD.to_string(),
             stats_sha256: self.sha256.clone(),
             alpha: a,
             query_side: settings.query_side.name().to_string(),
-            query,
+            query: round(query),
             bundle_prior: settings.bundle_prior,
-            passage: match settings.bundle_prior {
-                Some(_) => passage,
-                None => BTreeMap::new(),
-            },
+            passage: round(passage),
+            chunks: Some(jikji_engine::centring::write_runs(langs.iter().copied())),
         }
     }
 
@@ -368,30 +371,29 @@ impl LoadedStats {
             .collect()
     }
 
-    /// Centres passage vectors in place and returns the offsets used: each chunk `i` gets
-    /// the language [`Self::language_of`]`(vectors[i], texts[i])`, the offsets are
-    /// [`Self::passage_offsets`] (over `sources[i]`, the chunks' source files), and
-    /// [`centre_with`] subtracts them.
-    pub fn centre_passages(
-        &self,
-        vectors: &mut [Vec<f32>],
+    /// The centring of a bundle's passages (`vectors`, the model's, one per chunk: texts
+    /// `texts`, source files `sources`): each chunk's language [`Self::language_of`]`(vectors[i],
+    /// texts[i])` and the offsets [`Self::passage_offsets`]; give both to [`Self::record`].
+    /// The vectors are not changed.
+    pub fn assign<'s>(
+        &'s self,
+        vectors: &[Vec<f32>],
         texts: &[&str],
         sources: &[&str],
         settings: CentringSettings,
-    ) -> BTreeMap<String, Vec<f32>> {
+    ) -> (Vec<Option<&'s str>>, BTreeMap<String, Vec<f32>>) {
         let langs: Vec<Option<&str>> = vectors
             .iter()
             .zip(texts)
             .map(|(v, t)| self.language_of(v, t))
             .collect();
         let offsets = self.passage_offsets(vectors, &langs, sources, settings);
-        centre_with(vectors, &langs, &offsets, settings.query_side);
-        offsets
+        (langs, offsets)
     }
 
     /// The offsets a bundle's centring record gives new passages (`jikji update`): its
     /// `passage` offsets, and `α · passage_mean` of these statistics for a language it has
-    /// none for (a bundle from before the prior, or a language new to it).
+    /// none for (a language new to the bundle), [`rounded`] as [`Self::record`] stores them.
     pub fn recorded_offsets(&self, c: &Centring) -> BTreeMap<String, Vec<f32>> {
         let mut out: BTreeMap<String, Vec<f32>> = self
             .stats
@@ -400,7 +402,12 @@ impl LoadedStats {
             .map(|(l, m)| {
                 (
                     l.clone(),
-                    m.passage_mean.iter().map(|x| c.alpha * x).collect(),
+                    rounded(
+                        &m.passage_mean
+                            .iter()
+                            .map(|x| c.alpha * x)
+                            .collect::<Vec<_>>(),
+                    ),
                 )
             })
             .collect();
@@ -413,29 +420,34 @@ impl LoadedStats {
     }
 }
 
+/// Decimals an offset is stored with in the manifest ([`rounded`]).
+pub const OFFSET_DECIMALS: i32 = 5;
+
+/// `v` rounded to [`OFFSET_DECIMALS`] decimals: what [`LoadedStats::record`] stores. The
+/// offsets are read from the bundle's entry on every page load, and their components (means
+/// of unit vectors, |x| < 0.2) need no more: a query's `q·o` moves by at most
+/// `√384 · 5·10⁻⁶ ≈ 10⁻⁴`, a twentieth of the int8 rows' own error; 3 offsets take ~8 KB of
+/// JSON instead of ~14 KB.
+pub fn rounded(v: &[f32]) -> Vec<f32> {
+    let k = 10f64.powi(OFFSET_DECIMALS);
+    v.iter()
+        .map(|x| ((*x as f64 * k).round() / k) as f32)
+        .collect()
+}
+
 /// Letter share from which a script's language is a candidate for [`LoadedStats::language_of`].
 pub const CANDIDATE_SHARE: f64 = 0.1;
 
-/// Subtracts `offsets[langs[i]]` from `vectors[i]` (query side [`QuerySide::Shift`]: `x −
-/// o`, not renormalised; else `normalise(x − o)`); a chunk without a language or offset is
-/// left as it is.
-pub fn centre_with(
-    vectors: &mut [Vec<f32>],
-    langs: &[Option<&str>],
-    offsets: &BTreeMap<String, Vec<f32>>,
-    query_side: QuerySide,
-) {
-    for (v, l) in vectors.iter_mut().zip(langs) {
-        let Some(o) = l.and_then(|l| offsets.get(l)) else {
-            continue;
-        };
-        if query_side == QuerySide::Shift {
-            for (x, m) in v.iter_mut().zip(o) {
-                *x -= m;
-            }
-        } else {
-            *v = jikji_engine::centring::centre(v, o);
-        }
+/// What the engine scores chunk vector `x` of centring language `offset`'s as, for a query
+/// vector already through the query side: `x − o` (query side [`QuerySide::Shift`], not
+/// renormalised) or `normalise(x − o)`; `x` itself for a chunk without an offset. The rows
+/// are stored as `x`: this is the reference the engine's
+/// [`jikji_engine::centring::DenseScorer`] is tested against.
+pub fn centred(x: &[f32], offset: Option<&[f32]>, query_side: QuerySide) -> Vec<f32> {
+    match offset {
+        None => x.to_vec(),
+        Some(o) if query_side == QuerySide::Shift => x.iter().zip(o).map(|(a, b)| a - b).collect(),
+        Some(o) => jikji_engine::centring::centre(x, o),
     }
 }
 
@@ -593,7 +605,7 @@ pub fn compute(
     }
     sources.retain(|s| s.chunks > 0);
     Ok(LangStats {
-        method: jikji_engine::centring::METHOD.to_string(),
+        method: jikji_engine::centring::STATS_METHOD.to_string(),
         model_sha256: info.sha256,
         dim: jikji_embed::DIM,
         languages,
@@ -649,7 +661,7 @@ mod tests {
         ]);
         LoadedStats {
             stats: LangStats {
-                method: jikji_engine::centring::METHOD.into(),
+                method: jikji_engine::centring::STATS_METHOD.into(),
                 model_sha256: "m".into(),
                 dim: jikji_embed::DIM,
                 languages,
@@ -677,7 +689,7 @@ mod tests {
     #[test]
     fn query_sides_give_their_offsets() {
         let s = stats();
-        let r = |q| s.record(settings(q, 0.5, None), BTreeMap::new());
+        let r = |q| s.record(settings(q, 0.5, None), BTreeMap::new(), &[]);
         let q = r(QuerySide::QueryMean);
         assert_eq!((q.query["en"][0], q.query["zh"][0]), (0.2, 0.0));
         let p = r(QuerySide::PassageMean);
@@ -696,22 +708,31 @@ mod tests {
     fn passages_are_centred_by_their_language() {
         let s = stats();
         let a = vector(0.6, 0.8);
-        let mut vs = vec![a.clone()];
-        s.centre_passages(
-            &mut vs,
-            &["hello"],
-            &["f"],
-            settings(QuerySide::QueryMean, 1.0, None),
+        let vs = vec![a.clone(), vector(-0.6, 0.8)];
+        let texts = ["hello", "學而時習之"];
+        let qm = settings(QuerySide::QueryMean, 1.0, None);
+        let (langs, offsets) = s.assign(&vs, &texts, &["f", "g"], qm);
+        assert_eq!(langs, [Some("en"), Some("zh")]);
+        let c = centred(
+            &a,
+            offsets.get("en").map(Vec::as_slice),
+            QuerySide::QueryMean,
         );
         let n = (0.4f32 * 0.4 + 0.8 * 0.8).sqrt();
-        assert!((vs[0][0] - 0.4 / n).abs() < 1e-6 && (vs[0][1] - 0.8 / n).abs() < 1e-6);
+        assert!((c[0] - 0.4 / n).abs() < 1e-6 && (c[1] - 0.8 / n).abs() < 1e-6);
+        // The record names each chunk's language and has the offsets of both.
+        let r = s.record(qm, offsets, &langs);
+        assert_eq!(r.chunks.as_deref(), Some("en*1 zh*1"));
+        assert_eq!(r.method, jikji_engine::centring::METHOD);
+        assert!((r.passage["zh"][0] + 0.2).abs() < 1e-6 && r.query.len() == 2);
         // Shift: subtracted, not renormalised, and no query offsets.
         let shift = settings(QuerySide::Shift, 0.5, None);
-        let mut vs = vec![a.clone()];
-        let offsets = s.centre_passages(&mut vs, &["hello"], &["f"], shift);
-        assert!((vs[0][0] - 0.5).abs() < 1e-6 && vs[0][1] == 0.8);
-        let r = s.record(shift, offsets);
-        assert!(r.query.is_empty() && r.passage.is_empty() && r.bundle_prior.is_none());
+        let (langs, offsets) = s.assign(&vs[..1], &texts[..1], &["f"], shift);
+        let c = centred(&a, offsets.get("en").map(Vec::as_slice), QuerySide::Shift);
+        assert!((c[0] - 0.5).abs() < 1e-6 && c[1] == 0.8);
+        let r = s.record(shift, offsets, &langs);
+        assert!(r.query.is_empty() && r.bundle_prior.is_none());
+        assert_eq!(r.passage.keys().collect::<Vec<_>>(), ["en"]);
     }
 
     /// cmrc2018-dev: Chinese chunks full of Latin names were detected as `en` by letters
@@ -725,9 +746,15 @@ mod tests {
         // nearer the zh mean (x·μ_zh = 0.12 > x·μ_en = −0.12): shifted by μ_zh = −0.2.
         let text = "Stephen Switzer、William Kent 著名园艺设计师";
         assert_eq!(jikji_engine::centring::detect_lang(text), "en");
-        let mut vs = vec![vector(-0.6, 0.8)];
-        s.centre_passages(&mut vs, &[text], &["f"], shift);
-        assert!((vs[0][0] + 0.4).abs() < 1e-6, "{:?}", &vs[0][..2]);
+        let vs = vec![vector(-0.6, 0.8)];
+        let (langs, offsets) = s.assign(&vs, &[text], &["f"], shift);
+        assert_eq!(langs, [Some("zh")]);
+        let c = centred(
+            &vs[0],
+            offsets.get("zh").map(Vec::as_slice),
+            QuerySide::Shift,
+        );
+        assert!((c[0] + 0.4).abs() < 1e-6, "{:?}", &c[..2]);
         // A chunk with Latin letters only stays `en` whatever its vector.
         assert_eq!(
             s.language_of(&vector(-0.6, 0.8), "Shift of bias"),
@@ -766,10 +793,10 @@ mod tests {
         );
         assert!((none["en"][0] - 0.2).abs() < 1e-6 && !none.contains_key("zh"));
         // The record keeps them for update; update falls back to the reference elsewhere.
-        let r = s.record(p, two.clone());
-        assert_eq!(r.passage, two);
+        let r = s.record(p, two.clone(), &langs);
+        assert_eq!(r.passage["en"], rounded(&two["en"]));
         let back = s.recorded_offsets(&r);
-        assert_eq!(back["en"], two["en"]);
+        assert_eq!(back["en"], r.passage["en"]);
         assert!((back["zh"][0] + 0.2).abs() < 1e-6);
     }
 

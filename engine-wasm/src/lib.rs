@@ -212,6 +212,8 @@ pub struct Engine {
     min_score: f32,
     options: SearchOptions,
     lifecycle: OnceLock<Result<Lifecycle, String>>,
+    /// The bundle's per-chunk centring, decoded once the vectors are loaded (`None`: none).
+    chunk_centring: OnceLock<Option<centring::ChunkCentring>>,
     fetched: std::sync::Mutex<FetchStats>,
 }
 
@@ -248,6 +250,7 @@ impl Engine {
             min_score: 0.0,
             options: SearchOptions::default(),
             lifecycle: OnceLock::new(),
+            chunk_centring: OnceLock::new(),
             fetched: Default::default(),
         }
     }
@@ -313,6 +316,39 @@ impl Engine {
                     e.clone(),
                 ))
             })
+    }
+
+    /// The bundle's per-chunk centring for its loaded `vectors` ([`centring::ChunkCentring`],
+    /// decoded on first use), `None` without a `model.centring` or for a `lang-mean-v1`
+    /// record. Errors: the record is not what a builder writes (not kept: every query
+    /// reports it).
+    fn chunk_centring(
+        &self,
+        vectors: &jikji_format::vectors::Vectors,
+    ) -> Result<Option<&centring::ChunkCentring>, EngineError> {
+        if let Some(c) = self.chunk_centring.get() {
+            return Ok(c.as_ref());
+        }
+        let record = self.bundle.manifest().model.as_ref();
+        let c = match record.and_then(|m| m.centring.as_ref()) {
+            Some(c) => centring::ChunkCentring::of(c, vectors)?,
+            None => None,
+        };
+        Ok(self.chunk_centring.get_or_init(|| c).as_ref())
+    }
+
+    /// The dense scorer of query vector `q` against the bundle's `vectors`, with its
+    /// per-chunk centring ([`centring::DenseScorer`]).
+    pub(crate) fn scorer<'a>(
+        &'a self,
+        vectors: &'a jikji_format::vectors::Vectors,
+        q: &'a [f32],
+    ) -> Result<centring::DenseScorer<'a>, EngineError> {
+        Ok(centring::DenseScorer::new(
+            vectors,
+            self.chunk_centring(vectors)?,
+            q,
+        ))
     }
 
     /// Verifies and opens a bundle from its files' bytes (see [`Bundle::from_files`]).
@@ -485,7 +521,8 @@ impl Engine {
     /// left-out chunks). The stages (rankers, fusion, parents and lifecycle filters,
     /// calibrated scores, minimum score) are described in the `pipeline` module. A bundle
     /// whose manifest has a `model.centring` first centres `qvec` for the query's language
-    /// ([`centring::centre_query`]).
+    /// ([`centring::centre_query`]) and scores each chunk with its language's offset
+    /// ([`centring::DenseScorer`]).
     ///
     /// On a paged bundle the query runs in passes (see [`jikji_format::paged`]): a pass
     /// that read a page not in the cache is thrown away; natively the missing pages are

@@ -46,14 +46,15 @@ pub fn embed_vectors(
     pack_vectors(stats, texts, sources, model_dir, opts, centring)
 }
 
-/// Centres the passage vectors of `stats` (one per chunk: texts `texts`, source files
-/// `sources`) by language when `centring` is given
-/// ([`crate::lang_means::LoadedStats::centre_passages`]; the statistics file is
-/// `opts.lang_means` or the model folder's, its record goes into [`ModelInfo::centring`]),
-/// and quantizes them into `vectors.bin`. Embedded and imported vectors go through it alike.
-/// Errors: the model or the statistics file is missing or broken.
+/// Quantizes the passage vectors of `stats` (one per chunk: texts `texts`, source files
+/// `sources`) into `vectors.bin` as the model gave them, and when `centring` is given
+/// records each chunk's centring language and the offsets in [`ModelInfo::centring`]
+/// ([`crate::lang_means::LoadedStats::assign`]; the statistics file is `opts.lang_means` or
+/// the model folder's): the engine applies them, so `vectors.bin` is the same with or
+/// without centring. Embedded and imported vectors go through it alike. Errors: the model
+/// or the statistics file is missing or broken.
 pub fn pack_vectors(
-    mut stats: Embedded,
+    stats: Embedded,
     texts: &[&str],
     sources: &[&str],
     model_dir: &Path,
@@ -64,8 +65,8 @@ pub fn pack_vectors(
     if let Some(c) = centring {
         let path = stats_path(model_dir, opts.lang_means.as_deref());
         let means = LoadedStats::load(&path, &model.sha256)?;
-        let offsets = means.centre_passages(&mut stats.vectors, texts, sources, c);
-        model.centring = Some(means.record(c, offsets));
+        let (langs, offsets) = means.assign(&stats.vectors, texts, sources, c);
+        model.centring = Some(means.record(c, offsets, &langs));
     }
     let vectors_bin = write_vectors(jikji_embed::DIM, &stats.vectors)?;
     Ok(EmbeddedVectors {
