@@ -683,7 +683,10 @@ pub fn fit(
 /// and the analyzer options and BM25 parameters of its manifest): [`PSEUDO_QUERIES`]
 /// pseudo-queries from its chunks ([`pseudo_queries`]), embedded with the `query: ` prefix
 /// on `threads` threads when an embedder is given and the bundle has vectors, then
-/// [`fit`] with [`DEFAULT_DENSE_WEIGHT`]. `jikji build` and `jikji update` both call it on
+/// [`fit`] with [`DEFAULT_DENSE_WEIGHT`]. With the bundle's `centring` record the
+/// pseudo-queries are centred ([`jikji_engine::centring::centre_query`]) and every dense
+/// score is the engine's centred one ([`jikji_engine::centring::DenseScorer`]), so the
+/// fits describe the scores the engine reports. `jikji build` and `jikji update` both call it on
 /// the bundle they are about to write, so an update's calibration equals a full build's.
 /// `None` when fewer than [`MIN_CALIBRATION_CHUNKS`] chunks yield a pseudo-query (a few
 /// short files): a fit on so little would be noise, so such a bundle reports raw scores
