@@ -85,7 +85,8 @@ impl BundleSettings {
     /// setting was recorded give that setting's default of the time: no `chunking` →
     /// `hierarchical`; analyzer version 1 → the current default options (such a bundle is
     /// rebuilt with the current analyzer); no `hanja` → true; no `allow_ai_draft` → false;
-    /// no `model.centring` → no centring. Errors when the manifest names a strategy or
+    /// no `model.centring` → no centring (no `model` at all, a BM25-only bundle: the default
+    /// centring, which has no effect there). Errors when the manifest names a strategy or
     /// centring this build does not know.
     pub fn of_manifest(m: &Manifest) -> Result<Self> {
         let params = ChunkParams {
@@ -108,9 +109,14 @@ impl BundleSettings {
             hanja: m.hanja,
             bm25: m.bm25,
             allow_ai_draft: m.allow_ai_draft,
-            centring: match m.model.as_ref().and_then(|i| i.centring.as_ref()) {
-                Some(c) => Some(CentringSettings::of_record(c)?),
-                None => None,
+            // A bundle without vectors records no centring (it has nothing to centre): it
+            // reads as the default, which is what `jikji build` was given unless `--centring`.
+            centring: match &m.model {
+                None => BundleSettings::default().centring,
+                Some(i) => match &i.centring {
+                    Some(c) => Some(CentringSettings::of_record(c)?),
+                    None => None,
+                },
             },
         })
     }
