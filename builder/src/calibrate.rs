@@ -20,6 +20,7 @@
 //! a search computes.
 
 use jikji_embed::{Embedder, Prefix};
+use jikji_engine::centring::{ChunkCentring, DenseScorer};
 use jikji_engine::fusion::{
     bm25_normalised, bm25_upper_bound, dense_background, dense_z, weighted,
 };
@@ -30,7 +31,8 @@ use jikji_format::chunks::ChunkStore;
 use jikji_format::postings::LexicalIndex;
 use jikji_format::vectors::Vectors;
 use jikji_format::{
-    Bm25Params, Bundle, Calibration, Counts, Manifest, MarginPlatt, Platt, ScoreFits,
+    Bm25Params, Bundle, Calibration, Centring, Counts, Manifest, MarginPlatt, ModelInfo, Platt,
+    ScoreFits,
 };
 
 use crate::error::{BuildError, Result};
@@ -605,15 +607,36 @@ pub fn fit(
     let (Some(vecs), Some(v)) = (query_vectors, b.vectors()) else {
         return Ok(cal);
     };
+    // Scored as the engine scores them: with the bundle's per-chunk centring, if any.
+    let centring = match b
+        .manifest()
+        .model
+        .as_ref()
+        .and_then(|m| m.centring.as_ref())
+    {
+        Some(c) => ChunkCentring::of(c, v).map_err(|e| match e {
+            jikji_engine::EngineError::Format(f) => f,
+            e => jikji_format::FormatError::corrupt(
+                jikji_format::manifest::MANIFEST_FILE,
+                0,
+                e.to_string(),
+            ),
+        })?,
+        None => None,
+    };
+    let scorers: Vec<DenseScorer> = vecs
+        .iter()
+        .map(|qv| DenseScorer::new(v, centring.as_ref(), qv))
+        .collect();
     let mut dense_samples = Samples::default();
     let mut dense_lists = Vec::new();
-    for (i, (q, qv)) in queries.iter().zip(vecs).enumerate() {
+    for (i, (q, sc)) in queries.iter().zip(&scorers).enumerate() {
         let wrong = wrong_for(q);
-        let den = dense(v, qv, NEGATIVE_DEPTH.max(100));
-        let bg = dense_background(v, qv);
+        let den = dense(sc, NEGATIVE_DEPTH.max(100));
+        let bg = dense_background(sc);
         let z: Vec<(u32, f32)> = den.iter().map(|&(d, c)| (d, dense_z(c, bg))).collect();
-        let rnd = random_doc(q, &wrong).map(|d| (d, dense_z(v.dot(d as usize, qv), bg)));
-        let src = (q.doc, dense_z(v.dot(q.doc as usize, qv), bg));
+        let rnd = random_doc(q, &wrong).map(|d| (d, dense_z(sc.score(d as usize), bg)));
+        let src = (q.doc, dense_z(sc.score(q.doc as usize), bg));
         dense_samples.add(&z, &wrong, src, rnd, &file, i % 2 == 0);
         dense_lists.push(den);
     }
@@ -624,13 +647,14 @@ pub fn fit(
         let (lex, ub) = &lists[i];
         let den = &dense_lists[i];
         let rnd = random_doc(q, &wrong);
-        let bg = dense_background(v, &vecs[i]);
-        let w = weighted(lex, *ub, den, v, &vecs[i], &cal, NEGATIVE_DEPTH);
+        let sc = &scorers[i];
+        let bg = dense_background(sc);
+        let w = weighted(lex, *ub, den, sc, &cal, NEGATIVE_DEPTH);
         let fused_of = |d: u32| {
             let l_b = cal.bm25.logit(bm25_normalised(score_in(lex, d), *ub));
             let l_d = cal
                 .dense
-                .map_or(0.0, |p| p.logit(dense_z(v.dot(d as usize, &vecs[i]), bg)));
+                .map_or(0.0, |p| p.logit(dense_z(sc.score(d as usize), bg)));
             (d, dense_weight * l_d + (1.0 - dense_weight) * l_b)
         };
         let (src, w_rnd) = (fused_of(q.doc), rnd.map(fused_of));
@@ -659,7 +683,10 @@ pub fn fit(
 /// and the analyzer options and BM25 parameters of its manifest): [`PSEUDO_QUERIES`]
 /// pseudo-queries from its chunks ([`pseudo_queries`]), embedded with the `query: ` prefix
 /// on `threads` threads when an embedder is given and the bundle has vectors, then
-/// [`fit`] with [`DEFAULT_DENSE_WEIGHT`]. `jikji build` and `jikji update` both call it on
+/// [`fit`] with [`DEFAULT_DENSE_WEIGHT`]. With the bundle's `centring` record the
+/// pseudo-queries are centred ([`jikji_engine::centring::centre_query`]) and every dense
+/// score is the engine's centred one ([`jikji_engine::centring::DenseScorer`]), so the
+/// fits describe the scores the engine reports. `jikji build` and `jikji update` both call it on
 /// the bundle they are about to write, so an update's calibration equals a full build's.
 /// `None` when fewer than [`MIN_CALIBRATION_CHUNKS`] chunks yield a pseudo-query (a few
 /// short files): a fit on so little would be noise, so such a bundle reports raw scores
@@ -675,6 +702,7 @@ pub fn calibrate(
     chunks_bin: Vec<u8>,
     vectors_bin: Option<Vec<u8>>,
     embedder: Option<&Embedder>,
+    centring: Option<&Centring>,
     threads: usize,
     analyzer: AnalyzerOptions,
     bm25: Bm25Params,
@@ -691,7 +719,17 @@ pub fn calibrate(
         chunk_size: 0,
         overlap: 0,
         bm25,
-        model: None,
+        // Only the centring is read (by `fit`'s dense scores).
+        model: match (centring, &vectors) {
+            (Some(c), Some(v)) => Some(ModelInfo {
+                id: String::new(),
+                sha256: String::new(),
+                dim: v.dim(),
+                max_tokens: 0,
+                centring: Some(c.clone()),
+            }),
+            _ => None,
+        },
         counts: Counts {
             chunks: lexical.num_docs(),
             vectors: vectors.as_ref().map_or(0, Vectors::len),
@@ -716,14 +754,24 @@ pub fn calibrate(
     let qvecs = match (embedder, bundle.vectors()) {
         (Some(e), Some(_)) => {
             let texts: Vec<&str> = queries.iter().map(|q| q.text.as_str()).collect();
-            Some(
-                e.embed_many(&texts, Prefix::Query, threads, &|_| {})
-                    .map_err(|source| BuildError::Embedding {
-                        what: "calibration queries",
-                        source,
-                    })?
-                    .vectors,
-            )
+            let raw = e
+                .embed_many(&texts, Prefix::Query, threads, &|_| {})
+                .map_err(|source| BuildError::Embedding {
+                    what: "calibration queries",
+                    source,
+                })?
+                .vectors;
+            // Centred as the engine will centre a query (no change with `shift`).
+            let centred = texts
+                .iter()
+                .zip(&raw)
+                .map(|(t, v)| jikji_engine::centring::centre_query(centring, t, v))
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .map_err(|e| BuildError::Bundle {
+                    path: jikji_format::manifest::MANIFEST_FILE.into(),
+                    message: e.to_string(),
+                })?;
+            Some(centred)
         }
         _ => None,
     };

@@ -17,6 +17,7 @@ pub mod gaps;
 pub mod generations;
 pub mod ingest;
 pub mod lang;
+pub mod lang_means;
 pub mod npy;
 pub mod serve;
 pub mod update;

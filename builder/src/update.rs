@@ -377,6 +377,7 @@ pub fn update_with(opts: &IngestOptions, u: &UpdateOptions) -> Result<UpdateRepo
             chunks_bin,
             vectors.as_ref().map(|(_, bytes)| bytes.clone()),
             embedder.as_ref(),
+            vectors.as_ref().and_then(|(m, _)| m.centring.as_ref()),
             opts.threads,
             settings.analyzer,
             settings.bm25,
@@ -653,7 +654,10 @@ fn chunk(
 /// The embed stage of an update: `vectors.bin` for `records` when the old bundle has
 /// vectors. A record taken from the old bundle, or whose text some old record has, gets
 /// that old int8 row and scale copied bit for bit; only other texts are embedded
-/// (through the cache), loading the model into `embedder` if needed.
+/// (through the cache), loading the model into `embedder` if needed. With a centring
+/// record, the rows stay as the model gave them and the record's per-chunk languages and
+/// offsets are made for `records` (a `lang-mean-v1` record, whose rows were stored
+/// centred, is refused: a full build is needed).
 fn vectors(
     old: &Old,
     records: &[ChunkRecord],
@@ -685,6 +689,8 @@ fn vectors(
     report.vectors_reused = records.len() - todo.len();
     report.vectors_new = todo.len();
     let mut fresh: HashMap<usize, (f32, Vec<i8>)> = HashMap::new();
+    let mut new_langs: HashMap<usize, Option<String>> = HashMap::new();
+    let mut stats = None;
     if !todo.is_empty() {
         let dir = model_dir.ok_or_else(|| BuildError::Bundle {
             path: old.path.clone(),
@@ -699,6 +705,15 @@ fn vectors(
             opts.progress,
             embedder,
         )?;
+        // Rows stay as the model gave them; the new chunks' centring languages are found
+        // as a full build finds them (below).
+        if info.centring.is_some() {
+            let means = centring_stats(info, dir, opts)?;
+            for (&i, v) in todo.iter().zip(&e.vectors) {
+                new_langs.insert(i, means.language_of(v, &records[i].text).map(String::from));
+            }
+            stats = Some(means);
+        }
         report.embedded = e.embedded;
         for (&i, v) in todo.iter().zip(&e.vectors) {
             fresh.insert(i, jikji_format::vectors::quantize(v));
@@ -714,7 +729,75 @@ fn vectors(
             }
         }),
     )?;
-    Ok(Some((info.clone(), bytes)))
+    let mut info = info.clone();
+    if let Some(c) = &mut info.centring {
+        if c.method != jikji_engine::centring::METHOD {
+            return Err(BuildError::Bundle {
+                path: old.path.clone(),
+                message: format!(
+                    "model.centring.method {:?}: its rows were stored centred; run a full `jikji build`",
+                    c.method
+                ),
+            });
+        }
+        // Each chunk's language: an old row's from the old record (a full build finds the
+        // same: same text, same vector), a new one's from its vector and text.
+        let old_runs = c.chunks.as_deref().unwrap_or_default();
+        let old_langs: Vec<&str> = jikji_engine::centring::parse_runs(old_runs, ov.len())
+            .map_err(|e| BuildError::Bundle {
+                path: old.path.clone(),
+                message: e.to_string(),
+            })?
+            .into_iter()
+            .flat_map(|(code, n)| std::iter::repeat_n(code, n))
+            .collect();
+        let langs: Vec<Option<&str>> = rows
+            .iter()
+            .enumerate()
+            .map(|(i, r)| match r {
+                Some(o) => Some(old_langs[*o]).filter(|l| *l != jikji_engine::centring::NO_LANG),
+                None => new_langs[&i].as_deref(),
+            })
+            .collect();
+        // The offsets of the languages the bundle now has: the recorded ones (a full build
+        // with a bundle prior would recompute them), the reference means for a new one.
+        let offsets = match stats {
+            Some(s) => s.recorded_offsets(c),
+            None => c.passage.clone(),
+        };
+        let present: std::collections::BTreeSet<&str> = langs.iter().flatten().copied().collect();
+        let passage = offsets
+            .into_iter()
+            .filter(|(l, _)| present.contains(l.as_str()))
+            .collect();
+        let runs = jikji_engine::centring::write_runs(langs.iter().copied());
+        c.passage = passage;
+        c.chunks = Some(runs);
+    }
+    Ok(Some((info, bytes)))
+}
+
+/// The language statistics a bundle's centring was made with, for `jikji update`: the
+/// model folder's (or `opts.lang_means`), refused when its SHA-256 is not the record's.
+fn centring_stats(
+    info: &jikji_format::ModelInfo,
+    dir: &Path,
+    opts: &IngestOptions,
+) -> Result<crate::lang_means::LoadedStats> {
+    let c = info.centring.as_ref().expect("called with a centring");
+    let path = crate::lang_means::stats_path(dir, opts.lang_means.as_deref());
+    let means = crate::lang_means::LoadedStats::load(&path, &info.sha256)?;
+    if means.sha256 != c.stats_sha256 {
+        return Err(BuildError::Model {
+            path,
+            message: format!(
+                "sha256 {} differs from the bundle's centring statistics {}; \
+                 run a full `jikji build`",
+                means.sha256, c.stats_sha256
+            ),
+        });
+    }
+    Ok(means)
 }
 
 /// Prints what changed and the time per phase (stderr).

@@ -21,6 +21,7 @@ fn options(tmp: &std::path::Path) -> EvalOptions {
         run: Some(tmp.join("run.trec")),
         progress: false,
         settings: BundleSettings::default(),
+        lang_means: None,
         expansion: Expansion::default(),
         now_ms: None,
         prefer_tier: None,

@@ -318,3 +318,69 @@ fn gaps_report_missing_topics_and_drops_and_keep_a_history() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bad.jsonl:2"), "{err}");
 }
+
+/// Issue 15's first centring stored the rows centred (`x − o[l]`), while dedup, conflicts
+/// and `jikji update` embed new files raw and their thresholds were measured on raw E5
+/// cosines: a new file's duplicate scored 0.24 against the bundle and the conflict above
+/// was not found. The rows are now the model's vectors whatever the centring (the engine
+/// applies the offsets recorded in `model.centring`), so a centred bundle's vectors are
+/// byte for byte those of the same bundle without centring.
+#[test]
+fn centred_rows_broke_dedup_and_conflicts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (on, off) = (tmp.path().join("on"), tmp.path().join("off"));
+    build_with_model(&fixture("service-docs"), &on);
+    build(
+        &IngestOptions {
+            model_dir: Some(common::model_dir()),
+            cache_dir: Some(common::cache_dir()),
+            threads: 2,
+            ..IngestOptions::new(fixture("service-docs"), &off)
+        },
+        &BundleSettings {
+            centring: None,
+            ..BundleSettings::default()
+        },
+    )
+    .unwrap();
+    let (a, b) = (
+        Bundle::open_dir(&on).unwrap(),
+        Bundle::open_dir(&off).unwrap(),
+    );
+    let c = a.manifest().model.as_ref().unwrap().centring.as_ref();
+    assert!(c.is_some_and(|c| c.chunks.is_some()), "{c:?}");
+    assert!(b.manifest().model.as_ref().unwrap().centring.is_none());
+    let (va, vb) = (a.vectors().unwrap(), b.vectors().unwrap());
+    assert_eq!(va.len(), vb.len());
+    for i in 0..va.len() {
+        assert_eq!(va.row(i), vb.row(i), "row {i}");
+    }
+    // The vector pages themselves are the same files.
+    let pages = |d: &Path| -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(d.join("p"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("v-"))
+            .collect();
+        v.sort();
+        v
+    };
+    assert!(!pages(&on).is_empty());
+    assert_eq!(pages(&on), pages(&off));
+    // And dedup of a new file against the centred bundle sees the raw cosine.
+    let out = check_new_files(
+        &on,
+        &fixture("service-docs-new"),
+        &common::model_dir(),
+        Some(&common::cache_dir()),
+        2,
+        DUPLICATE,
+        PARTIAL,
+    )
+    .unwrap();
+    let rate = out
+        .iter()
+        .find(|c| c.source.ends_with("gateway-limits.md") && !c.exact)
+        .unwrap();
+    assert_eq!(rate.class, Class::Duplicate, "cosine {}", rate.cosine);
+}

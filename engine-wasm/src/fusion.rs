@@ -10,9 +10,9 @@
 
 use std::collections::HashMap;
 
+use crate::centring::DenseScorer;
 use jikji_format::analyzer::Analyzer;
 use jikji_format::paged::Lexicon;
-use jikji_format::vectors::Vectors;
 use jikji_format::{Bm25Params, Calibration, Result};
 
 use crate::search::{top_k, Scored};
@@ -56,15 +56,15 @@ pub const BACKGROUND_SAMPLE: usize = 256;
 /// queries high cosines with everything (gibberish reaches ~0.85 on the books bundle), so a
 /// cosine is only meaningful against the query's own background (z-score normalisation,
 /// Montague & Aslam 2001, "Relevance score normalization for metasearch").
-pub fn dense_background(vectors: &Vectors, query_vector: &[f32]) -> (f32, f32) {
-    let n = vectors.len();
+///
+/// The cosines are `dense`'s scores, with the bundle's centring if it has one.
+pub fn dense_background(dense: &DenseScorer) -> (f32, f32) {
+    let n = dense.len();
     if n == 0 {
         return (0.0, 1.0);
     }
     let take = n.min(BACKGROUND_SAMPLE);
-    let xs: Vec<f32> = (0..take)
-        .map(|j| vectors.dot(j * n / take, query_vector))
-        .collect();
+    let xs: Vec<f32> = (0..take).map(|j| dense.score(j * n / take)).collect();
     let mean = xs.iter().sum::<f32>() / take as f32;
     let var = xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f32>() / take as f32;
     (mean, var.sqrt().max(1e-4))
@@ -101,8 +101,7 @@ pub fn weighted(
     lex: &[Scored],
     upper_bound: f32,
     dense: &[Scored],
-    vectors: &Vectors,
-    query_vector: &[f32],
+    scorer: &DenseScorer,
     cal: &Calibration,
     k: usize,
 ) -> Vec<Scored> {
@@ -110,7 +109,7 @@ pub fn weighted(
         return top_k(lex.to_vec(), k);
     };
     let w = cal.dense_weight.clamp(0.0, 1.0);
-    let bg = dense_background(vectors, query_vector);
+    let bg = dense_background(scorer);
     let lex_map: HashMap<u32, f32> = lex.iter().copied().collect();
     let dense_map: HashMap<u32, f32> = dense.iter().copied().collect();
     let mut docs: Vec<u32> = lex.iter().chain(dense).map(|s| s.0).collect();
@@ -124,7 +123,7 @@ pub fn weighted(
             let cos = dense_map
                 .get(&d)
                 .copied()
-                .unwrap_or_else(|| vectors.dot(d as usize, query_vector));
+                .unwrap_or_else(|| scorer.score(d as usize));
             let l_d = dense_cal.logit(dense_z(cos, bg));
             (d, w * l_d + (1.0 - w) * l_b)
         })
@@ -135,7 +134,7 @@ pub fn weighted(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use jikji_format::vectors::write_vectors;
+    use jikji_format::vectors::{write_vectors, Vectors};
     use jikji_format::Platt;
 
     fn cal(w: f32) -> Calibration {
@@ -177,10 +176,11 @@ mod tests {
         let q = [1.0, 0.0];
         let lex = vec![(1, 9.0), (2, 5.0)];
         let dense = vec![(0, 1.0), (3, 0.8)];
-        let only_lex = weighted(&lex, 10.0, &dense, &v, &q, &cal(0.0), 4);
+        let scorer = DenseScorer::new(&v, None, &q);
+        let only_lex = weighted(&lex, 10.0, &dense, &scorer, &cal(0.0), 4);
         assert_eq!(only_lex[0].0, 1);
         assert_eq!(only_lex[1].0, 2);
-        let only_dense = weighted(&lex, 10.0, &dense, &v, &q, &cal(1.0), 4);
+        let only_dense = weighted(&lex, 10.0, &dense, &scorer, &cal(1.0), 4);
         // Doc 2 (cos 0.6) is scored from the vectors although only BM25 listed it.
         assert_eq!(
             only_dense.iter().map(|s| s.0).collect::<Vec<_>>(),

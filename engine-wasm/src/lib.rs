@@ -6,6 +6,7 @@
 //! it the engine answers BM25 queries, and dense/hybrid ones given a query vector.
 #![warn(missing_docs)]
 
+pub mod centring;
 pub mod fusion;
 mod lifecycle;
 pub mod out;
@@ -214,6 +215,8 @@ pub struct Engine {
     prefer_tier: Option<u32>,
     options: SearchOptions,
     lifecycle: OnceLock<Result<Lifecycle, String>>,
+    /// The bundle's per-chunk centring, decoded once the vectors are loaded (`None`: none).
+    chunk_centring: OnceLock<Option<centring::ChunkCentring>>,
     fetched: std::sync::Mutex<FetchStats>,
 }
 
@@ -251,6 +254,7 @@ impl Engine {
             prefer_tier: None,
             options: SearchOptions::default(),
             lifecycle: OnceLock::new(),
+            chunk_centring: OnceLock::new(),
             fetched: Default::default(),
         }
     }
@@ -332,6 +336,39 @@ impl Engine {
                     e.clone(),
                 ))
             })
+    }
+
+    /// The bundle's per-chunk centring for its loaded `vectors` ([`centring::ChunkCentring`],
+    /// decoded on first use), `None` without a `model.centring` or for a `lang-mean-v1`
+    /// record. Errors: the record is not what a builder writes (not kept: every query
+    /// reports it).
+    fn chunk_centring(
+        &self,
+        vectors: &jikji_format::vectors::Vectors,
+    ) -> Result<Option<&centring::ChunkCentring>, EngineError> {
+        if let Some(c) = self.chunk_centring.get() {
+            return Ok(c.as_ref());
+        }
+        let record = self.bundle.manifest().model.as_ref();
+        let c = match record.and_then(|m| m.centring.as_ref()) {
+            Some(c) => centring::ChunkCentring::of(c, vectors)?,
+            None => None,
+        };
+        Ok(self.chunk_centring.get_or_init(|| c).as_ref())
+    }
+
+    /// The dense scorer of query vector `q` against the bundle's `vectors`, with its
+    /// per-chunk centring ([`centring::DenseScorer`]).
+    pub(crate) fn scorer<'a>(
+        &'a self,
+        vectors: &'a jikji_format::vectors::Vectors,
+        q: &'a [f32],
+    ) -> Result<centring::DenseScorer<'a>, EngineError> {
+        Ok(centring::DenseScorer::new(
+            vectors,
+            self.chunk_centring(vectors)?,
+            q,
+        ))
     }
 
     /// Verifies and opens a bundle from its files' bytes (see [`Bundle::from_files`]).
@@ -504,7 +541,10 @@ impl Engine {
     /// out, so a filtered search still returns `top_k` hits when the bundle has them. In
     /// hybrid mode the fused ranking is filtered (ranks inside each list still count the
     /// left-out chunks). The stages (rankers, fusion, parents and lifecycle filters,
-    /// calibrated scores, minimum score) are described in the `pipeline` module.
+    /// calibrated scores, minimum score) are described in the `pipeline` module. A bundle
+    /// whose manifest has a `model.centring` first centres `qvec` for the query's language
+    /// ([`centring::centre_query`]) and scores each chunk with its language's offset
+    /// ([`centring::DenseScorer`]).
     ///
     /// On a paged bundle the query runs in passes (see [`jikji_format::paged`]): a pass
     /// that read a page not in the cache is thrown away; natively the missing pages are
@@ -518,6 +558,17 @@ impl Engine {
         top_k: usize,
         opts: &SearchOptions,
     ) -> Result<SearchResult, EngineError> {
+        // Bundles with a per-language centring compare centred query vectors (issue 15).
+        let centring = self.bundle.manifest().model.as_ref();
+        let centred = match qvec {
+            Some(q) => Some(centring::centre_query(
+                centring.and_then(|m| m.centring.as_ref()),
+                query,
+                q,
+            )?),
+            None => None,
+        };
+        let qvec = centred.as_deref();
         let Some(cache) = self.bundle.cache() else {
             return self.pass(query, qvec, mode, top_k, opts);
         };

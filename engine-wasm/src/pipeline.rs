@@ -98,7 +98,7 @@ impl Engine {
                 actual: q.len(),
             });
         }
-        Ok(search::dense(v, q, k))
+        Ok(search::dense(&self.scorer(v, q)?, k))
     }
 
     /// Stage 2: the mode's ranked lists, `k` (= [`Depth::rank`]) deep, hybrid's at least
@@ -167,14 +167,14 @@ impl Engine {
                 };
                 fused(lex, scale)
             }
-            Lists::Dense(den) => fused(den, self.dense_scale(cal, qvec)),
+            Lists::Dense(den) => fused(den, self.dense_scale(cal, qvec)?),
             // No chunk shares a term with the query (e.g. a Chinese question on an
             // English bundle): BM25 gives no evidence either way, so its low log-odds
             // would only drag every fused score under 0.3 (measured on xquad-zh →
             // xquad-en). The ranking is dense's in every fusion anyway.
             Lists::Hybrid { bm25, dense } if bm25.is_empty() => fused(
                 dense.into_iter().take(k).collect(),
-                self.dense_scale(cal, qvec),
+                self.dense_scale(cal, qvec)?,
             ),
             Lists::Hybrid { bm25, dense } => match (self.fusion, cal) {
                 (Fusion::Weighted { dense_weight }, Some(c)) if c.dense.is_some() => {
@@ -185,7 +185,14 @@ impl Engine {
                     let v = b.vectors_checked()?.ok_or(EngineError::NoVectors(mode))?;
                     let q = qvec.ok_or(EngineError::NoModel(mode))?;
                     Fused {
-                        ranked: fusion::weighted(&bm25, upper_bound()?, &dense, v, q, &c, k),
+                        ranked: fusion::weighted(
+                            &bm25,
+                            upper_bound()?,
+                            &dense,
+                            &self.scorer(v, q)?,
+                            &c,
+                            k,
+                        ),
                         scale: c.weighted.map(|p| Scale {
                             input: Input::Raw,
                             plain: p,
@@ -208,18 +215,24 @@ impl Engine {
     }
 
     /// The scale of a dense list: its fits if the bundle has a dense calibration, with the
-    /// query vector's background.
-    fn dense_scale(&self, cal: Option<&Calibration>, qvec: Option<&[f32]>) -> Option<Scale> {
-        let p = cal.and_then(|c| c.dense)?;
+    /// query vector's background. Errors: a broken centring record.
+    fn dense_scale(
+        &self,
+        cal: Option<&Calibration>,
+        qvec: Option<&[f32]>,
+    ) -> Result<Option<Scale>, EngineError> {
+        let Some(p) = cal.and_then(|c| c.dense) else {
+            return Ok(None);
+        };
         let background = match (self.bundle.vectors(), qvec) {
-            (Some(v), Some(q)) => fusion::dense_background(v, q),
+            (Some(v), Some(q)) => fusion::dense_background(&self.scorer(v, q)?),
             _ => (0.0, 1.0),
         };
-        Some(Scale {
+        Ok(Some(Scale {
             input: Input::Dense { background },
             plain: p,
             margin: cal.and_then(|c| c.scores).and_then(|f| f.dense),
-        })
+        }))
     }
 
     /// Stage 6: hits of `ranked` (`(doc, raw score, reported score)`, best first) whose

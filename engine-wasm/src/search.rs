@@ -5,9 +5,9 @@ use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
+use crate::centring::DenseScorer;
 use jikji_format::analyzer::{script_of, Analyzer, Script};
 use jikji_format::paged::{Chunks, Hanja, Lexicon};
-use jikji_format::vectors::Vectors;
 use jikji_format::{Bm25Params, Bundle, Result};
 
 /// RRF constant k (Cormack, Clarke & Büttcher 2009, "Reciprocal Rank Fusion outperforms
@@ -524,11 +524,12 @@ pub fn bm25(lex: &Lexical, query: &str, k: usize) -> Result<Vec<Scored>> {
     Ok(top_k(ranked, k))
 }
 
-/// Exact dense search: cosine similarity of `query` (L2-normalised, length `vectors.dim()`)
-/// with every stored int8 vector; returns the top `k`.
-pub fn dense(vectors: &Vectors, query: &[f32], k: usize) -> Vec<Scored> {
-    let scored = (0..vectors.len())
-        .map(|i| (i as u32, vectors.dot(i, query)))
+/// Exact dense search: the score ([`DenseScorer::score`]: cosine similarity of the
+/// L2-normalised query with the stored int8 vector, with the bundle's centring if any) of
+/// every chunk; returns the top `k`.
+pub fn dense(scorer: &DenseScorer, k: usize) -> Vec<Scored> {
+    let scored = (0..scorer.len())
+        .map(|i| (i as u32, scorer.score(i)))
         .collect();
     top_k(scored, k)
 }

@@ -36,6 +36,6 @@ pub use bundle::{sha256_hex, Bundle, BundleWriter};
 pub use chunks::{ChunkRecord, ConflictNote};
 pub use error::{FormatError, Result};
 pub use manifest::{
-    Bm25Params, Calibration, ChunkingInfo, Counts, FileEntry, Manifest, MarginPlatt, ModelInfo,
-    Platt, ScoreFits, SourceEntry, FORMAT_VERSION, PAGED_FORMAT_VERSION,
+    Bm25Params, Calibration, Centring, ChunkingInfo, Counts, FileEntry, Manifest, MarginPlatt,
+    ModelInfo, Platt, ScoreFits, SourceEntry, FORMAT_VERSION, PAGED_FORMAT_VERSION,
 };

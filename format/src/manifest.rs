@@ -35,6 +35,67 @@ pub struct ModelInfo {
     pub dim: usize,
     /// Maximum sequence length in tokens, specials included.
     pub max_tokens: usize,
+    /// The per-language correction applied to the stored passage vectors, which the engine
+    /// applies to every query vector too (`jikji_engine::centring`). Absent in bundles built
+    /// before it existed, or with `--centring off`: vectors as the model gave them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub centring: Option<Centring>,
+}
+
+/// Per-language mean centring of the dense vectors (issue 15): multilingual-e5-small puts a
+/// language-specific offset into every vector, so any passage in the query's language
+/// outscores the right passage in another.
+///
+/// Method `lang-mean-v2` (what builders write): the `vectors.bin` rows are the model's
+/// vectors as they are (so bundles compare with new files' raw vectors, and the rows equal
+/// those of a bundle without centring); `chunks` gives each chunk's centring language and
+/// `passage` the offset `o[l]` of every language in it. The engine turns a query vector `y`
+/// of detected language `lq` into `q = normalise(y − query[lq])` (`y` when `query` has no
+/// entry: always with `shift`) and scores chunk `i` of language `l` as
+/// `(q·x_i − q·o[l]) / n_i`: the cosine of `q` with `normalise(x_i − o[l])`, where `n_i =
+/// |x_i − o[l]|` is computed from the dequantized row (with `shift`, `n_i = 1`: the score is
+/// `q·x_i − q·o[l]`). A chunk without a language (`-` in `chunks`) scores `q·x_i`.
+///
+/// Method `lang-mean-v1` (the first version, no `chunks`): the rows were stored already
+/// centred; the engine only centres the query.
+///
+/// A query's language comes from `jikji_engine::centring::detect_lang`, a chunk's from its
+/// scripts and vector (`jikji_builder::lang_means::LoadedStats::language_of`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Centring {
+    /// `lang-mean-v2` (rows as the model gave them) or `lang-mean-v1` (rows centred).
+    pub method: String,
+    /// Lowercase hex SHA-256 of the statistics file (`lang-means.json` in the model folder)
+    /// the means come from.
+    pub stats_sha256: String,
+    /// Centring strength applied to the passage means (1 = subtract the whole mean).
+    pub alpha: f32,
+    /// How the query offsets were made: `query-mean` (the language's mean of `query: `
+    /// vectors), `passage-mean` (the passage mean) or `passage-mean+offset` (the passage mean
+    /// plus one offset shared by all languages: the mean of query minus passage means); or
+    /// `shift`: passages are compared as `x − o[l]` without renormalising, and queries are
+    /// used as given (`query` is empty).
+    pub query_side: String,
+    /// Language code → the vector subtracted from a query of that language (`dim` f32s,
+    /// already multiplied by `alpha`). Stored in the manifest so the engine needs nothing
+    /// but the bundle, natively and in the browser.
+    pub query: BTreeMap<String, Vec<f32>>,
+    /// Prior strength `K` (source files) of the reference mean against the bundle's own mean
+    /// of a language: the offset of language `l` is `alpha · (w · bundle_mean[l] + (1 − w) ·
+    /// passage_mean[l])`, `w = s / (s + K)` with `s` the source files of the language's
+    /// chunks. Absent: reference means alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bundle_prior: Option<f32>,
+    /// Language code → the offset `o[l]` of that language's passages (`dim` f32s, `alpha`
+    /// included). `lang-mean-v2`: one for every language of `chunks`, read by the engine and
+    /// by `jikji update`. `lang-mean-v1`: only with a bundle prior, for `jikji update`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub passage: BTreeMap<String, Vec<f32>>,
+    /// `lang-mean-v2`: each chunk's centring language, in doc-id order, as runs separated by
+    /// one space: `<code>*<count>` (`en*1190 zh*848`), code `-` for chunks not centred; the
+    /// counts add up to `counts.chunks`. Absent in `lang-mean-v1` records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunks: Option<String>,
 }
 
 /// Counts of what the bundle holds.

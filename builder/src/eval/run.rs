@@ -14,6 +14,8 @@ use super::{bands, ece, load_queries, mean, metrics, percentile, Band, EvalSet, 
 use crate::corpus::{FrontMatter, SourceFile};
 use crate::error::{BuildError, Result};
 use crate::ingest::{build_files, load_build_embedder, BundleSettings, IngestOptions};
+use crate::vector_cache::{cache_key, CacheEntry, VectorCache};
+use jikji_embed::Prefix;
 
 /// What `jikji eval` runs.
 #[derive(Debug, Clone)]
@@ -39,8 +41,10 @@ pub struct EvalOptions {
     pub run: Option<PathBuf>,
     /// Show progress bars on stderr while building.
     pub progress: bool,
-    /// Chunking, analyzer and BM25 settings of the bundle built from the corpus.
+    /// Chunking, analyzer, BM25 and centring settings of the bundle built from the corpus.
     pub settings: BundleSettings,
+    /// The language statistics for the centring (`None`: the model folder's).
+    pub lang_means: Option<PathBuf>,
     /// Query expansion weights.
     pub expansion: Expansion,
     /// The clock for expiry filtering, in ms since the Unix epoch (`None`: none). An eval
@@ -108,6 +112,10 @@ pub struct EvalReport {
     pub calibrated: bool,
     /// The calibration block of the manifest.
     pub calibration: Option<jikji_format::Calibration>,
+    /// The dense centring of the bundle (`model.centring` of the manifest, without its
+    /// offsets): `query-side α=A prior=K|none stats=<sha256 prefix>`, or `None` (off, or no
+    /// vectors).
+    pub centring: Option<String>,
     /// Median query-embedding time in ms (NaN, `null` in JSON, without dense/hybrid).
     pub query_embed_median_ms: f64,
     /// One row per ranking.
@@ -163,6 +171,7 @@ pub fn run(dir: &Path, o: &EvalOptions) -> Result<EvalReport> {
         cache_dir: Some(o.cache.clone()),
         threads: o.threads,
         progress: o.progress,
+        lang_means: o.lang_means.clone(),
         ..IngestOptions::new(dir, &out)
     };
     let t = Instant::now();
@@ -208,6 +217,7 @@ pub fn run(dir: &Path, o: &EvalOptions) -> Result<EvalReport> {
         build_phases: built.seconds.clone(),
         calibrated: m.calibration.is_some(),
         calibration: m.calibration.clone(),
+        centring: centring_label(&m),
         query_embed_median_ms: measured.embed_median_ms,
         modes: measured.rows,
     })
@@ -324,6 +334,7 @@ pub fn run_bundle(bundle: &Path, dir: &Path, o: &EvalOptions) -> Result<EvalRepo
         build_phases: Vec::new(),
         calibrated: m.calibration.is_some(),
         calibration: m.calibration.clone(),
+        centring: centring_label(&m),
         query_embed_median_ms: measured.embed_median_ms,
         modes: measured.rows,
     })
@@ -407,15 +418,34 @@ fn evaluate(
         .filter(|(id, _)| o.unanswerable || has_relevant(&set.qrels, id))
         .take(o.limit.unwrap_or(usize::MAX))
         .collect();
-    // Embed each query once; every dense and hybrid run reuses the vector.
+    // Embed each query once; every dense and hybrid run reuses the vector. Query vectors
+    // go through the embedding cache too (`query: ` keys), so re-running a set embeds only
+    // queries it has not seen; the embedding latency is timed on those.
     let mut qvecs = Vec::new();
     let mut embed_ms = Vec::new();
     if needs_model {
+        let sha = crate::ingest::model_info(&o.model)?.sha256;
+        let mut cache = VectorCache::open(Some(&o.cache), &sha)?;
         for (_, q) in &judged {
+            let key = cache_key(&sha, Prefix::Query, q);
+            if let Some(c) = cache.get(&key) {
+                qvecs.push(Some(c.vector.clone()));
+                continue;
+            }
             let t = Instant::now();
-            qvecs.push(Some(engine.embed_query(q, Mode::Dense)?));
+            let v = engine.embed_query(q, Mode::Dense)?;
             embed_ms.push(t.elapsed().as_secs_f64() * 1e3);
+            cache.insert(
+                key,
+                CacheEntry {
+                    tokens: 0,
+                    truncated: false,
+                    vector: v.clone(),
+                },
+            );
+            qvecs.push(Some(v));
         }
+        cache.flush()?;
     } else {
         qvecs.resize(judged.len(), None);
     }
@@ -554,6 +584,9 @@ impl EvalReport {
                 self.query_embed_median_ms
             );
         }
+        if let Some(c) = &self.centring {
+            let _ = writeln!(s, "dense centring: {c}");
+        }
         let _ = writeln!(
             s,
             "{:<14}{:>9}{:>9}{:>10}{:>9}{:>11}{:>9}{:>8}   top-1 relevant by score band",
@@ -588,4 +621,17 @@ impl EvalReport {
         }
         s
     }
+}
+
+/// How the bundle's dense vectors are centred, for the report (`None`: not centred).
+fn centring_label(m: &jikji_format::Manifest) -> Option<String> {
+    m.model.as_ref().and_then(|i| i.centring.as_ref()).map(|c| {
+        format!(
+            "{} α={} prior={} stats={}",
+            c.query_side,
+            c.alpha,
+            c.bundle_prior.map_or("none".to_string(), |k| k.to_string()),
+            c.stats_sha256.get(..12).unwrap_or(&c.stats_sha256)
+        )
+    })
 }

@@ -10,6 +10,7 @@ use jikji_format::{sha256_hex, ModelInfo};
 
 use super::IngestOptions;
 use crate::error::{BuildError, Result};
+use crate::lang_means::{stats_path, CentringSettings, LoadedStats};
 use crate::vector_cache::{cache_key, CacheEntry, VectorCache};
 
 /// A bundle's vectors: the model they come from, `vectors.bin` and what making them took.
@@ -22,16 +23,18 @@ pub struct EmbeddedVectors {
     pub stats: Embedded,
 }
 
-/// Embeds `texts` (chunk texts, doc order) with the model in `model_dir` through
-/// `opts.cache_dir`, on `opts.threads` threads, and quantizes them into `vectors.bin`.
-/// The model is loaded into `embedder` only if some text is not cached.
+/// Embeds `texts` (chunk texts, doc order; `sources` their source files) with the model in
+/// `model_dir` through `opts.cache_dir`, on `opts.threads` threads, then [`pack_vectors`].
+/// The model is loaded into `embedder` only if some text is not cached. Errors: the model
+/// or the statistics file is missing or broken.
 pub fn embed_vectors(
     texts: &[&str],
+    sources: &[&str],
     model_dir: &Path,
     opts: &IngestOptions,
+    centring: Option<CentringSettings>,
     embedder: &mut Option<Embedder>,
 ) -> Result<EmbeddedVectors> {
-    let model = model_info(model_dir)?;
     let stats = embed_passages(
         texts,
         model_dir,
@@ -40,6 +43,31 @@ pub fn embed_vectors(
         opts.progress,
         embedder,
     )?;
+    pack_vectors(stats, texts, sources, model_dir, opts, centring)
+}
+
+/// Quantizes the passage vectors of `stats` (one per chunk: texts `texts`, source files
+/// `sources`) into `vectors.bin` as the model gave them, and when `centring` is given
+/// records each chunk's centring language and the offsets in [`ModelInfo::centring`]
+/// ([`crate::lang_means::LoadedStats::assign`]; the statistics file is `opts.lang_means` or
+/// the model folder's): the engine applies them, so `vectors.bin` is the same with or
+/// without centring. Embedded and imported vectors go through it alike. Errors: the model
+/// or the statistics file is missing or broken.
+pub fn pack_vectors(
+    stats: Embedded,
+    texts: &[&str],
+    sources: &[&str],
+    model_dir: &Path,
+    opts: &IngestOptions,
+    centring: Option<CentringSettings>,
+) -> Result<EmbeddedVectors> {
+    let mut model = model_info(model_dir)?;
+    if let Some(c) = centring {
+        let path = stats_path(model_dir, opts.lang_means.as_deref());
+        let means = LoadedStats::load(&path, &model.sha256)?;
+        let (langs, offsets) = means.assign(&stats.vectors, texts, sources, c);
+        model.centring = Some(means.record(c, offsets, &langs));
+    }
     let vectors_bin = write_vectors(jikji_embed::DIM, &stats.vectors)?;
     Ok(EmbeddedVectors {
         model,
@@ -49,7 +77,7 @@ pub fn embed_vectors(
 }
 
 /// Model metadata: id from `model.json` if present, SHA-256 of `model.onnx` (the file the
-/// browser loads; the engine refuses a model whose SHA-256 differs).
+/// browser loads; the engine refuses a model whose SHA-256 differs); no centring.
 pub fn model_info(dir: &Path) -> Result<ModelInfo> {
     let onnx = dir.join("model.onnx");
     let bytes = std::fs::read(&onnx).map_err(|source| BuildError::ModelMissing {
@@ -66,6 +94,7 @@ pub fn model_info(dir: &Path) -> Result<ModelInfo> {
         sha256: sha256_hex(&bytes),
         dim: jikji_embed::DIM,
         max_tokens: jikji_embed::MAX_TOKENS,
+        centring: None,
     })
 }
 

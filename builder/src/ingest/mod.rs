@@ -38,9 +38,11 @@ use crate::chunker::report::Dist;
 use crate::chunker::{ChunkParams, Strategy};
 use crate::corpus::{quarantine, scan, CheckOptions, Scan, Severity, SourceFile};
 use crate::error::{BuildError, Result};
+use crate::lang_means::CentringSettings;
 
 /// Every choice that changes a bundle's bytes, recorded in its manifest (`chunking`,
-/// `chunk_size`, `overlap`, `analyzer`, `bm25`, `hanja`, `allow_ai_draft`) so that
+/// `chunk_size`, `overlap`, `analyzer`, `bm25`, `hanja`, `allow_ai_draft`,
+/// `model.centring`) so that
 /// `jikji update` rebuilds with the same ones. Whether chunks are token-limited follows
 /// from whether the bundle is embedded (a model folder), not from these settings.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -58,11 +60,14 @@ pub struct BundleSettings {
     pub bm25: Bm25Params,
     /// Files marked `provenance: ai-draft` are admitted (tagged in results).
     pub allow_ai_draft: bool,
+    /// Per-language centring of the vectors ([`crate::lang_means`]); `None` (`--centring
+    /// off`) stores them as the model gives them. Only used when the bundle is embedded.
+    pub centring: Option<CentringSettings>,
 }
 
 impl Default for BundleSettings {
     /// The defaults of `jikji build`: `hierarchical`, 512 / 64 chars, default analyzer,
-    /// `hanja.fst` on, BM25 k1 0.7 / b 0.75, no AI drafts.
+    /// `hanja.fst` on, BM25 k1 0.7 / b 0.75, no AI drafts, centring `shift` at α = 1.
     fn default() -> Self {
         BundleSettings {
             strategy: Strategy::default(),
@@ -71,6 +76,7 @@ impl Default for BundleSettings {
             hanja: true,
             bm25: Bm25Params::default(),
             allow_ai_draft: false,
+            centring: Some(CentringSettings::default()),
         }
     }
 }
@@ -79,8 +85,10 @@ impl BundleSettings {
     /// The settings a bundle was built with, from its manifest. Manifests from before a
     /// setting was recorded give that setting's default of the time: no `chunking` →
     /// `hierarchical`; analyzer version 1 → the current default options (such a bundle is
-    /// rebuilt with the current analyzer); no `hanja` → true; no `allow_ai_draft` → false.
-    /// Errors when the manifest names a strategy this build does not know.
+    /// rebuilt with the current analyzer); no `hanja` → true; no `allow_ai_draft` → false;
+    /// no `model.centring` → no centring (no `model` at all, a BM25-only bundle: the default
+    /// centring, which has no effect there). Errors when the manifest names a strategy or
+    /// centring this build does not know.
     pub fn of_manifest(m: &Manifest) -> Result<Self> {
         let params = ChunkParams {
             size: m.chunk_size,
@@ -102,6 +110,15 @@ impl BundleSettings {
             hanja: m.hanja,
             bm25: m.bm25,
             allow_ai_draft: m.allow_ai_draft,
+            // A bundle without vectors records no centring (it has nothing to centre): it
+            // reads as the default, which is what `jikji build` was given unless `--centring`.
+            centring: match &m.model {
+                None => BundleSettings::default().centring,
+                Some(i) => match &i.centring {
+                    Some(c) => Some(CentringSettings::of_record(c)?),
+                    None => None,
+                },
+            },
         })
     }
 }
@@ -127,6 +144,9 @@ pub struct IngestOptions {
     pub strict: bool,
     /// Copy files with errors into this folder (the originals stay in place).
     pub quarantine: Option<PathBuf>,
+    /// The language statistics for centring; `None`: `lang-means.json` in the model folder
+    /// ([`crate::lang_means::stats_path`]).
+    pub lang_means: Option<PathBuf>,
     /// Import the chunk vectors from this `.npy` file and its `.json` sidecar instead of
     /// embedding them ([`import`]); needs `model_dir` (checked against the sidecar, and
     /// used for the calibration).
@@ -146,6 +166,7 @@ impl IngestOptions {
             progress: false,
             strict: false,
             quarantine: None,
+            lang_means: None,
             vectors: None,
         }
     }
@@ -263,22 +284,30 @@ pub fn build_files(
     let mut embedder = None;
     let mut embedded = None;
     let mut imported = 0;
+    let texts: Vec<&str> = chunked.records.iter().map(|r| r.text.as_str()).collect();
+    let sources: Vec<&str> = chunked.records.iter().map(|r| r.source.as_str()).collect();
     match (&opts.model_dir, &opts.vectors) {
         (Some(dir), Some(npy)) => {
             let im = import::import_vectors(npy, &chunked.records, dir)?;
             imported = im.embedded.vectors.len();
-            embedded = Some(embed::EmbeddedVectors {
-                model: model_info(dir)?,
-                vectors_bin: jikji_format::vectors::write_vectors(
-                    jikji_embed::DIM,
-                    &im.embedded.vectors,
-                )?,
-                stats: im.embedded,
-            });
+            embedded = Some(embed::pack_vectors(
+                im.embedded,
+                &texts,
+                &sources,
+                dir,
+                opts,
+                settings.centring,
+            )?);
         }
         (Some(dir), None) => {
-            let texts: Vec<&str> = chunked.records.iter().map(|r| r.text.as_str()).collect();
-            embedded = Some(embed::embed_vectors(&texts, dir, opts, &mut embedder)?);
+            embedded = Some(embed::embed_vectors(
+                &texts,
+                &sources,
+                dir,
+                opts,
+                settings.centring,
+                &mut embedder,
+            )?);
         }
         (None, Some(npy)) => {
             return Err(BuildError::InvalidInput {
@@ -308,6 +337,7 @@ pub fn build_files(
         jikji_format::chunks::write_chunks(&chunked.records)?,
         embedded.as_ref().map(|e| e.vectors_bin.clone()),
         embedder.as_ref(),
+        embedded.as_ref().and_then(|e| e.model.centring.as_ref()),
         opts.threads,
         settings.analyzer,
         settings.bm25,

@@ -7,6 +7,7 @@ use clap::ValueEnum;
 use jikji_builder::chunker::{ChunkParams, Strategy};
 use jikji_builder::corpus::CheckOptions;
 use jikji_builder::ingest::{default_cache_dir, default_threads, BundleSettings};
+use jikji_builder::lang_means::{CentringSettings, QuerySide};
 use jikji_engine::{Fusion, Mode};
 use jikji_format::analyzer::AnalyzerOptions;
 use jikji_format::Bm25Params;
@@ -146,6 +147,25 @@ pub struct IndexArgs {
     /// BM25 length normalisation b, 0 (none) to 1 (full).
     #[arg(long, allow_negative_numbers = true, default_value_t = Bm25Params::default().b)]
     pub b: f32,
+    /// Per-language centring of the dense vectors (issue 15): `shift` (default) subtracts
+    /// the language's passage mean from passages only, without renormalising; or passages
+    /// and queries are centred and renormalised, the query offset being the language's
+    /// `query-mean`, its `passage-mean`, or `passage-mean+offset` (one offset shared by all
+    /// languages); `off` stores the vectors as the model gives them.
+    #[arg(long, default_value = "shift")]
+    pub centring: String,
+    /// Centring strength α in [0, 1] (1 = subtract the whole mean).
+    #[arg(long, default_value_t = jikji_builder::lang_means::DEFAULT_ALPHA)]
+    pub centring_alpha: f32,
+    /// How many source files of a language weigh as much as the reference mean when the
+    /// bundle's own mean of that language is mixed in (`none`, the default: the reference
+    /// means alone; 50 measured best on mixed-language sets, but `jikji update` then keeps
+    /// the first build's offsets, so an update no longer equals a full rebuild).
+    #[arg(long, default_value = "none")]
+    pub centring_prior: String,
+    /// Language statistics for the centring (default: lang-means.json in the model folder).
+    #[arg(long)]
+    pub lang_means: Option<PathBuf>,
 }
 
 impl IndexArgs {
@@ -195,7 +215,45 @@ impl IndexArgs {
             hanja: !self.no_hanja,
             bm25: self.bm25()?,
             allow_ai_draft,
+            centring: self.centring()?,
         })
+    }
+
+    /// `--centring`, `--centring-alpha` and `--centring-prior`; errors on an unknown name, α
+    /// outside [0, 1] or a prior that is not `none` or a finite number ≥ 0.
+    pub fn centring(&self) -> anyhow::Result<Option<CentringSettings>> {
+        if self.centring == "off" {
+            return Ok(None);
+        }
+        let query_side = QuerySide::parse(&self.centring).ok_or_else(|| {
+            anyhow::anyhow!(
+                "--centring must be query-mean, passage-mean, passage-mean+offset, shift or off, got {:?}",
+                self.centring
+            )
+        })?;
+        anyhow::ensure!(
+            (0.0..=1.0).contains(&self.centring_alpha),
+            "--centring-alpha must be in [0, 1], got {}",
+            self.centring_alpha
+        );
+        let bundle_prior = match self.centring_prior.as_str() {
+            "none" => None,
+            p => Some(
+                p.parse::<f32>()
+                    .ok()
+                    .filter(|k| k.is_finite() && *k >= 0.0)
+                    .ok_or_else(|| {
+                        anyhow::anyhow!(
+                            "--centring-prior must be `none` or a number ≥ 0, got {p:?}"
+                        )
+                    })?,
+            ),
+        };
+        Ok(Some(CentringSettings {
+            alpha: self.centring_alpha,
+            query_side,
+            bundle_prior,
+        }))
     }
 }
 

@@ -72,6 +72,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         progress: !a.quiet && !a.json,
         strict: a.strict,
         quarantine: a.check.quarantine,
+        lang_means: a.index.lang_means.clone(),
         vectors: a.vectors,
         ..IngestOptions::new(a.dir, &a.out)
     };

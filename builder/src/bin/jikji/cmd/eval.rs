@@ -95,6 +95,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         run: a.run,
         progress: !a.json,
         settings: a.index.settings(&a.chunking, a.strategy, false)?,
+        lang_means: a.index.lang_means.clone(),
         expansion: Expansion {
             prefix: a.prefix_weight,
             fuzzy: a.fuzzy_weight,
