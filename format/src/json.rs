@@ -328,7 +328,9 @@ impl Parser<'_> {
             _ => {}
         }
         if long {
-            return self.f64_from_parts(at, positive, sig, exponent).map(Value::F64);
+            return self
+                .f64_from_parts(at, positive, sig, exponent)
+                .map(Value::F64);
         }
         Ok(if positive {
             Value::U64(sig)
@@ -413,7 +415,13 @@ impl Parser<'_> {
     }
 
     /// serde_json's `f64_from_parts` without `float_roundtrip`.
-    fn f64_from_parts(&self, at: usize, positive: bool, sig: u64, mut exponent: i32) -> Result<f64> {
+    fn f64_from_parts(
+        &self,
+        at: usize,
+        positive: bool,
+        sig: u64,
+        mut exponent: i32,
+    ) -> Result<f64> {
         let mut f = sig as f64;
         loop {
             match POW10.get(exponent.unsigned_abs() as usize) {
