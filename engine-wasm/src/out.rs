@@ -345,6 +345,8 @@ fn calibration(out: &mut String, c: &Calibration) {
     out.push('}');
 }
 
+/// The model entry without its `centring` record (the engine applies it to query vectors;
+/// the page does not need its offsets, ~10 kB of numbers).
 fn model(out: &mut String, m: &ModelInfo) {
     out.push('{');
     key(out, "dim");

@@ -372,6 +372,24 @@ impl FromJson for ModelInfo {
             sha256: o.req("sha256")?,
             dim: o.req("dim")?,
             max_tokens: o.req("max_tokens")?,
+            centring: o.req("centring")?,
+        })
+    }
+}
+
+impl FromJson for Centring {
+    const WHAT: &'static str = "an object";
+    fn from_json(j: &Json, f: &str) -> Result<Self> {
+        let o = j.obj(f)?;
+        Ok(Centring {
+            method: o.req("method")?,
+            stats_sha256: o.req("stats_sha256")?,
+            alpha: o.req("alpha")?,
+            query_side: o.req("query_side")?,
+            query: o.req("query")?,
+            bundle_prior: o.req("bundle_prior")?,
+            passage: o.or("passage", BTreeMap::new)?,
+            chunks: o.req("chunks")?,
         })
     }
 }
