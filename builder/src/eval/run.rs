@@ -217,7 +217,7 @@ pub fn run(dir: &Path, o: &EvalOptions) -> Result<EvalReport> {
         build_phases: built.seconds.clone(),
         calibrated: m.calibration.is_some(),
         calibration: m.calibration.clone(),
-        centring: centring_label(&m),
+        centring: centring_label(m),
         query_embed_median_ms: measured.embed_median_ms,
         modes: measured.rows,
     })
