@@ -195,31 +195,12 @@ pub fn run(dir: &Path, o: &EvalOptions) -> Result<EvalReport> {
     let measured = evaluate(&mut engine, &mut set, o, |h| h.source.clone())?;
     let m = engine.bundle().manifest();
     Ok(EvalReport {
-        set: dir.to_path_buf(),
-        bundle: None,
-        queries_file: o.queries.clone(),
-        unanswerable: o.unanswerable,
         documents: set.corpus.len(),
-        queries: measured.queries,
-        bm25: m.bm25,
-        analyzer: m.analyzer,
-        chunk_size: m.chunk_size,
-        overlap: m.overlap,
-        expansion: ExpansionReport {
-            prefix: o.expansion.prefix,
-            fuzzy: o.expansion.fuzzy,
-            hanja: o.expansion.hanja,
-            hangul_norm: o.expansion.hangul_norm,
-        },
         chunks: built.chunks,
         bundle_bytes: bytes,
         build_s,
         build_phases: built.seconds.clone(),
-        calibrated: m.calibration.is_some(),
-        calibration: m.calibration.clone(),
-        centring: centring_label(m),
-        query_embed_median_ms: measured.embed_median_ms,
-        modes: measured.rows,
+        ..report(dir, o, m, measured)
     })
 }
 
@@ -312,11 +293,31 @@ pub fn run_bundle(bundle: &Path, dir: &Path, o: &EvalOptions) -> Result<EvalRepo
         .map(|m| m.len())
         .sum();
     Ok(EvalReport {
-        set: dir.to_path_buf(),
         bundle: Some(bundle.to_path_buf()),
+        documents: m.sources.len(),
+        chunks: m.counts.chunks,
+        bundle_bytes: bytes,
+        build_s: open_s,
+        ..report(dir, o, &m, measured)
+    })
+}
+
+/// The report's fields that come from the options, the bundle's manifest `m` and the
+/// measurements, the same for a set's own corpus and an existing bundle; the caller sets
+/// `bundle`, `documents`, `chunks`, `bundle_bytes`, `build_s` and `build_phases` (here
+/// `None`, 0 and empty).
+fn report(
+    dir: &Path,
+    o: &EvalOptions,
+    m: &jikji_format::Manifest,
+    measured: Measured,
+) -> EvalReport {
+    EvalReport {
+        set: dir.to_path_buf(),
+        bundle: None,
         queries_file: o.queries.clone(),
         unanswerable: o.unanswerable,
-        documents: m.sources.len(),
+        documents: 0,
         queries: measured.queries,
         bm25: m.bm25,
         analyzer: m.analyzer,
@@ -328,16 +329,16 @@ pub fn run_bundle(bundle: &Path, dir: &Path, o: &EvalOptions) -> Result<EvalRepo
             hanja: o.expansion.hanja,
             hangul_norm: o.expansion.hangul_norm,
         },
-        chunks: m.counts.chunks,
-        bundle_bytes: bytes,
-        build_s: open_s,
+        chunks: 0,
+        bundle_bytes: 0,
+        build_s: 0.0,
         build_phases: Vec::new(),
         calibrated: m.calibration.is_some(),
         calibration: m.calibration.clone(),
-        centring: centring_label(&m),
+        centring: centring_label(m),
         query_embed_median_ms: measured.embed_median_ms,
         modes: measured.rows,
-    })
+    }
 }
 
 /// A queries file must match the run: judged queries, or (`unanswerable`) none judged.
