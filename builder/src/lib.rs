@@ -18,6 +18,7 @@ pub mod generations;
 pub mod ingest;
 pub mod lang;
 pub mod npy;
+pub mod query_model;
 pub mod serve;
 pub mod update;
 pub mod vector_cache;

@@ -22,6 +22,7 @@ fn options(tmp: &std::path::Path) -> EvalOptions {
         progress: false,
         settings: BundleSettings::default(),
         expansion: Expansion::default(),
+        query_model: None,
     }
 }
 

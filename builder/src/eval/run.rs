@@ -42,6 +42,10 @@ pub struct EvalOptions {
     pub settings: BundleSettings,
     /// Query expansion weights.
     pub expansion: Expansion,
+    /// Query-model pack folder (`jikji model-pack`): dense and hybrid queries are embedded
+    /// by it ([`crate::query_model::PackEmbedder`], the browser's code) instead of tract;
+    /// the corpus is still embedded with `model`.
+    pub query_model: Option<PathBuf>,
 }
 
 /// One evaluated ranking: a mode (and fusion, for hybrid).
@@ -201,7 +205,11 @@ pub fn run(dir: &Path, o: &EvalOptions) -> Result<EvalReport> {
     let _ = std::fs::remove_dir_all(&out);
     let mut engine = opened?;
     engine.set_expansion(o.expansion);
-    if needs_model {
+    let pack = match (&o.query_model, needs_model) {
+        (Some(dir), true) => Some(crate::query_model::PackEmbedder::open(dir, &engine)?),
+        _ => None,
+    };
+    if needs_model && pack.is_none() {
         engine.set_embedder(load_build_embedder(&o.model)?);
     }
     // Unanswerable runs: every query, none with a relevant document.
@@ -224,7 +232,10 @@ pub fn run(dir: &Path, o: &EvalOptions) -> Result<EvalReport> {
     if needs_model {
         for (_, q) in &judged {
             let t = Instant::now();
-            qvecs.push(Some(engine.embed_query(q, Mode::Dense)?));
+            qvecs.push(Some(match &pack {
+                Some(p) => p.embed_query(q)?,
+                None => engine.embed_query(q, Mode::Dense)?,
+            }));
             embed_ms.push(t.elapsed().as_secs_f64() * 1e3);
         }
     } else {
