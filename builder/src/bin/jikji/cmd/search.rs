@@ -90,11 +90,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         now_ms: Some(a.clock.now_ms()?),
         include_archived: a.include_archived,
     });
-    if mode != Mode::Bm25 {
-        if !engine.bundle().has_vectors() {
-            // Say so before looking for a model the bundle could not use anyway.
-            return Err(jikji_engine::EngineError::NoVectors(mode).into());
-        }
+    if mode != Mode::Bm25 && !engine.bundle().has_vectors() {
+        // Say so before looking for a model the bundle could not use anyway.
+        return Err(jikji_engine::EngineError::NoVectors(mode).into());
     }
     let pack = match &a.query_model {
         Some(dir) if mode != Mode::Bm25 => Some(
