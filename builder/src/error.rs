@@ -272,6 +272,25 @@ pub enum BuildError {
     /// An error of the embedder (`jikji-embed`).
     #[error(transparent)]
     Embed(#[from] EmbedError),
+
+    /// An error of the query-model pack (`jikji-query-model`): opening the pack folder or
+    /// embedding a query with it. Its message names the pack file.
+    #[error(transparent)]
+    QueryModel(#[from] jikji_query_model::ModelError),
+
+    /// The query-model pack stands for another model than the one the bundle's vectors were
+    /// made with.
+    #[error("query-model pack {dir}: made for model sha256 {pack}, but the bundle's vectors were made with {bundle_id} (sha256 {bundle})")]
+    QueryModelMismatch {
+        /// The pack folder.
+        dir: PathBuf,
+        /// The pack's model hash (its `pack.json`).
+        pack: String,
+        /// The bundle's model id.
+        bundle_id: String,
+        /// The bundle's model hash.
+        bundle: String,
+    },
 }
 
 impl BuildError {

@@ -19,6 +19,7 @@ pub mod ingest;
 pub mod lang;
 pub mod lang_means;
 pub mod npy;
+pub mod query_model;
 pub mod serve;
 pub mod update;
 pub mod vector_cache;

@@ -17,9 +17,10 @@
 //!   E5S1 file (`jikji model-pack`); the token-embedding table is read per token id through a
 //!   [`RowTable`] so that the browser can fetch only the rows a query uses.
 //!
-//! Tokenization is not part of this crate yet: pass the ids that
-//! `jikji_embed::EmbedTokenizer::token_ids(text, Prefix::Query)` gives (`<s>` … `</s>`, at
-//! most [`MAX_TOKENS`]).
+//! Tokenization: [`tokenizer::Tokenizer`] (the compact form of the model's Unigram tokenizer,
+//! [`tokenizer::TOKENIZER_FILE`] in the pack) gives the same ids as
+//! `jikji_embed::EmbedTokenizer::token_ids(text, Prefix::Query)` (`<s>` … `</s>`, at most
+//! [`MAX_TOKENS`]); [`QueryPack`] puts the pack's three files together.
 //!
 //! Agreement with the ONNX model: `tests/agree.rs` (cosine ≥ 0.999 required; measured figures
 //! in `docs/design/query-model-pack.md`).
@@ -31,6 +32,7 @@ use std::path::{Path, PathBuf};
 pub mod e5s1;
 pub mod kernels;
 pub mod pack;
+pub mod tokenizer;
 
 use kernels::{attention, gelu_erf, layer_norm, matmul_q4, mean_pool_l2, Q4Matrix};
 
@@ -70,6 +72,23 @@ pub enum ModelError {
         file: String,
         /// Byte offset of the bad field.
         offset: usize,
+        /// What is wrong.
+        msg: String,
+    },
+    /// A `tokenizer.json` has a shape the compact tokenizer does not reproduce, or is not
+    /// valid ([`tokenizer::compact_tokenizer_json`]).
+    #[error("{file}: {msg}")]
+    TokenizerJson {
+        /// The `tokenizer.json` file.
+        file: String,
+        /// What differs from what is supported.
+        msg: String,
+    },
+    /// A pack folder's `pack.json` is missing, malformed, or does not match its files.
+    #[error("{file}: {msg}")]
+    PackInfo {
+        /// The `pack.json` (or the file it describes).
+        file: String,
         /// What is wrong.
         msg: String,
     },
@@ -448,5 +467,115 @@ impl QueryModel {
             layer_norm(&mut x, &l.oln.0, &l.oln.1, c.eps);
         }
         Ok(mean_pool_l2(&x, h))
+    }
+}
+
+/// A whole pack, opened: the encoder, the row table, the compact tokenizer and the
+/// [`pack::PackInfo`] naming the ONNX model it stands for. What `jikji search/eval
+/// --query-model DIR` embed queries with, natively, through the same code as the browser.
+pub struct QueryPack {
+    /// `pack.json`.
+    pub info: pack::PackInfo,
+    /// The encoder.
+    pub model: QueryModel,
+    /// All token rows.
+    pub rows: RowTable,
+    /// The tokenizer.
+    pub tokenizer: tokenizer::Tokenizer,
+}
+
+impl std::fmt::Debug for QueryPack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueryPack")
+            .field("info", &self.info)
+            .finish_non_exhaustive()
+    }
+}
+
+impl QueryPack {
+    /// Opens pack folder `dir`: reads [`pack::INFO_FILE`], then each file it lists, checking
+    /// its length and SHA-256 against it, and parses them. Errors name the file:
+    /// [`ModelError::PackInfo`] (missing, malformed or not matching `pack.json`; a folder
+    /// written by an older `jikji model-pack` without a tokenizer), [`ModelError::Io`],
+    /// [`ModelError::Pack`].
+    pub fn open(dir: &Path) -> Result<Self, ModelError> {
+        let ip = dir.join(pack::INFO_FILE);
+        let bad = |file: &Path, msg: String| ModelError::PackInfo {
+            file: file.display().to_string(),
+            msg,
+        };
+        let ib = std::fs::read(&ip).map_err(|e| {
+            bad(
+                &ip,
+                format!("{e} (not a query-model pack folder? `jikji model-pack` writes one)"),
+            )
+        })?;
+        let info: pack::PackInfo = serde_json::from_slice(&ib)
+            .map_err(|e| bad(&ip, format!("not a pack description: {e}")))?;
+        if info.format != pack::INFO_FORMAT || info.version != pack::PACK_VERSION {
+            return Err(bad(
+                &ip,
+                format!(
+                    "format {:?} version {}, expected {:?} version {}",
+                    info.format,
+                    info.version,
+                    pack::INFO_FORMAT,
+                    pack::PACK_VERSION
+                ),
+            ));
+        }
+        let read = |name: &str| -> Result<(PathBuf, Vec<u8>), ModelError> {
+            let p = dir.join(name);
+            let want = info
+                .files
+                .get(name)
+                .ok_or_else(|| bad(&ip, format!("lists no {name}")))?;
+            let b = std::fs::read(&p).map_err(|e| ModelError::io(&p, e))?;
+            if b.len() as u64 != want.bytes || pack::sha256_hex(&b) != want.sha256 {
+                return Err(bad(
+                    &p,
+                    format!(
+                        "{} bytes, sha256 {}; {} says {} bytes, sha256 {} (a file of another pack?)",
+                        b.len(),
+                        pack::sha256_hex(&b),
+                        ip.display(),
+                        want.bytes,
+                        want.sha256
+                    ),
+                ));
+            }
+            Ok((p, b))
+        };
+        let (lp, lb) = read(pack::LAYERS_FILE)?;
+        let model = QueryModel::from_bytes(&lb, &lp.display().to_string())?;
+        drop(lb);
+        let (rp, rb) = read(pack::ROWS_FILE)?;
+        let rows = RowTable::from_bytes(rb, model.cfg.hidden, &rp.display().to_string())?;
+        let (tp, tb) = read(tokenizer::TOKENIZER_FILE)?;
+        let tokenizer = tokenizer::Tokenizer::from_bytes(&tb, &tp.display().to_string())?;
+        if rows.rows != model.cfg.vocab || tokenizer.vocab_size() != model.cfg.vocab {
+            return Err(bad(
+                &ip,
+                format!(
+                    "{} rows and {} pieces for a {}-piece model",
+                    rows.rows,
+                    tokenizer.vocab_size(),
+                    model.cfg.vocab
+                ),
+            ));
+        }
+        Ok(QueryPack {
+            info,
+            model,
+            rows,
+            tokenizer,
+        })
+    }
+
+    /// Embeds a search query (without the `query: ` prefix, which is added): tokenize,
+    /// truncate to [`MAX_TOKENS`], forward pass; an L2-normalised vector of 384 f32s.
+    pub fn embed_query(&self, query: &str) -> Result<Vec<f32>, ModelError> {
+        let ids = self.tokenizer.query_ids(query);
+        self.model.embed_ids(&ids, &self.rows)
     }
 }

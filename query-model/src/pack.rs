@@ -2,7 +2,7 @@
 //! [`crate::QueryModel::from_pack_dir`] reads. Design and measurements:
 //! `docs/design/query-model-pack.md`.
 //!
-//! A pack folder (e.g. `models/e5-small-pack/`) holds two files, all integers little-endian:
+//! A pack folder (e.g. `models/e5-small-pack/`) holds four files, all integers little-endian:
 //!
 //! - [`LAYERS_FILE`] (`layers.bin`, 12,973,092 B for e5-small): magic `JKQL`, u32 version (= 1),
 //!   u32 hidden, layers, heads, ffn, vocab, max_pos, f32 LayerNorm eps (36 bytes); then, with
@@ -17,8 +17,18 @@
 //!   then one Q4_0 row of `hidden` weights (216 bytes for 384) per token id, in id order. The
 //!   browser will fetch these rows as pages (the design document); natively the file is read
 //!   whole.
+//! - [`crate::tokenizer::TOKENIZER_FILE`] (`tokenizer.bin`): the compact Unigram tokenizer
+//!   made from the model's `tokenizer.json` (layout in [`crate::tokenizer`]).
+//! - [`INFO_FILE`] (`pack.json`, [`PackInfo`]): which ONNX model the pack stands for (its
+//!   id and the SHA-256 of `model.onnx`, the hash a bundle's manifest records for its
+//!   vectors) and the byte length and SHA-256 of each of the three files above, checked when
+//!   the pack is opened ([`crate::QueryPack::open`]).
 
+use std::collections::BTreeMap;
 use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use crate::e5s1::{Dtype, E5s1};
 use crate::kernels::Q4Matrix;
@@ -38,6 +48,58 @@ pub const PACK_VERSION: u32 = 1;
 pub const LAYERS_HEADER: usize = 36;
 /// Bytes of the [`ROWS_FILE`] header.
 pub const ROWS_HEADER: usize = 16;
+/// Name of the pack's description file.
+pub const INFO_FILE: &str = "pack.json";
+/// [`PackInfo::format`] of a pack.
+pub const INFO_FORMAT: &str = "jikji-query-model-pack";
+
+/// One file of a pack as [`INFO_FILE`] records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PackFile {
+    /// Length in bytes.
+    pub bytes: u64,
+    /// SHA-256 of the bytes, lowercase hex.
+    pub sha256: String,
+}
+
+/// [`INFO_FILE`]: what a pack stands for and what it holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PackInfo {
+    /// Always [`INFO_FORMAT`].
+    pub format: String,
+    /// [`PACK_VERSION`].
+    pub version: u32,
+    /// Id of the ONNX model the pack reproduces (e.g. `multilingual-e5-small-q4`).
+    pub model_id: String,
+    /// SHA-256 (hex) of that `model.onnx`: a bundle whose manifest names another model
+    /// hash refuses this pack.
+    pub model_sha256: String,
+    /// [`LAYERS_FILE`], [`ROWS_FILE`], [`crate::tokenizer::TOKENIZER_FILE`] by name.
+    pub files: BTreeMap<String, PackFile>,
+}
+
+/// Lowercase hex SHA-256 of `b`.
+pub fn sha256_hex(b: &[u8]) -> String {
+    Sha256::digest(b)
+        .iter()
+        .map(|x| format!("{x:02x}"))
+        .collect()
+}
+
+/// What [`write_pack_dir`] packs.
+#[derive(Debug, Clone, Copy)]
+pub struct PackSource<'a> {
+    /// The E5S1 file's bytes.
+    pub e5s1: &'a [u8],
+    /// The model's `tokenizer.json` bytes.
+    pub tokenizer_json: &'a [u8],
+    /// Where `tokenizer_json` came from (for errors).
+    pub tokenizer_file: &'a str,
+    /// [`PackInfo::model_id`].
+    pub model_id: &'a str,
+    /// [`PackInfo::model_sha256`]: SHA-256 of the `model.onnx` this pack reproduces.
+    pub model_sha256: &'a str,
+}
 
 /// What [`write_pack_dir`] wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +108,8 @@ pub struct PackSummary {
     pub layers_bytes: u64,
     /// Bytes of [`ROWS_FILE`].
     pub rows_bytes: u64,
+    /// Bytes of [`crate::tokenizer::TOKENIZER_FILE`].
+    pub tokenizer_bytes: u64,
     /// Token rows in [`ROWS_FILE`].
     pub rows: usize,
 }
@@ -122,25 +186,66 @@ pub fn rows_bytes(m: &E5s1<'_>) -> Result<Vec<u8>, ModelError> {
     Ok(out)
 }
 
-/// Writes [`LAYERS_FILE`] and [`ROWS_FILE`] into `dir` (created if missing) from the bytes
-/// of an E5S1 file. Each file is written to a `.tmp` sibling and renamed over the old one, so
-/// an interrupted run leaves the previous pack intact; nothing else in `dir` is touched.
-/// Errors: [`ModelError::E5s1`] and friends for a bad source, [`ModelError::Io`] naming the
-/// file for I/O.
-pub fn write_pack_dir(e5s1: &[u8], dir: &Path) -> Result<PackSummary, ModelError> {
-    let m = E5s1::parse(e5s1)?;
+/// Writes [`LAYERS_FILE`], [`ROWS_FILE`] and [`crate::tokenizer::TOKENIZER_FILE`] into
+/// `dir` (created if missing) from the E5S1 file and `tokenizer.json`, then [`INFO_FILE`].
+/// Each file is written to a `.tmp` sibling and renamed over the old one, `pack.json` last,
+/// so an interrupted run leaves a pack whose `pack.json` does not match (refused on opening)
+/// rather than a silently mixed one; nothing else in `dir` is touched. Errors:
+/// [`ModelError::E5s1`] and friends for a bad source, [`ModelError::TokenizerJson`] for an
+/// unsupported tokenizer, [`ModelError::Io`] naming the file for I/O.
+pub fn write_pack_dir(src: &PackSource<'_>, dir: &Path) -> Result<PackSummary, ModelError> {
+    let m = E5s1::parse(src.e5s1)?;
     let layers = layers_bytes(&m)?;
     let rows = rows_bytes(&m)?;
-    std::fs::create_dir_all(dir).map_err(|e| ModelError::io(dir, e))?;
-    for (name, bytes) in [(LAYERS_FILE, &layers), (ROWS_FILE, &rows)] {
-        let path = dir.join(name);
-        let tmp = dir.join(format!("{name}.tmp"));
-        std::fs::write(&tmp, bytes).map_err(|e| ModelError::io(&tmp, e))?;
-        std::fs::rename(&tmp, &path).map_err(|e| ModelError::io(&path, e))?;
+    let tok = crate::tokenizer::compact_tokenizer_json(src.tokenizer_json, src.tokenizer_file)?;
+    let parsed = crate::tokenizer::Tokenizer::from_bytes(&tok, crate::tokenizer::TOKENIZER_FILE)?;
+    if parsed.vocab_size() != m.n_pieces {
+        return Err(ModelError::TokenizerJson {
+            file: src.tokenizer_file.to_string(),
+            msg: format!(
+                "{} pieces, the E5S1 file has {}",
+                parsed.vocab_size(),
+                m.n_pieces
+            ),
+        });
     }
+    std::fs::create_dir_all(dir).map_err(|e| ModelError::io(dir, e))?;
+    let mut files = BTreeMap::new();
+    for (name, bytes) in [
+        (LAYERS_FILE, &layers),
+        (ROWS_FILE, &rows),
+        (crate::tokenizer::TOKENIZER_FILE, &tok),
+    ] {
+        write_atomic(dir, name, bytes)?;
+        files.insert(
+            name.to_string(),
+            PackFile {
+                bytes: bytes.len() as u64,
+                sha256: sha256_hex(bytes),
+            },
+        );
+    }
+    let info = PackInfo {
+        format: INFO_FORMAT.to_string(),
+        version: PACK_VERSION,
+        model_id: src.model_id.to_string(),
+        model_sha256: src.model_sha256.to_string(),
+        files,
+    };
+    let mut json = serde_json::to_vec_pretty(&info).expect("PackInfo serialises");
+    json.push(b'\n');
+    write_atomic(dir, INFO_FILE, &json)?;
     Ok(PackSummary {
         layers_bytes: layers.len() as u64,
         rows_bytes: rows.len() as u64,
+        tokenizer_bytes: tok.len() as u64,
         rows: m.n_pieces,
     })
+}
+
+fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), ModelError> {
+    let path = dir.join(name);
+    let tmp = dir.join(format!("{name}.tmp"));
+    std::fs::write(&tmp, bytes).map_err(|e| ModelError::io(&tmp, e))?;
+    std::fs::rename(&tmp, &path).map_err(|e| ModelError::io(&path, e))
 }

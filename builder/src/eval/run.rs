@@ -52,6 +52,10 @@ pub struct EvalOptions {
     pub now_ms: Option<i64>,
     /// Hits of this tier win ties ([`jikji_engine::Engine::set_prefer_tier`]).
     pub prefer_tier: Option<u32>,
+    /// Query-model pack folder (`jikji model-pack`): dense and hybrid queries are embedded
+    /// by it ([`crate::query_model::PackEmbedder`], the browser's code) instead of tract;
+    /// the corpus is still embedded with `model`.
+    pub query_model: Option<PathBuf>,
 }
 
 /// One evaluated ranking: a mode (and fusion, for hybrid).
@@ -189,7 +193,7 @@ pub fn run(dir: &Path, o: &EvalOptions) -> Result<EvalReport> {
         .sum();
     let _ = std::fs::remove_dir_all(&out);
     let mut engine = opened?;
-    if needs_model {
+    if needs_model && o.query_model.is_none() {
         engine.set_embedder(load_build_embedder(&o.model)?);
     }
     let measured = evaluate(&mut engine, &mut set, o, |h| h.source.clone())?;
@@ -275,7 +279,9 @@ pub fn run_bundle(bundle: &Path, dir: &Path, o: &EvalOptions) -> Result<EvalRepo
         }
         let info = crate::ingest::model_info(&o.model)?;
         engine.check_model(&info.sha256)?;
-        engine.set_embedder(load_build_embedder(&o.model)?);
+        if o.query_model.is_none() {
+            engine.set_embedder(load_build_embedder(&o.model)?);
+        }
     }
     let open_s = t.elapsed().as_secs_f64();
     let judged_names: HashSet<String> =
@@ -405,6 +411,10 @@ fn evaluate(
         now_ms: o.now_ms,
         ..SearchOptions::default()
     });
+    let pack = match (&o.query_model, needs_model) {
+        (Some(dir), true) => Some(crate::query_model::PackEmbedder::open(dir, engine)?),
+        _ => None,
+    };
     // Unanswerable runs: every query, none with a relevant document.
     if o.unanswerable {
         set.qrels = set
@@ -421,7 +431,9 @@ fn evaluate(
         .collect();
     // Embed each query once; every dense and hybrid run reuses the vector. Query vectors
     // go through the embedding cache too (`query: ` keys), so re-running a set embeds only
-    // queries it has not seen; the embedding latency is timed on those.
+    // queries it has not seen; the embedding latency is timed on those. A query-model pack's
+    // vectors are never cached nor read from the cache (the cache holds tract's): every
+    // query is embedded by the pack, so what is measured is the pack.
     let mut qvecs = Vec::new();
     let mut embed_ms = Vec::new();
     if needs_model {
@@ -429,13 +441,22 @@ fn evaluate(
         let mut cache = VectorCache::open(Some(&o.cache), &sha)?;
         for (_, q) in &judged {
             let key = cache_key(&sha, Prefix::Query, q);
-            if let Some(c) = cache.get(&key) {
-                qvecs.push(Some(c.vector.clone()));
-                continue;
+            if pack.is_none() {
+                if let Some(c) = cache.get(&key) {
+                    qvecs.push(Some(c.vector.clone()));
+                    continue;
+                }
             }
             let t = Instant::now();
-            let v = engine.embed_query(q, Mode::Dense)?;
+            let v = match &pack {
+                Some(p) => p.embed_query(q)?,
+                None => engine.embed_query(q, Mode::Dense)?,
+            };
             embed_ms.push(t.elapsed().as_secs_f64() * 1e3);
+            if pack.is_some() {
+                qvecs.push(Some(v));
+                continue;
+            }
             cache.insert(
                 key,
                 CacheEntry {

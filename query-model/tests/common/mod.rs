@@ -71,9 +71,31 @@ fn make_pack_dir() -> Option<PathBuf> {
             "run scripts/setup-model, or set JIKJI_E5S1 to the file or JIKJI_QUERY_MODEL_DIR to a pack",
         );
     }
+    let tok = model_dir().join("tokenizer.json");
+    let onnx = model_dir().join("model.onnx");
+    for p in [&tok, &onnx] {
+        if !p.exists() {
+            if skip_model_tests() {
+                return None;
+            }
+            missing("the model", p, "run scripts/setup-model");
+        }
+    }
     let out = repo().join("target/query-model-pack");
     let bytes = std::fs::read(&src).unwrap();
-    jikji_query_model::pack::write_pack_dir(&bytes, &out).expect("write the pack");
+    let tj = std::fs::read(&tok).unwrap();
+    let sha = jikji_query_model::pack::sha256_hex(&std::fs::read(&onnx).unwrap());
+    jikji_query_model::pack::write_pack_dir(
+        &jikji_query_model::pack::PackSource {
+            e5s1: &bytes,
+            tokenizer_json: &tj,
+            tokenizer_file: &tok.display().to_string(),
+            model_id: "multilingual-e5-small-q4",
+            model_sha256: &sha,
+        },
+        &out,
+    )
+    .expect("write the pack");
     Some(out)
 }
 
@@ -82,6 +104,25 @@ pub fn load_pack() -> Option<(QueryModel, RowTable)> {
     let dir = pack_dir()?;
     eprintln!("query-model pack: {}", dir.display());
     Some(QueryModel::from_pack_dir(&dir).expect("load the pack"))
+}
+
+/// The compact tokenizer of the pack, loaded.
+pub fn load_tokenizer() -> Option<jikji_query_model::tokenizer::Tokenizer> {
+    let p = pack_dir()?.join(jikji_query_model::tokenizer::TOKENIZER_FILE);
+    let b = std::fs::read(&p).unwrap();
+    Some(jikji_query_model::tokenizer::Tokenizer::from_bytes(&b, &p.display().to_string()).unwrap())
+}
+
+/// `tokenizers`' tokenizer (`jikji-embed`, tokenizer.json): the reference.
+pub fn load_reference_tokenizer() -> Option<jikji_embed::EmbedTokenizer> {
+    let p = model_dir().join("tokenizer.json");
+    let Ok(b) = std::fs::read(&p) else {
+        if skip_model_tests() {
+            return None;
+        }
+        missing("tokenizer.json", &p, "run scripts/setup-model");
+    };
+    Some(jikji_embed::EmbedTokenizer::from_bytes(&b).unwrap())
 }
 
 /// tract's embedder (`jikji-embed`, model.onnx, float32 weights: the native default).

@@ -74,6 +74,11 @@ pub struct Args {
     /// Korean query word normalisation: each of a word's n terms weighs n^-α (0 = off).
     #[arg(long, allow_negative_numbers = true, default_value_t = Expansion::default().hangul_norm)]
     hangul_norm: f32,
+    /// Embed the queries with this query-model pack folder (`jikji model-pack`, e.g.
+    /// models/e5-small-pack: the browser's tokenizer and forward pass) instead of tract; the
+    /// corpus is still embedded with --model. Refused when it stands for another model.
+    #[arg(long, value_name = "DIR")]
+    query_model: Option<PathBuf>,
 }
 
 /// Runs the set and prints the report.
@@ -108,6 +113,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             None => None,
         },
         prefer_tier: a.prefer_tier,
+        query_model: a.query_model,
     };
     let report = match &a.bundle {
         Some(b) => jikji_builder::eval::run_bundle(b, &a.dir, &opts)?,

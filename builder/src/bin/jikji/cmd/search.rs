@@ -36,6 +36,11 @@ pub struct Args {
     json: bool,
     #[command(flatten)]
     model: ModelArgs,
+    /// Embed queries with this query-model pack folder (`jikji model-pack`, e.g.
+    /// models/e5-small-pack: the browser's tokenizer and forward pass) instead of tract;
+    /// refused when it stands for another model than the bundle's.
+    #[arg(long, value_name = "DIR")]
+    query_model: Option<PathBuf>,
     /// Also return archived chunks (older versions of a document).
     #[arg(long)]
     include_archived: bool,
@@ -91,11 +96,18 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         now_ms: Some(a.clock.now_ms()?),
         include_archived: a.include_archived,
     });
-    if mode != Mode::Bm25 {
-        if !engine.bundle().has_vectors() {
-            // Say so before looking for a model the bundle could not use anyway.
-            return Err(jikji_engine::EngineError::NoVectors(mode).into());
-        }
+    if mode != Mode::Bm25 && !engine.bundle().has_vectors() {
+        // Say so before looking for a model the bundle could not use anyway.
+        return Err(jikji_engine::EngineError::NoVectors(mode).into());
+    }
+    let pack = match &a.query_model {
+        Some(dir) if mode != Mode::Bm25 => Some(
+            jikji_builder::query_model::PackEmbedder::open(dir, &engine)
+                .with_context(|| format!("--query-model {}", dir.display()))?,
+        ),
+        _ => None,
+    };
+    if mode != Mode::Bm25 && pack.is_none() {
         super::load_model(&mut engine, &a.model.model)?;
     }
     let mut queries = a.queries.clone();
@@ -122,7 +134,13 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let mut results = Vec::new();
     let mut fetched = Vec::new();
     for q in &queries {
-        results.push(engine.search(q, mode, a.top_k)?);
+        results.push(match &pack {
+            Some(p) => {
+                let v = p.embed_query(q)?;
+                engine.search_with_vector(q, Some(&v), mode, a.top_k)?
+            }
+            None => engine.search(q, mode, a.top_k)?,
+        });
         let f = engine.last_fetch();
         if a.fetch_stats {
             let kinds: Vec<String> = f
