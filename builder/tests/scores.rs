@@ -216,3 +216,22 @@ fn calibration_without_margin_fits_keeps_the_plain_scores() {
         assert!((h.score - want).abs() < 1e-6);
     }
 }
+
+#[test]
+fn negative_raw_dense_scores_were_dropped_by_the_default_min_score() {
+    // Raw dense scores of an uncalibrated bundle can be negative (a query vector pointing
+    // away from a chunk's; centred vectors, issue 15, make it common): the default
+    // `min_score` of 0 means "keep every hit", not "drop scores below 0".
+    let e = Engine::new(bundle(None));
+    let mut q = vec![-0.3f32; 8];
+    q[0] = 1.0;
+    let n = q.iter().map(|x| x * x).sum::<f32>().sqrt();
+    let q: Vec<f32> = q.iter().map(|x| x / n).collect();
+    let r = e
+        .search_with_vector("lighthouse", Some(&q), Mode::Dense, 10)
+        .unwrap();
+    assert!(!r.calibrated);
+    assert_eq!(r.hits.len(), DOCS.len(), "{:?}", r.hits);
+    assert!(r.hits.last().unwrap().raw_score < 0.0);
+    assert_eq!(r.hits[0].source, "doc0.md");
+}

@@ -282,7 +282,8 @@ impl Engine {
         };
     }
 
-    /// Drops hits whose (calibrated) score is below `min_score` (default 0: keep all).
+    /// Drops hits whose (calibrated) score is below `min_score` (default 0: keep all, also
+    /// the negative raw dense scores of an uncalibrated bundle).
     pub fn set_min_score(&mut self, min_score: f32) {
         self.min_score = min_score;
     }

@@ -236,13 +236,14 @@ impl Engine {
     }
 
     /// Stage 6: hits of `ranked` (`(doc, raw score, reported score)`, best first) whose
-    /// score is at least the minimum score, ranked from 1, with their records (a parent
+    /// score is at least the minimum score (a minimum of 0 keeps every hit, also the
+    /// negative raw dense scores of an uncalibrated bundle), ranked from 1, with their records (a parent
     /// record says which parent section it is, see [`parents::record`]).
     pub(crate) fn hits(&self, ranked: Vec<(u32, f32, f32)>) -> Result<Vec<Hit>, EngineError> {
         let mut hits = Vec::with_capacity(ranked.len());
         let mut missing = None;
         for (doc, raw, score) in ranked {
-            if score < self.min_score {
+            if self.min_score > 0.0 && score < self.min_score {
                 continue;
             }
             // A paged bundle's chunk page not loaded yet: go on, so every page the hits
