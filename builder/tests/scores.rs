@@ -223,7 +223,7 @@ fn negative_raw_dense_scores_were_dropped_by_the_default_min_score() {
     // away from a chunk's; centred vectors, issue 15, make it common): the default
     // `min_score` of 0 means "keep every hit", not "drop scores below 0".
     let e = Engine::new(bundle(None));
-    let mut q = vec![-0.3f32; 8];
+    let mut q = [-0.3f32; 8];
     q[0] = 1.0;
     let n = q.iter().map(|x| x * x).sum::<f32>().sqrt();
     let q: Vec<f32> = q.iter().map(|x| x / n).collect();
