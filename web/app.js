@@ -21,10 +21,16 @@ const noticeEl = $("#notice");
 const infoEl = $("#results-info");
 const resultsEl = $("#results");
 const bundleInfoEl = $("#bundle-info");
+const loadModelButton = $("#load-model");
 
 let jikji = null;
 let modelReady = false;
 let modelFailed = null; // Error when the model could not be loaded
+let modelLoading = null; // Promise while the model loads
+// The visitor's consent to download the model on a Save-Data connection (button, or ?model=load).
+let modelConsent = params.get("model") === "load";
+/** navigator.connection.saveData: the visitor asked for less data. */
+const saveData = Boolean(globalThis.navigator?.connection?.saveData);
 let searchSeq = 0;
 let debounceTimer = 0;
 
@@ -210,6 +216,9 @@ async function runSearch() {
     if (seq !== searchSeq) return; // a newer search started meanwhile
     if (!modelFailed) clearError();
     renderResults(result, { ms: performance.now() - t0, requestedMode, query });
+    // Progressive hybrid: BM25 answered; semantic search was asked for, so get the model and
+    // answer again (without re-typing) once it is in.
+    if (requestedMode !== mode) wantModel();
   } catch (e) {
     if (seq !== searchSeq) return;
     console.error("search failed:", e);
@@ -232,8 +241,60 @@ form.addEventListener("submit", (ev) => {
 });
 input.addEventListener("input", scheduleSearch);
 form.addEventListener("change", (ev) => {
-  if (ev.target.name === "mode") runSearch();
+  if (ev.target.name !== "mode") return;
+  if (ev.target.value !== "bm25") wantModel();
+  runSearch();
 });
+loadModelButton.addEventListener("click", () => {
+  modelConsent = true;
+  loadModelButton.hidden = true;
+  wantModel();
+});
+
+/**
+ * Semantic search was asked for (a dense/hybrid query, that mode chosen, or the button):
+ * start loading the model once — never on page load, and on a Save-Data connection only
+ * after the visitor's consent (the button). When it is in, the current query runs again.
+ */
+function wantModel() {
+  if (modelReady || modelLoading || modelFailed || !jikji || !jikji.hasModel || !MODEL_URL) return;
+  if (saveData && !modelConsent) {
+    loadModelButton.hidden = false;
+    document.body.dataset.model = "consent";
+    setStatus("Keyword search is ready. Your browser asks to save data: semantic search needs a one-time download.");
+    return;
+  }
+  loadModelButton.hidden = true;
+  modelLoading = startModel().finally(() => {
+    modelLoading = null;
+  });
+}
+
+async function startModel() {
+  document.body.dataset.model = "loading";
+  setStatus("Keyword results now; downloading the semantic model…");
+  progressRow.hidden = false;
+  progressEl.removeAttribute("value"); // indeterminate until the first bytes arrive
+  progressLabel.textContent = "Model: connecting…";
+  try {
+    await jikji.loadModel();
+  } catch (e) {
+    console.error("loading the model failed:", e);
+    modelFailed = e;
+    document.body.dataset.model = "error";
+    setStatus("Keyword search is ready, but the semantic model could not be loaded.");
+    progressRow.hidden = true;
+    showError(`Model: ${e.message}`);
+    disableSemanticModes();
+    return;
+  }
+  modelReady = true;
+  document.body.dataset.model = "loaded";
+  progressRow.hidden = true;
+  setStatus("Ready.");
+  setState("ready");
+  if (input.value.trim() && selectedMode() !== "bm25") runSearch();
+}
 
 function describeBundle(m) {
   const parts = [];
@@ -277,34 +338,23 @@ async function start() {
     return;
   }
 
-  setStatus("Keyword search is ready. Downloading the embedding model…");
-  progressRow.hidden = false;
-  progressEl.removeAttribute("value"); // indeterminate until the first bytes arrive
-  progressLabel.textContent = "Model: connecting…";
-  try {
-    await jikji.loadModel();
-  } catch (e) {
-    console.error("loading the model failed:", e);
-    modelFailed = e;
-    document.body.dataset.model = "error";
-    setState("error");
-    setStatus("Keyword search is ready, but the embedding model could not be loaded.");
-    progressRow.hidden = true;
-    showError(`Model: ${e.message}`);
-    disableSemanticModes();
-    return;
-  }
-  modelReady = true;
-  document.body.dataset.model = "loaded";
-  progressRow.hidden = true;
-  setStatus("Ready.");
-  setState("ready");
-  if (input.value.trim() && selectedMode() !== "bm25") runSearch();
+  document.body.dataset.model = "idle";
+  setStatus(
+    saveData
+      ? "Keyword search is ready. Semantic search downloads its model when you ask for it (Save-Data is on)."
+      : "Keyword search is ready. Semantic search loads its model with your first dense or hybrid query.",
+  );
+  if (input.value.trim() && selectedMode() !== "bm25") wantModel();
 }
 
 // For tests and debugging only.
 window.jikjiPage = {
   render: (result) => renderResults(result),
+  loadModel: () => {
+    modelConsent = true;
+    wantModel();
+    return modelLoading || Promise.resolve();
+  },
   get jikji() {
     return jikji;
   },

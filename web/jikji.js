@@ -1,7 +1,7 @@
 // Jikji: in-browser book search. Small ES-module API over a Web Worker that runs the wasm engine.
 //
 //   import { Jikji } from "./jikji.js";
-//   const j = await Jikji.load("/bundle/", { modelUrl: "/model/", onProgress });
+//   const j = await Jikji.load("/bundle/", { onProgress });
 //   j.loadModel();                                   // start the model download (optional)
 //   const r = await j.search("to be or not to be", { mode: "hybrid", topK: 10 });
 //   // r = {query, mode, fusion, calibrated, hits: [{rank, id, score (calibrated, 0..1), raw_score, source, source_url, heading_path, tier, lang, text}],
@@ -13,16 +13,16 @@
 // Resource Timing, headers included, 0 for an HTTP-cache hit, the body length when the browser
 // gives no figure (transferEstimated); stored: page bytes received; raw: after inflating),
 // pages joined from another query's fetch (shared) and ms (wall time in the worker).
-// The worker loads the small search engine (BM25 and the dense scan) at once; the embedding
-// engine (a separate ~20 MB wasm, ../pkg/embed/) is fetched only when the model is asked for.
+// The worker loads the small search engine (BM25 and the dense scan) at once; the query model
+// (a ~160 kB wasm, ../pkg/qmodel/, and the bundle's query-model pages: ~13 MB, kept in Cache
+// Storage) is fetched only when the model is asked for (loadModel, or a dense/hybrid search).
 //
 // onProgress({phase, loaded, total, ...}):
 //   phase "bundle": entry file bytes downloaded so far
 //   phase "query":  during a search, after each round of page fetches: loaded = total = bytes
 //                   transferred so far for it, with rounds, requests and pages
-//   phase "model":  model bytes (model.onnx + tokenizer.json + the embedding engine's wasm); a
-//                   last one has stage "init" while the model is checked (SHA-256 against the
-//                   bundle's manifest) and parsed
+//   phase "model":  model page bytes (layers, tokenizer, row map; from the network or Cache
+//                   Storage); a last one has stage "init"
 //   phase "ready":  {model: false} once the bundle is open (BM25 works),
 //                   {model: true} once the model is loaded (dense and hybrid work)
 // BM25 searches work as soon as load() resolves; dense/hybrid searches start the model download
@@ -43,7 +43,8 @@ export class Jikji {
   /**
    * Load a bundle in a Worker and open it.
    * @param {string} bundleUrl folder holding jikji.json and p/ (relative to the page is fine)
-   * @param {{modelUrl?: string, onProgress?: Function, workerUrl?: string|URL, cacheBudget?: number}} [options]
+   * @param {{onProgress?: Function, workerUrl?: string|URL, cacheBudget?: number, modelUrl?: string}} [options]
+   *   modelUrl: unused since the query model comes from the bundle's own pages (kept so old callers work)
    *   cacheBudget: the engine's page cache budget in bytes (default: the engine's, 32 MiB)
    * @returns {Promise<Jikji>}
    */
@@ -103,10 +104,7 @@ export class Jikji {
       if (this.manifest && !this.manifest.model) {
         return Promise.reject(new Error("this bundle has no model: only bm25 search is available"));
       }
-      if (!this.modelUrl) {
-        return Promise.reject(new Error("no model URL given: only bm25 search is available"));
-      }
-      this._modelPromise = this._call({ type: "loadModel", modelUrl: this.modelUrl }, "model").then(
+      this._modelPromise = this._call({ type: "loadModel" }, "model").then(
         () => {
           this.modelLoaded = true;
           this._progress({ phase: "ready", loaded: 1, total: 1, model: true });

@@ -1,17 +1,19 @@
 // Jikji search worker (module worker). Holds the wasm Engine (BM25 + dense scan) and, once the
-// model is asked for, the separate wasm Embedder (tract + tokenizers, ~20 MB); fetches the
-// bundle's pages as queries need them, and the model.
+// model is asked for, the query model (../pkg/qmodel/, ~160 kB wasm, weights from the bundle's
+// own query-model pages); fetches the bundle's pages as queries need them.
 //
 // Protocol (main → worker):   {id, type: "open", bundleUrl, cacheBudget?}
-//                             {id, type: "loadModel", modelUrl}
+//                             {id, type: "loadModel"}
 //                             {id, type: "search", query, mode, topK, includeArchived}
 //                             {id, type: "cacheStats"}
 // Replies (worker → main):    {id, ok: true, result}      open: {summary: JSON string, stats}
 //                                                         search: the SearchResult object + stats
-//                                                         cacheStats: {engine: {pages, bytes, hits, misses}, session}
+//                                                         cacheStats: {engine: {pages, bytes, hits, misses}, session,
+//                                                                      model: {requests, transfer, stored, cached, cachedBytes, rowPages},
+//                                                                      memory: {engine, model} (wasm memory bytes)}
 //                             {id, ok: false, error}      error: message string
 //                             {id, type: "progress", phase, loaded, total, stage?, ...}
-// bundleUrl and modelUrl are absolute URLs ending in "/".
+// bundleUrl is an absolute URL ending in "/".
 //
 // A bundle is format v2 (FORMAT.md, "Format 2"; docs/design/paged-bundle-v2.md §12): the entry
 // file `jikji.json` (fetched with cache: "no-cache", so a new build is seen at once) and
@@ -26,16 +28,15 @@
 //
 // Format v1 bundles (`manifest.json`) are refused with a message saying to rebuild.
 //
-// loadModel: fetches model.onnx and tokenizer.json, then (only then) the embedder module and its
-// wasm; verifies model.onnx's SHA-256 against the bundle entry; builds the Embedder. Dense and
-// hybrid searches embed the query with it and pass the vector to Engine.search_with_vector; the
-// vector pages (`v-…`) come through the same need → fetch loop, so BM25 never downloads them.
+// loadModel: fetches the bundle's query-model pages (layers, tokenizer, row map; see "the query
+// model" below), Cache Storage first. Dense and hybrid searches then tokenize the query, fetch
+// its row pages (stats.model counts them), embed it and pass the vector to
+// Engine.search_with_vector; the vector pages (`v-…`) come through the same need → fetch loop,
+// so BM25 never downloads them.
 
 import { MAX_PAGE, PAGE_HEADER_LEN, decodePage } from "./pages.js";
 
 const ENGINE_URL = new URL("../pkg/jikji_engine.js", import.meta.url);
-const EMBED_URL = new URL("../pkg/embed/jikji_embed_wasm.js", import.meta.url);
-const EMBED_WASM_URL = new URL("../pkg/embed/jikji_embed_wasm_bg.wasm", import.meta.url);
 
 /** The bundle's entry file (format v2). */
 const ENTRY = "jikji.json";
@@ -47,6 +48,7 @@ const MAX_ROUNDS = 8;
 const PAGE_NAME = /^[a-z]-[0-9a-f]{1,32}(-[0-9]{1,10})?$/;
 
 let enginePromise = null; // Promise<Engine>
+let engineWasm = null; // the engine's wasm exports (its memory, for cacheStats)
 let bundleOpen = false;
 let bundleBase = null; // the open bundle's URL, ending in "/"
 /** Page name → Promise of {transfer, stored, raw} while it is being fetched and added. */
@@ -74,7 +76,7 @@ function getEngine() {
         throw new Error(`cannot load the search engine (${ENGINE_URL.pathname}): ${errorMessage(e)}`);
       }
       try {
-        await mod.default(); // wasm-bindgen init; finds its .wasm next to the .js
+        engineWasm = await mod.default(); // wasm-bindgen init; finds its .wasm next to the .js
       } catch (e) {
         throw new Error(`cannot start the search engine (wasm): ${errorMessage(e)}`);
       }
@@ -292,20 +294,53 @@ async function openBundle(id, bundleUrl, cacheBudget) {
     throw new Error(`bundle ${ENTRY} (${url}): ${errorMessage(e)}`);
   }
   if (cacheBudget != null) engine.set_cache_budget(Number(cacheBudget));
+  try {
+    entryRoot = JSON.parse(new TextDecoder().decode(entry));
+  } catch (e) {
+    throw new Error(`bundle ${ENTRY} (${url}): not JSON: ${errorMessage(e)}`);
+  }
   bundleBase = bundleUrl;
   bundleOpen = true;
+  if (qmodel) {
+    qmodel.free();
+    qmodel = null;
+  }
+  modelPromise = null;
+  Object.assign(modelSession, { requests: 0, transfer: 0, stored: 0, cached: 0, cachedBytes: 0 });
   inflight.clear();
   Object.assign(session, { requests: 1, transfer: transfer.bytes, stored: entry.length, raw: entry.length, pages: 0 });
   return { summary, stats: { requests: 1, transfer: transfer.bytes, transferEstimated: !transfer.known, stored: entry.length } };
 }
 
-let modelPromise = null; // Promise<"true">; reset on failure so a retry can start over
-let embedMod = null; // the embedder module, once its wasm is instantiated (kept across retries)
-let embedder = null; // Embedder from the embedder module, once loaded
+// ---------------------------------------------------------------- the query model
 
-function loadModel(id, modelUrl) {
+// The query model is the bundle's own pages (FORMAT.md, "Query model pages";
+// docs/design/query-model-pack.md §6): the entry's pages.query_model names 12 layer pages
+// (m-…), the tokenizer pages (k-…) and the row map (u-…), fetched in parallel on loadModel;
+// each query then fetches the row pages (r-…) of its token ids that are not in yet. They go
+// through the small query-model wasm (../pkg/qmodel/, ~160 kB), which verifies every page
+// (SHA-256, name, sizes) and embeds the query (Q4_0 forward pass, simd128, one thread: the
+// page has no threaded build, so cross-origin isolation changes nothing).
+//
+// Every model page is kept in Cache Storage (cache MODEL_CACHE, keyed by the page's URL):
+// pages are named by content (m/k/u) or by a hash of the bundle's rows (r), so a second
+// visit, or another tab, reads them from there and fetches no model bytes; a cached page
+// that fails verification is dropped and fetched again.
+
+const QMODEL_URL = new URL("../pkg/qmodel/jikji_query_model_wasm.js", import.meta.url);
+/** Cache Storage name of the model pages. */
+const MODEL_CACHE = "jikji-model-pages-v1";
+
+let modelPromise = null; // Promise<"true">; reset on failure so a retry can start over
+let qmod = null; // the query-model module, once its wasm is instantiated
+let qmodel = null; // PagedModel, once its base pages are in
+let entryRoot = null; // the open bundle's entry (parsed JSON)
+/** Model pages fetched since the bundle was opened (network and Cache Storage). */
+const modelSession = { requests: 0, transfer: 0, stored: 0, cached: 0, cachedBytes: 0 };
+
+function loadModel(id) {
   if (!modelPromise) {
-    modelPromise = fetchAndLoadModel(id, modelUrl).catch((e) => {
+    modelPromise = fetchAndLoadModel(id).catch((e) => {
       modelPromise = null;
       throw e;
     });
@@ -313,71 +348,141 @@ function loadModel(id, modelUrl) {
   return modelPromise;
 }
 
-/** Lowercase hex SHA-256 of bytes. */
-async function sha256Hex(bytes) {
-  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
-  return Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
+let modelCache; // Promise<Cache|null>
+function openModelCache() {
+  if (modelCache === undefined) {
+    modelCache = (typeof caches === "undefined" ? Promise.resolve(null) : caches.open(MODEL_CACHE)).catch(() => null);
+  }
+  return modelCache;
 }
+
+/** Model page name → Promise while it is being fetched and added (shared by concurrent queries). */
+const modelInflight = new Map();
 
 /**
- * Import the embedder module and instantiate its wasm from an already fetched Response
- * (compiled while it streams in), counting its bytes with onBytes.
+ * Fetches model page `name` (Cache Storage first, else the network, then stored in Cache
+ * Storage), decodes it and adds it to the query model; counts bytes into `stats`.
  */
-async function startEmbedderModule(wasmRes, onBytes) {
-  let mod;
-  try {
-    mod = await import(EMBED_URL.href);
-  } catch (e) {
-    throw new Error(`cannot load the embedding engine (${EMBED_URL.pathname}): ${errorMessage(e)}`);
+function ensureModelPage(name, stats, onBytes = () => {}) {
+  let p = modelInflight.get(name);
+  if (!p) {
+    p = loadModelPage(name, onBytes).finally(() => modelInflight.delete(name));
+    modelInflight.set(name, p);
   }
-  const counted = wasmRes.body
-    ? new Response(
-        wasmRes.body.pipeThrough(
-          new TransformStream({
-            transform(chunk, ctl) {
-              onBytes(chunk.length);
-              ctl.enqueue(chunk);
-            },
-          }),
-        ),
-        { headers: { "Content-Type": "application/wasm" } },
-      )
-    : wasmRes;
-  try {
-    await mod.default({ module_or_path: counted });
-  } catch (e) {
-    throw new Error(`cannot start the embedding engine (wasm): ${errorMessage(e)}`);
-  }
-  embedMod = mod;
-  return mod;
+  return p.then((c) => {
+    if (!stats) return;
+    if (c.cached) {
+      stats.cached++;
+      stats.cachedBytes += c.stored;
+    } else {
+      stats.requests++;
+      stats.transfer += c.transfer;
+      stats.stored += c.stored;
+    }
+  });
 }
 
-async function fetchAndLoadModel(id, modelUrl) {
-  const abort = new AbortController(); // on failure, stop the downloads still running
-  try {
-    return await fetchAndLoadModelWith(id, modelUrl, abort.signal);
-  } catch (e) {
-    abort.abort();
-    throw e;
+async function loadModelPage(name, onBytes) {
+  if (!PAGE_NAME.test(name)) throw new Error(`the query model asked for a page with an invalid name ${JSON.stringify(name)}`);
+  const url = fileUrl(bundleBase, `p/${name}`);
+  const cache = await openModelCache();
+  const limit = PAGE_HEADER_LEN + MAX_PAGE;
+  if (cache) {
+    let hit = null;
+    try {
+      hit = await cache.match(url);
+    } catch {
+      hit = null;
+    }
+    if (hit) {
+      try {
+        const stored = await readBody(hit, 0, onBytes, limit, `page p/${name} (Cache Storage)`);
+        qmodel.add_page(name, await decodePage(name, stored));
+        modelSession.cached++;
+        modelSession.cachedBytes += stored.length;
+        return { cached: true, stored: stored.length, transfer: 0 };
+      } catch (e) {
+        // A damaged cache entry: forget it and fetch the page again.
+        console.warn(`page p/${name} in Cache Storage: ${errorMessage(e)}; fetching it again`);
+        await cache.delete(url).catch(() => {});
+      }
+    }
   }
+  let stored;
+  for (let attempt = 1; ; attempt++) {
+    const abort = new AbortController();
+    const timer = setTimeout(() => abort.abort(), MODEL_PAGE_TIMEOUT_MS);
+    try {
+      const res = await fetchOk(url, `query model page p/${name}`, abort.signal);
+      stored = await readBody(res, Number(res.headers.get("Content-Length")) || 0, onBytes, limit, `page p/${name}`);
+      break;
+    } catch (e) {
+      if (!abort.signal.aborted || attempt >= PAGE_ATTEMPTS) {
+        throw abort.signal.aborted ? new Error(`page p/${name}: no answer within ${MODEL_PAGE_TIMEOUT_MS / 1000} s, ${attempt} times`) : e;
+      }
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+  const transfer = await transferOf(url, stored.length);
+  try {
+    qmodel.add_page(name, await decodePage(name, stored));
+  } catch (e) {
+    throw new Error(`page p/${name}: ${errorMessage(e)}`);
+  }
+  if (cache) {
+    // Only verified pages are kept.
+    await cache
+      .put(url, new Response(stored, { headers: { "Content-Type": "application/octet-stream" } }))
+      .catch((e) => console.warn(`page p/${name}: not kept in Cache Storage: ${errorMessage(e)}`));
+  }
+  modelSession.requests++;
+  modelSession.transfer += transfer.bytes;
+  modelSession.stored += stored.length;
+  return { cached: false, stored: stored.length, transfer: transfer.bytes };
 }
 
-async function fetchAndLoadModelWith(id, modelUrl, signal) {
+/** A model page (a layer page is ~1 MB) with no complete answer after this long is asked again. */
+const MODEL_PAGE_TIMEOUT_MS = 60000;
+
+async function fetchAndLoadModel(id) {
   const engine = await getEngine();
   if (!bundleOpen) throw new Error("open the bundle before loading the model");
   const expected = engine.model_sha256();
   if (!expected) throw new Error("this bundle has no model: only bm25 search is available");
+  const root = entryRoot?.pages?.query_model;
+  if (!root) {
+    throw new Error(
+      "this bundle carries no query model (pages.query_model in jikji.json): rebuild it with the query-model pack present " +
+        "(jikji model-pack --e5s1 models/e5-small/e5-small-q4.bin, then jikji build): only bm25 search is available",
+    );
+  }
   const report = progressReporter(id, "model");
-  const onnxUrl = fileUrl(modelUrl, "model.onnx");
-  // The model files first; the embedder wasm only once they are on their way.
-  const [onnxRes, tokRes] = await Promise.all([
-    fetchOk(onnxUrl, "model model.onnx", signal),
-    fetchOk(fileUrl(modelUrl, "tokenizer.json"), "model tokenizer.json", signal),
-  ]);
-  const wasmRes = embedMod ? null : await fetchOk(EMBED_WASM_URL.href, "embedding engine", signal);
-  const lenOf = (r) => (r && Number(r.headers.get("Content-Length"))) || 0;
-  // Content-Length is the compressed size when the server compresses; the total then grows.
-  let total = lenOf(onnxRes) + lenOf(tokRes) + lenOf(wasmRes);
+  if (!qmod) {
+    let mod;
+    try {
+      mod = await import(QMODEL_URL.href);
+    } catch (e) {
+      throw new Error(`cannot load the query model (${QMODEL_URL.pathname}): ${errorMessage(e)}`);
+    }
+    try {
+      await mod.default();
+    } catch (e) {
+      throw new Error(`cannot start the query model (wasm): ${errorMessage(e)}`);
+    }
+    qmod = mod;
+  }
+  let m;
+  try {
+    m = new qmod.PagedModel(JSON.stringify(root), expected);
+  } catch (e) {
+    throw new Error(`bundle ${ENTRY}: ${errorMessage(e)}`);
+  }
+  if (qmodel) qmodel.free();
+  qmodel = m;
+  const base = qmodel.missing_base();
+  // Stored sizes are not in the entry: the total is the raw size, a close upper bound.
+  let total = Number(root.layers_bytes) + Number(root.tokenizer_bytes);
   let loaded = 0;
   report(0, total, true);
   const onBytes = (n) => {
@@ -385,26 +490,9 @@ async function fetchAndLoadModelWith(id, modelUrl, signal) {
     if (loaded > total) total = loaded;
     report(loaded, total);
   };
-  const [onnx, tok, mod] = await Promise.all([
-    readBody(onnxRes, lenOf(onnxRes), onBytes),
-    readBody(tokRes, lenOf(tokRes), onBytes),
-    embedMod || startEmbedderModule(wasmRes, onBytes),
-  ]);
+  await Promise.all(base.map((n) => ensureModelPage(n, null, onBytes)));
   report(loaded, loaded, true, "init");
-  const actual = await sha256Hex(onnx);
-  try {
-    engine.check_model(actual);
-  } catch (e) {
-    throw new Error(`${onnxUrl}: ${errorMessage(e)}`);
-  }
-  let e;
-  try {
-    e = new mod.Embedder(onnx, tok);
-  } catch (err) {
-    throw new Error(`cannot load the model from ${modelUrl}: ${errorMessage(err)}`);
-  }
-  if (embedder) embedder.free();
-  embedder = e;
+  if (!qmodel.is_ready()) throw new Error("the query model's pages were added but it is not complete");
   return "true";
 }
 
@@ -426,10 +514,20 @@ async function search(id, query, mode, topK, includeArchived) {
   engine.set_include_archived(Boolean(includeArchived));
   const m = String(mode);
   const dense = ["dense", "hybrid"].includes(m.toLowerCase());
-  // Without the embedder the engine answers dense/hybrid with "needs the embedding model".
-  const qvec = dense && embedder ? embedder.embed_query(String(query)) : null;
   const stats = { rounds: 0, requests: 0, pages: 0, transfer: 0, stored: 0, raw: 0, shared: 0, transferEstimated: false };
   const t0 = performance.now();
+  // Without the query model the engine answers dense/hybrid with "needs the embedding model".
+  let qvec = null;
+  if (dense && qmodel && qmodel.is_ready()) {
+    const ids = qmodel.token_ids(String(query));
+    const need = qmodel.missing_rows(ids);
+    stats.model = { requests: 0, transfer: 0, stored: 0, cached: 0, cachedBytes: 0, rowPages: need.length };
+    await Promise.all(need.map((n) => ensureModelPage(n, stats.model)));
+    const te = performance.now();
+    qvec = qmodel.embed_ids(ids);
+    stats.embedMs = performance.now() - te;
+    stats.tokens = ids.length;
+  }
   for (;;) {
     const json = engine.search_with_vector(String(query), qvec, m, Number(topK));
     let result;
@@ -469,7 +567,11 @@ async function search(id, query, mode, topK, includeArchived) {
 async function cacheStats() {
   const engine = await getEngine();
   const e = bundleOpen ? JSON.parse(engine.cache_stats()) : null;
-  return { engine: e, session: { ...session } };
+  const memory = {
+    engine: engineWasm?.memory ? engineWasm.memory.buffer.byteLength : null,
+    model: qmod ? Number(qmod.memory_bytes()) : null,
+  };
+  return { engine: e, session: { ...session }, model: { ...modelSession, rowPages: qmodel ? qmodel.row_pages() : 0 }, memory };
 }
 
 self.onmessage = async (ev) => {
@@ -482,7 +584,7 @@ self.onmessage = async (ev) => {
         result = await openBundle(id, msg.bundleUrl, msg.cacheBudget);
         break;
       case "loadModel":
-        result = await loadModel(id, msg.modelUrl);
+        result = await loadModel(id);
         break;
       case "search":
         result = await search(id, msg.query, msg.mode, msg.topK, msg.includeArchived);

@@ -291,6 +291,17 @@ pub enum BuildError {
         /// The bundle's model hash.
         bundle: String,
     },
+    /// The query-model pack is not the one the bundle carries as pages
+    /// (`pages.query_model.pack_sha256`): the browser would embed with other weights.
+    #[error("query-model pack {dir}: pack hash {pack}, but the bundle was built with pack {bundle} (rebuild the bundle, or pass the pack it was built with)")]
+    QueryModelPackMismatch {
+        /// The pack folder.
+        dir: PathBuf,
+        /// The folder's pack hash (`jikji_query_model::pack::pack_hash`).
+        pack: String,
+        /// The bundle's.
+        bundle: String,
+    },
 }
 
 impl BuildError {

@@ -400,6 +400,8 @@ pub fn update_with(opts: &IngestOptions, u: &UpdateOptions) -> Result<UpdateRepo
             sources,
             calibration,
             settings,
+            query_model: opts.query_model.as_deref(),
+            threads: opts.threads,
         },
     )?;
     crate::generations::rotate(&opts.bundle, u.keep)?;

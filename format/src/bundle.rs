@@ -513,6 +513,9 @@ impl Bundle {
         };
         let n = manifest.counts.chunks;
         check_root(&root, n, manifest.parents())?;
+        if let Some(q) = &root.query_model {
+            q.check(manifest.model.as_ref().map(|m| m.sha256.as_str()))?;
+        }
         let cache = Arc::new(PageCache::default());
         let lexical = Lexicon::Paged(crate::paged::lexicon(
             &root,

@@ -8,8 +8,14 @@
 //! `embed_query(text)` (a `Float32Array` of 384, unit length) or `token_ids(text)` +
 //! `embed_ids(ids)`. Errors are JS `Error`s with the pack file named.
 //!
-//! Not yet used by `web/worker.js` (row pages, Cache Storage and the progressive hybrid are
-//! the next step; docs/design/query-model-pack.md). The bindings exist only on wasm32.
+//! What the page uses (`web/worker.js`): [`PagedModel`] over a paged bundle's query-model
+//! pages (`jikji_query_model::paged`, the same code `jikji search --query-model` runs
+//! natively): `new PagedModel(rootJson, bundleModelSha256)` with the entry's
+//! `pages.query_model`, `missing_base()` → the layer, tokenizer and row-map page names to
+//! fetch, `add_page(name, headerAndRawBody)` for each (verified: SHA-256, name, sizes), then
+//! per query `token_ids(text)`, `missing_rows(ids)` → row pages to fetch and add,
+//! `embed_ids(ids)`. Single-threaded (the page has no threaded build). The bindings exist
+//! only on wasm32.
 #![warn(missing_docs)]
 
 #[cfg(target_arch = "wasm32")]
@@ -59,6 +65,62 @@ mod wasm {
         /// Tokenize and embed a query: 384 f32s, unit length.
         pub fn embed_query(&self, text: &str) -> Result<Vec<f32>, JsError> {
             self.embed_ids(&self.tokenizer.query_ids(text))
+        }
+    }
+
+    /// The query model of a paged bundle, filled page by page
+    /// ([`jikji_query_model::paged::PagedQueryModel`]).
+    #[wasm_bindgen]
+    pub struct PagedModel {
+        m: jikji_query_model::paged::PagedQueryModel,
+    }
+
+    #[wasm_bindgen]
+    impl PagedModel {
+        /// Over the entry's `pages.query_model` (JSON text), checked against the bundle's
+        /// `model.sha256`. Errors: malformed root, another model.
+        #[wasm_bindgen(constructor)]
+        pub fn new(root_json: &str, bundle_model_sha256: &str) -> Result<PagedModel, JsError> {
+            let root: jikji_format::paged::qmodel::QueryModelRoot = serde_json::from_str(root_json)
+                .map_err(|e| JsError::new(&format!("jikji.json: pages.query_model: {e}")))?;
+            let m = jikji_query_model::paged::PagedQueryModel::new(root, Some(bundle_model_sha256))
+                .map_err(js_err)?;
+            Ok(PagedModel { m })
+        }
+
+        /// Layer, tokenizer and row-map pages not added yet.
+        pub fn missing_base(&self) -> Vec<String> {
+            self.m.missing_base()
+        }
+
+        /// Adds a page: its 48-byte header + raw (inflated) body; verified.
+        pub fn add_page(&mut self, name: &str, bytes: &[u8]) -> Result<(), JsError> {
+            self.m.add_page(name, bytes).map_err(js_err)
+        }
+
+        /// True once the base pages are in (queries can be embedded).
+        pub fn is_ready(&self) -> bool {
+            self.m.is_ready()
+        }
+
+        /// Token ids of `query: ` + `text`.
+        pub fn token_ids(&self, text: &str) -> Result<Vec<u32>, JsError> {
+            self.m.token_ids(text).map_err(js_err)
+        }
+
+        /// Row pages `ids` need that are not added yet.
+        pub fn missing_rows(&self, ids: &[u32]) -> Result<Vec<String>, JsError> {
+            self.m.missing_rows(ids).map_err(js_err)
+        }
+
+        /// The vector of `ids`: 384 f32s, unit length.
+        pub fn embed_ids(&self, ids: &[u32]) -> Result<Vec<f32>, JsError> {
+            self.m.embed_ids(ids).map_err(js_err)
+        }
+
+        /// Row pages added so far.
+        pub fn row_pages(&self) -> usize {
+            self.m.row_pages()
         }
     }
 

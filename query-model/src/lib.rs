@@ -32,6 +32,7 @@ use std::path::{Path, PathBuf};
 pub mod e5s1;
 pub mod kernels;
 pub mod pack;
+pub mod paged;
 pub mod tokenizer;
 
 use kernels::{attention, gelu_erf, layer_norm, matmul_q4, mean_pool_l2, Q4Matrix};
@@ -114,6 +115,19 @@ pub enum ModelError {
     /// The input is empty or longer than the position table.
     #[error("{0} tokens: the model takes 1..={MAX_TOKENS}")]
     Length(usize),
+    /// A query-model page of a paged bundle is not what the entry's `pages.query_model`
+    /// says ([`paged`]): an unknown page, a size that disagrees, a page not added yet.
+    #[error("{page}: {msg}")]
+    Page {
+        /// `p/<name>`.
+        page: String,
+        /// What is wrong.
+        msg: String,
+    },
+    /// A page failed the format 2 checks (header, SHA-256, name), or the entry's root is
+    /// malformed (`jikji_format`'s error names the page or `jikji.json`).
+    #[error(transparent)]
+    Format(#[from] jikji_format::FormatError),
 }
 
 impl ModelError {
@@ -504,26 +518,7 @@ impl QueryPack {
             file: file.display().to_string(),
             msg,
         };
-        let ib = std::fs::read(&ip).map_err(|e| {
-            bad(
-                &ip,
-                format!("{e} (not a query-model pack folder? `jikji model-pack` writes one)"),
-            )
-        })?;
-        let info: pack::PackInfo = serde_json::from_slice(&ib)
-            .map_err(|e| bad(&ip, format!("not a pack description: {e}")))?;
-        if info.format != pack::INFO_FORMAT || info.version != pack::PACK_VERSION {
-            return Err(bad(
-                &ip,
-                format!(
-                    "format {:?} version {}, expected {:?} version {}",
-                    info.format,
-                    info.version,
-                    pack::INFO_FORMAT,
-                    pack::PACK_VERSION
-                ),
-            ));
-        }
+        let info = Self::read_info(dir)?;
         let read = |name: &str| -> Result<(PathBuf, Vec<u8>), ModelError> {
             let p = dir.join(name);
             let want = info
@@ -570,6 +565,37 @@ impl QueryPack {
             rows,
             tokenizer,
         })
+    }
+
+    /// Reads and checks pack folder `dir`'s [`pack::INFO_FILE`] only (format and version),
+    /// not the files it lists. Errors: [`ModelError::PackInfo`] naming it.
+    pub fn read_info(dir: &Path) -> Result<pack::PackInfo, ModelError> {
+        let ip = dir.join(pack::INFO_FILE);
+        let bad = |file: &Path, msg: String| ModelError::PackInfo {
+            file: file.display().to_string(),
+            msg,
+        };
+        let ib = std::fs::read(&ip).map_err(|e| {
+            bad(
+                &ip,
+                format!("{e} (not a query-model pack folder? `jikji model-pack` writes one)"),
+            )
+        })?;
+        let info: pack::PackInfo = serde_json::from_slice(&ib)
+            .map_err(|e| bad(&ip, format!("not a pack description: {e}")))?;
+        if info.format != pack::INFO_FORMAT || info.version != pack::PACK_VERSION {
+            return Err(bad(
+                &ip,
+                format!(
+                    "format {:?} version {}, expected {:?} version {}",
+                    info.format,
+                    info.version,
+                    pack::INFO_FORMAT,
+                    pack::PACK_VERSION
+                ),
+            ));
+        }
+        Ok(info)
     }
 
     /// Embeds a search query (without the `query: ` prefix, which is added): tokenize,

@@ -86,6 +86,19 @@ pub fn sha256_hex(b: &[u8]) -> String {
         .collect()
 }
 
+/// The pack's hash, as a bundle's `pages.query_model.pack_sha256` records it: SHA-256 (hex)
+/// of the SHA-256 hex digests of [`LAYERS_FILE`], [`ROWS_FILE`] and
+/// [`crate::tokenizer::TOKENIZER_FILE`] (as `pack.json` lists them), each followed by `\n`,
+/// in that order. A file missing from `info` counts as an empty digest.
+pub fn pack_hash(info: &PackInfo) -> String {
+    let mut h = Sha256::new();
+    for name in [LAYERS_FILE, ROWS_FILE, crate::tokenizer::TOKENIZER_FILE] {
+        h.update(info.files.get(name).map_or("", |f| f.sha256.as_str()));
+        h.update(b"\n");
+    }
+    h.finalize().iter().map(|x| format!("{x:02x}")).collect()
+}
+
 /// What [`write_pack_dir`] packs.
 #[derive(Debug, Clone, Copy)]
 pub struct PackSource<'a> {

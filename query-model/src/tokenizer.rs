@@ -27,21 +27,27 @@
 //! keys for e5-small: single code points and many multi-char sequences), so reading it needs
 //! no trie code and no bounds on unknown offsets.
 //!
-//! [`TOKENIZER_FILE`] layout, integers little-endian, all lengths checked on reading:
+//! [`TOKENIZER_FILE`] layout (version 2), integers little-endian, all lengths checked on reading:
 //!
-//! - magic `JKQT`, u32 version (= 1), u32 vocabulary size `n`, u32 unk id, u32 bos id, u32 eos
+//! - magic `JKQT`, u32 version (= 2), u32 vocabulary size `n`, u32 unk id, u32 bos id, u32 eos
 //!   id, f64 min score (of all `n` pieces);
 //! - u32 number of added tokens; each: u32 id, u8 length, UTF-8 bytes;
-//! - u32 number of normalisation rules, sorted by key bytes; each: u8 key length, key bytes,
-//!   u8 replacement length, replacement bytes (UTF-8; may be empty);
+//! - u32 number of normalisation rules `r`, sorted by key bytes; the `r` keys front-coded (u8
+//!   bytes shared with the previous key, u8 further bytes, those bytes; at most 64 bytes
+//!   each), then the `r` replacements (u8 length, UTF-8 bytes; may be empty);
 //! - the `n` pieces sorted by their UTF-8 bytes, front-coded: u8 bytes shared with the
-//!   previous piece, u8 further bytes, those bytes; then u32 id per sorted piece; then f64
-//!   score per id, in id order.
+//!   previous piece, u8 further bytes, those bytes; then the u32 id of each sorted piece and
+//!   the f64 score of each id (in id order), both as **byte planes**: byte 0 of every value,
+//!   then byte 1, and so on (`4n` and `8n` bytes).
 //!
-//! Sizes for e5-small: `tokenizer.json` 17,082,730 B; this file 7,344,701 B, 2,632,171 B
+//! Version 1 (read, no longer written) kept each rule as (u8 key length, key, u8 replacement
+//! length, replacement) and the two columns value after value.
+//!
+//! Sizes for e5-small: `tokenizer.json` 17,082,730 B; version 1 7,344,701 B, 2,632,171 B
 //! `gzip -9` (rules 3.06 MB / 0.75 MB gzip, pieces 1.28 / 0.62, ids 1.00 / 0.73, scores 2.00 /
-//! 0.53): more than the design's 1.15 MB estimate, which left out the multi-char rules and
-//! the f64 scores (65,856 of the scores are not f32 values, and Viterbi sums them in f64).
+//! 0.53); version 2 the same values with rules 0.14 MB, ids 0.57 MB, scores 0.36 MB deflated
+//! (`scripts`-free measurement: `docs/design/query-model-pack.md` §2.3). Scores stay f64:
+//! 65,856 of them are not f32 values, and Viterbi sums them in f64.
 
 use unicode_segmentation::UnicodeSegmentation;
 
@@ -52,7 +58,7 @@ pub const TOKENIZER_FILE: &str = "tokenizer.bin";
 /// Magic of [`TOKENIZER_FILE`].
 pub const TOKENIZER_MAGIC: &[u8; 4] = b"JKQT";
 /// Version of [`TOKENIZER_FILE`].
-pub const TOKENIZER_VERSION: u32 = 1;
+pub const TOKENIZER_VERSION: u32 = 2;
 /// What E5 puts before a search query.
 pub const QUERY_PREFIX: &str = "query: ";
 /// `tokenizers`' Unigram penalty for an unknown char (`K_UNK_PENALTY`).
@@ -170,9 +176,10 @@ impl Tokenizer {
             return Err(c.bad(0, "bad magic, expected \"JKQT\"".into()));
         }
         let v = c.u32("version")?;
-        if v != TOKENIZER_VERSION {
-            return Err(c.bad(4, format!("version {v}, expected {TOKENIZER_VERSION}")));
+        if v != 1 && v != TOKENIZER_VERSION {
+            return Err(c.bad(4, format!("version {v}, expected 1 or {TOKENIZER_VERSION}")));
         }
+        let v2 = v == 2;
         // Each piece takes at least 2 + 4 + 8 bytes.
         let n = c.count("vocabulary size", 14)?;
         if n == 0 {
@@ -214,23 +221,48 @@ impl Tokenizer {
         let mut max_rule_key = 0;
         for r in 0..n_rules {
             let at = c.p;
-            let kl = c.u8("rule key length")?;
-            let key = c.take(kl, "rule key")?;
+            let (key, kl) = if v2 {
+                // Front-coded against the previous key.
+                let shared = c.u8("rule key shared bytes")?;
+                let more = c.u8("rule key more bytes")?;
+                let prev_start = rule_key_offs[r.saturating_sub(1)] as usize;
+                if shared > rule_keys.len() - prev_start {
+                    return Err(c.bad(at, format!("normalisation rule {r}: shares {shared} bytes with a shorter previous key")));
+                }
+                let mut k = rule_keys[prev_start..prev_start + shared].to_vec();
+                k.extend_from_slice(c.take(more, "rule key")?);
+                let kl = k.len();
+                (k, kl)
+            } else {
+                let kl = c.u8("rule key length")?;
+                (c.take(kl, "rule key")?.to_vec(), kl)
+            };
             let prev = &rule_keys[rule_key_offs[r.saturating_sub(1)] as usize..];
-            if kl == 0 || key.contains(&0) || (r > 0 && prev >= key) {
+            if kl == 0 || kl > MAX_RULE_KEY || key.contains(&0) || (r > 0 && prev >= key.as_slice())
+            {
                 return Err(c.bad(
                     at,
                     format!(
-                        "normalisation rule {r}: key empty, with a NUL, or not after the previous"
+                        "normalisation rule {r}: key empty, too long, with a NUL, or not after the previous"
                     ),
                 ));
             }
             max_rule_key = max_rule_key.max(kl);
-            rule_keys.extend_from_slice(key);
+            rule_keys.extend_from_slice(&key);
             rule_key_offs.push(rule_keys.len() as u32);
-            let vl = c.u8("rule replacement length")?;
-            rule_vals.push_str(c.utf8(vl, "rule replacement")?);
-            rule_val_offs.push(rule_vals.len() as u32);
+            if !v2 {
+                let vl = c.u8("rule replacement length")?;
+                rule_vals.push_str(c.utf8(vl, "rule replacement")?);
+                rule_val_offs.push(rule_vals.len() as u32);
+            }
+        }
+        if v2 {
+            // The replacements follow the keys (they compress better apart).
+            for _ in 0..n_rules {
+                let vl = c.u8("rule replacement length")?;
+                rule_vals.push_str(c.utf8(vl, "rule replacement")?);
+                rule_val_offs.push(rule_vals.len() as u32);
+            }
         }
         let mut blob = Vec::new();
         let mut offs = Vec::with_capacity(n + 1);
@@ -263,26 +295,43 @@ impl Tokenizer {
             max_piece = max_piece.max(blob.len() - start);
             offs.push(blob.len() as u32);
         }
+        // Version 2 stores the id and score columns as byte planes (byte 0 of every value,
+        // then byte 1, …): the same values, a third smaller after deflate.
+        let ids_at = c.p;
+        let id_col = c.take(4 * n, "piece ids")?;
+        let scores_at = c.p;
+        let score_col = c.take(8 * n, "scores")?;
+        if c.p != bytes.len() {
+            return Err(c.bad(c.p, format!("{} bytes after the scores", bytes.len() - c.p)));
+        }
+        let (id_col, score_col) = if v2 {
+            (unplane(id_col, 4), unplane(score_col, 8))
+        } else {
+            (id_col.to_vec(), score_col.to_vec())
+        };
         let mut ids = Vec::with_capacity(n);
         let mut seen = vec![false; n];
-        for _ in 0..n {
-            let i = id(&mut c, "piece id")?;
+        for (k, b) in id_col.chunks_exact(4).enumerate() {
+            let i = u32::from_le_bytes(b.try_into().unwrap());
+            let at = ids_at + 4 * k;
+            if i as usize >= n {
+                return Err(c.bad(at, format!("piece id {i} is not below the {n} pieces")));
+            }
             if std::mem::replace(&mut seen[i as usize], true) {
-                return Err(c.bad(c.p - 4, format!("piece id {i} used twice")));
+                return Err(c.bad(at, format!("piece id {i} used twice")));
             }
             ids.push(i);
         }
         let mut scores = Vec::with_capacity(n);
-        for _ in 0..n {
-            let at = c.p;
-            let s = c.f64("score")?;
+        for (k, b) in score_col.chunks_exact(8).enumerate() {
+            let s = f64::from_le_bytes(b.try_into().unwrap());
             if !s.is_finite() || s < min_score {
-                return Err(c.bad(at, format!("score {s} (min score {min_score})")));
+                return Err(c.bad(
+                    scores_at + 8 * k,
+                    format!("score {s} (min score {min_score})"),
+                ));
             }
             scores.push(s);
-        }
-        if c.p != bytes.len() {
-            return Err(c.bad(c.p, format!("{} bytes after the scores", bytes.len() - c.p)));
         }
         Ok(Tokenizer {
             blob,
@@ -814,15 +863,25 @@ pub fn compact_tokenizer_json(json: &[u8], file: &str) -> Result<Vec<u8>, ModelE
         out.extend_from_slice(c.as_bytes());
     }
     out.extend_from_slice(&(rules.len() as u32).to_le_bytes());
+    let mut prev: &[u8] = &[];
     for (k, r) in &rules {
-        if r.len() > 255 {
+        if r.len() > 255 || k.len() > MAX_RULE_KEY {
             return Err(unsupported(
                 file,
-                format!("a normalisation replacement of {} bytes", r.len()),
+                format!("a normalisation rule of {} / {} bytes", k.len(), r.len()),
             ));
         }
-        out.push(k.len() as u8);
-        out.extend_from_slice(k);
+        let shared = prev
+            .iter()
+            .zip(k.iter())
+            .take_while(|(a, b)| a == b)
+            .count();
+        out.push(shared as u8);
+        out.push((k.len() - shared) as u8);
+        out.extend_from_slice(&k[shared..]);
+        prev = k;
+    }
+    for (_, r) in &rules {
         out.push(r.len() as u8);
         out.extend_from_slice(r.as_bytes());
     }
@@ -835,11 +894,29 @@ pub fn compact_tokenizer_json(json: &[u8], file: &str) -> Result<Vec<u8>, ModelE
         out.extend_from_slice(&p[shared..]);
         prev = p;
     }
-    for (_, id) in &pieces {
-        out.extend_from_slice(&id.to_le_bytes());
-    }
-    for s in &scores {
-        out.extend_from_slice(&s.to_le_bytes());
-    }
+    let ids: Vec<u8> = pieces.iter().flat_map(|(_, id)| id.to_le_bytes()).collect();
+    out.extend_from_slice(&plane(&ids, 4));
+    let sc: Vec<u8> = scores.iter().flat_map(|s| s.to_le_bytes()).collect();
+    out.extend_from_slice(&plane(&sc, 8));
     Ok(out)
+}
+
+/// Byte planes of `w`-byte values: byte 0 of every value, then byte 1, … (`b.len()` is a
+/// multiple of `w`).
+fn plane(b: &[u8], w: usize) -> Vec<u8> {
+    (0..w)
+        .flat_map(|j| b.iter().skip(j).step_by(w).copied())
+        .collect()
+}
+
+/// The inverse of [`plane`].
+fn unplane(b: &[u8], w: usize) -> Vec<u8> {
+    let n = b.len() / w;
+    let mut out = vec![0u8; b.len()];
+    for j in 0..w {
+        for (i, &x) in b[j * n..(j + 1) * n].iter().enumerate() {
+            out[i * w + j] = x;
+        }
+    }
+    out
 }

@@ -19,7 +19,7 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { existsSync, readdirSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -72,12 +72,12 @@ function preflight() {
     missing.push(
       `${PKG}/jikji_engine.js (scripts/build-wasm)`,
     );
-  if (!existsSync(path.join(PKG, "embed/jikji_embed_wasm.js")))
-    missing.push(
-      `${PKG}/embed/jikji_embed_wasm.js (scripts/build-wasm)`,
-    );
+  if (!existsSync(path.join(PKG, "qmodel/jikji_query_model_wasm.js")))
+    missing.push(`${PKG}/qmodel/jikji_query_model_wasm.js (scripts/build-wasm)`);
   for (const f of ["model.onnx", "tokenizer.json"])
     if (!existsSync(path.join(MODEL, f))) missing.push(`model file ${MODEL}/${f} (set JIKJI_E2E_MODEL)`);
+  if (existsSync(path.join(BUNDLE, "jikji.json")) && !JSON.parse(readFileSync(path.join(BUNDLE, "jikji.json"), "utf8")).pages?.query_model)
+    missing.push(`the query model's pages in ${BUNDLE} (jikji model-pack, then rebuild the bundle)`);
   if (!existsSync(path.join(WEB, "index.html"))) missing.push(`${WEB}/index.html`);
   if (!existsSync(CHROMIUM)) missing.push(`Chromium at ${CHROMIUM} (apt-get install -y chromium, or set CHROMIUM_PATH)`);
   if (missing.length) throw new Error(`e2e prerequisites missing:\n  - ${missing.join("\n  - ")}`);
@@ -209,8 +209,9 @@ describe("Jikji search page in Chromium", { timeout: READY_MS + 20 * 60_000 }, (
   let fallbackShown = false; // a hybrid query was answered with BM25 before the model loaded
   const requested = []; // URLs requested by the page and its worker, in order
   const served = new Map(); // URL of a .wasm -> Promise<bytes served>
-  let embedBeforeModel = null; // embedder requests already made when the model was first requested
-  const isEmbedder = (url) => new URL(url).pathname.startsWith("/pkg/embed/");
+  let embedBeforeModel = null; // query-model requests made before the first semantic query
+  // The query model: its wasm and the bundle's query-model pages (layers, tokenizer, row map, rows).
+  const isEmbedder = (url) => new URL(url).pathname.startsWith("/pkg/qmodel/") || /^[mkur]-/.test(pageName(url) ?? "");
   /** Bytes served for the first .wasm whose path ends with `name` (Content-Length, else the body). */
   const servedSize = (name) => {
     const url = [...served.keys()].find((u) => new URL(u).pathname.endsWith(`/${name}`));
@@ -241,8 +242,7 @@ describe("Jikji search page in Chromium", { timeout: READY_MS + 20 * 60_000 }, (
       });
       // Hold the model download until the BM25 checks are done.
       const gate = new Promise((r) => (releaseModel = r));
-      await context.route("**/model/**", async (route) => {
-        if (embedBeforeModel === null) embedBeforeModel = requested.filter(isEmbedder);
+      await context.route((url) => isEmbedder(url.href), async (route) => {
         modelRequestsHeld++;
         await gate;
         await route.continue().catch(() => {});
@@ -263,7 +263,8 @@ describe("Jikji search page in Chromium", { timeout: READY_MS + 20 * 60_000 }, (
   test("BM25 results appear before the model has loaded", { timeout: 300_000 }, async () => {
     await page.goto(`${server.url}/?k=${TOP}`);
     const state = await waitForState(page, ["bm25-ready", "ready"], 240_000);
-    const held = modelRequestsHeld > 0;
+    // The model is fetched only when semantic search is asked for, never on page load.
+    embedBeforeModel = requested.filter(isEmbedder);
     log(`[e2e] state ${state}; model requests held by the test: ${modelRequestsHeld}`);
     const q = QUERIES[0];
     const hits = await searchInPage(page, q, "bm25");
@@ -294,18 +295,16 @@ describe("Jikji search page in Chromium", { timeout: READY_MS + 20 * 60_000 }, (
     assert.equal(new Set(made).size, made.length, `a page fetched twice: ${made.join(", ")}`);
     assert.equal(fresh.transferEstimated, false, "Resource Timing gave every page's transfer size");
     if (fresh.requests > 0) assert.ok(fresh.stored > 0 && fresh.raw > 0 && fresh.transfer > 0, JSON.stringify(fresh));
-    if (held) {
-      // Still loading: the model is held back, so the state must not be ready yet.
-      assert.equal(await page.evaluate(() => document.body.dataset.state), "bm25-ready");
-      // Hybrid asked before the model is there: the page shows BM25 results and says so.
-      const fallback = await searchInPage(page, q, "bm25", { requestedMode: "hybrid" });
-      assert.ok(fallback.length > 0);
-      assert.equal(await page.isVisible("#notice"), true, "fallback notice shown");
-      fallbackShown = true;
-      assert.equal(await page.isVisible("#model-progress"), true, "model progress bar shown");
-    } else {
-      log("[e2e] warning: the model download could not be held back; the pre-model state was not checked");
-    }
+    assert.deepEqual(requested.filter(isEmbedder), [], "query model requested before semantic search was asked for");
+    // Hybrid asked before the model is there: the page shows BM25 results, says so, and starts
+    // the model download (held back by the test).
+    const fallback = await searchInPage(page, q, "bm25", { requestedMode: "hybrid" });
+    assert.ok(fallback.length > 0);
+    assert.equal(await page.isVisible("#notice"), true, "fallback notice shown");
+    fallbackShown = true;
+    await page.waitForFunction(() => !document.querySelector("#progress-row").hidden, null, { timeout: 30_000 });
+    assert.equal(await page.isVisible("#model-progress"), true, "model progress bar shown");
+    assert.equal(await page.evaluate(() => document.body.dataset.state), "bm25-ready");
     // BM25 runs on the small engine; the embedder is not fetched before the model is asked for.
     const engineBytes = await servedSize("jikji_engine_bg.wasm");
     log(`[e2e] engine wasm served: ${engineBytes} bytes`);
@@ -320,7 +319,7 @@ describe("Jikji search page in Chromium", { timeout: READY_MS + 20 * 60_000 }, (
     const t0 = Date.now();
     await waitForState(page, "ready", READY_MS);
     log(`[e2e] model loaded in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
-    await context.unroute("**/model/**");
+    await context.unroute((url) => isEmbedder(url.href));
     // The pending hybrid query is re-run once the model is there.
     if (fallbackShown) {
       await page.waitForFunction(() => document.querySelector("#results").dataset.mode === "hybrid", null, {
@@ -329,10 +328,11 @@ describe("Jikji search page in Chromium", { timeout: READY_MS + 20 * 60_000 }, (
       assert.equal(await page.isVisible("#notice"), false, "fallback notice hidden once the model is ready");
     }
     assert.equal(await page.isVisible("#model-progress"), false, "progress bar hidden when ready");
-    // The embedder came with the model, after it was requested.
-    const embedBytes = await servedSize("jikji_embed_wasm_bg.wasm");
-    log(`[e2e] embedder wasm served: ${embedBytes} bytes`);
-    assert.ok(embedBytes > 0, `the embedder wasm was not seen among the page's responses`);
+    // The query model's wasm came with the model, after it was requested.
+    const embedBytes = await servedSize("jikji_query_model_wasm_bg.wasm");
+    log(`[e2e] query-model wasm served: ${embedBytes} bytes`);
+    assert.ok(embedBytes > 0, `the query-model wasm was not seen among the page's responses`);
+    assert.ok(modelRequestsHeld > 0, "no query-model request was held back");
   });
 
   for (const q of QUERIES) {

@@ -412,7 +412,7 @@ fn evaluate(
         ..SearchOptions::default()
     });
     let pack = match (&o.query_model, needs_model) {
-        (Some(dir), true) => Some(crate::query_model::PackEmbedder::open(dir, engine)?),
+        (Some(dir), true) => Some(crate::query_model::PackEmbedder::open(dir, engine, None)?),
         _ => None,
     };
     // Unanswerable runs: every query, none with a relevant document.

@@ -151,6 +151,10 @@ pub struct IngestOptions {
     /// embedding them ([`import`]); needs `model_dir` (checked against the sidecar, and
     /// used for the calibration).
     pub vectors: Option<PathBuf>,
+    /// The query-model pack folder (`jikji model-pack`) whose pages a bundle with vectors
+    /// carries for the browser ([`jikji_query_model::paged::write_pages`]); `None`: none.
+    /// The CLI's default is [`default_query_model`].
+    pub query_model: Option<PathBuf>,
 }
 
 impl IngestOptions {
@@ -168,8 +172,19 @@ impl IngestOptions {
             quarantine: None,
             lang_means: None,
             vectors: None,
+            query_model: None,
         }
     }
+}
+
+/// The query-model pack found like the model: the folder beside `model_dir` named after it
+/// with `-pack` (`models/e5-small` → `models/e5-small-pack`), when it holds a `pack.json`.
+pub fn default_query_model(model_dir: &Path) -> Option<PathBuf> {
+    let name = model_dir.file_name()?.to_str()?;
+    let dir = model_dir.with_file_name(format!("{name}-pack"));
+    dir.join(jikji_query_model::pack::INFO_FILE)
+        .is_file()
+        .then_some(dir)
 }
 
 /// The name of the embedding cache folder when none is given.
@@ -366,6 +381,8 @@ pub fn build_files(
             sources: chunked.sources,
             calibration,
             settings: *settings,
+            query_model: opts.query_model.as_deref(),
+            threads: opts.threads,
         },
     )?;
     seconds.push(("write".to_string(), t.elapsed().as_secs_f64()));

@@ -35,6 +35,11 @@ pub struct BundleParts<'a> {
     pub calibration: Option<jikji_format::Calibration>,
     /// The settings the bundle was built with (recorded in the manifest).
     pub settings: BundleSettings,
+    /// A query-model pack folder: a bundle with vectors then carries its pages
+    /// ([`jikji_query_model::paged::write_pages`]); ignored without vectors.
+    pub query_model: Option<&'a Path>,
+    /// Threads for counting the chunks' tokens (the row order of the query model's pages).
+    pub threads: usize,
 }
 
 /// Writes a bundle atomically at `out`, as a paged bundle (format 2: `jikji.json` and
@@ -61,7 +66,7 @@ pub fn write_bundle(out: &Path, p: BundleParts) -> Result<(Manifest, Vec<(String
         .transpose()?;
     let mut w = BundleWriter::create(out)?;
     let mut per_kind: std::collections::BTreeMap<String, u64> = Default::default();
-    let root = jikji_format::paged::write_pages_with(
+    let mut root = jikji_format::paged::write_pages_with(
         &jikji_format::paged::Parts {
             lexical: &lexical,
             chunks: &store,
@@ -78,6 +83,27 @@ pub fn write_bundle(out: &Path, p: BundleParts) -> Result<(Manifest, Vec<(String
         },
     )?;
     drop((lexical, store, hanja, vectors));
+    if let (Some(dir), Some((model, _))) = (p.query_model, &p.vectors) {
+        let texts: Vec<&str> = p.records.iter().map(|r| r.text.as_str()).collect();
+        // Refuse a pack made for another model before writing 60 MB of its pages.
+        let info = jikji_query_model::QueryPack::read_info(dir)?;
+        if info.model_sha256 != model.sha256 {
+            return Err(crate::error::BuildError::QueryModelMismatch {
+                dir: dir.to_path_buf(),
+                pack: info.model_sha256,
+                bundle_id: model.id.clone(),
+                bundle: model.sha256.clone(),
+            });
+        }
+        let q = jikji_query_model::paged::write_pages(dir, &texts, p.threads, &mut |page| {
+            w.add_page(&page.name, &page.bytes)?;
+            *per_kind
+                .entry(format!("p/{}-*", &page.name[..1]))
+                .or_default() += page.bytes.len() as u64;
+            Ok(())
+        })?;
+        root.query_model = Some(q);
+    }
     let model = p.vectors.map(|(info, _)| info);
     let s = p.settings;
     let manifest = Manifest {

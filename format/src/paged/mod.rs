@@ -21,6 +21,7 @@ pub mod columns;
 pub mod dict;
 pub mod expand;
 pub mod page;
+pub mod qmodel;
 
 #[cfg(feature = "v1")]
 use std::collections::BTreeMap;
@@ -118,6 +119,10 @@ pub struct PagesRoot {
     /// bundles written before them (the engine then expands through the Hanja pages).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expand: Option<Numbered>,
+    /// The browser's query model (pack) as pages ([`qmodel`]), in bundles with vectors built
+    /// while a query-model pack was present; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query_model: Option<qmodel::QueryModelRoot>,
 }
 
 impl crate::json::FromJson for Numbered {
@@ -153,6 +158,7 @@ impl crate::json::FromJson for PagesRoot {
             sources: o.req("sources")?,
             expand_keys: o.or("expand_keys", Vec::new)?,
             expand: o.req("expand")?,
+            query_model: o.req("query_model")?,
         })
     }
 }
@@ -415,6 +421,7 @@ pub fn write_pages_with(
         sources,
         expand_keys,
         expand,
+        query_model: None,
     })
 }
 
@@ -893,7 +900,8 @@ pub fn assemble_vectors(
     Ok(Some(v))
 }
 
-/// Every page name a bundle with `root` has (for native whole reads and checks).
+/// Every page name of a bundle with `root`'s parts (for native whole reads and checks); the
+/// query model's pages are not parts of the bundle's index: [`qmodel::QueryModelRoot::all_pages`].
 pub fn all_pages(root: &PagesRoot) -> Vec<String> {
     let mut out: Vec<String> = (0..root.dict.pages)
         .map(|n| root.dict.name(Kind::Dict, n))

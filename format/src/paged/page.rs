@@ -4,7 +4,8 @@
 //! Header (little-endian):
 //! ```text
 //! 0   "JKP2"
-//! 4   u8 kind (the name's letter: b'd', b'o', b'c', b'v', b'l', b'h', b't', b's')
+//! 4   u8 kind (the name's letter: b'd', b'o', b'c', b'v', b'l', b'h', b't', b's', b'x',
+//!     and the query model's b'm', b'k', b'u', b'r')
 //! 5   u8 codec: 0 = raw, 1 = deflate-raw (RFC 1951)
 //! 6   u16 0
 //! 8   u32 raw_len      body length before compression
@@ -13,7 +14,7 @@
 //! 20  28 bytes         the first 28 bytes of SHA-256 (FIPS 180-4) of the raw body
 //! 48  body (stored_len bytes)
 //! ```
-//! A content-named page (`<kind>-<h16>`: columns) is named by the first 8 bytes of
+//! A content-named page (`<kind>-<h16>`: columns, the query model's layer, tokenizer and row-map pages) is named by the first 8 bytes of
 //! that digest in hex; a numbered page (`<kind>-<g16>-<n>`: every other kind) carries its
 //! number in the header. Readers
 //! refuse a page over [`MAX_PAGE`] bytes, a digest or length that does not match, and a
@@ -50,6 +51,14 @@ pub enum Kind {
     Sources,
     /// Bigram expansions (Hangul ↔ Hanja candidates, [`super::expand`]).
     Expansions,
+    /// A part of the query model's transformer layers (`layers.bin`, [`super::qmodel`]).
+    ModelLayers,
+    /// A part of the query model's compact tokenizer (`tokenizer.bin`, [`super::qmodel`]).
+    ModelTokenizer,
+    /// The token id → row slot map of this bundle's row pages ([`super::qmodel`]).
+    RowMap,
+    /// Token-embedding rows of the query model ([`super::qmodel`]).
+    Rows,
 }
 
 impl Kind {
@@ -65,6 +74,10 @@ impl Kind {
             Kind::Typo => b't',
             Kind::Sources => b's',
             Kind::Expansions => b'x',
+            Kind::ModelLayers => b'm',
+            Kind::ModelTokenizer => b'k',
+            Kind::RowMap => b'u',
+            Kind::Rows => b'r',
         }
     }
 
@@ -79,6 +92,10 @@ impl Kind {
             b't' => Kind::Typo,
             b's' => Kind::Sources,
             b'x' => Kind::Expansions,
+            b'm' => Kind::ModelLayers,
+            b'k' => Kind::ModelTokenizer,
+            b'u' => Kind::RowMap,
+            b'r' => Kind::Rows,
             _ => return None,
         })
     }
@@ -86,9 +103,14 @@ impl Kind {
     /// True for kinds named by generation and number instead of content hash: every kind
     /// with many pages, so the entry lists one generation and a count instead of a name
     /// per page (the generation is a hash of all the kind's pages, so a build with other
-    /// content has other names). Only the single columns page is content-named.
+    /// content has other names). The columns page and the query model's layer, tokenizer
+    /// and row-map pages are content-named (the model pages are the same in every bundle
+    /// built with the same pack, so a browser's Cache Storage shares them).
     pub fn numbered(self) -> bool {
-        !matches!(self, Kind::Columns)
+        !matches!(
+            self,
+            Kind::Columns | Kind::ModelLayers | Kind::ModelTokenizer | Kind::RowMap
+        )
     }
 }
 

@@ -338,3 +338,30 @@ impl ClockArgs {
         }
     }
 }
+
+/// The query-model pack a bundle with vectors carries as pages (`jikji build`, `jikji update`).
+#[derive(Debug, clap::Args)]
+pub struct PackArgs {
+    /// Query-model pack folder (`jikji model-pack`) whose pages the bundle carries for the
+    /// browser's query model. Default: the model folder's name + `-pack` beside it
+    /// (models/e5-small-pack) when it holds a pack.json; a pack made for another model is
+    /// refused.
+    #[arg(long, value_name = "DIR", conflicts_with = "no_query_model")]
+    pub query_model: Option<PathBuf>,
+    /// Write no query-model pages (the browser then has no semantic search for this bundle).
+    #[arg(long)]
+    pub no_query_model: bool,
+}
+
+impl PackArgs {
+    /// The pack folder to use for a bundle embedded with `model` (`None`: BM25-only).
+    pub fn dir(&self, model: Option<&Path>) -> Option<PathBuf> {
+        if self.no_query_model {
+            return None;
+        }
+        let model = model?;
+        self.query_model
+            .clone()
+            .or_else(|| jikji_builder::ingest::default_query_model(model))
+    }
+}

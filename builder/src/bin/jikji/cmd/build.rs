@@ -5,7 +5,9 @@ use std::process::ExitCode;
 
 use jikji_builder::ingest::{build, print_report, IngestOptions};
 
-use crate::args::{CheckArgs, ChunkingArgs, EmbedArgs, IndexArgs, ModelArgs, StrategyArg};
+use crate::args::{
+    CheckArgs, ChunkingArgs, EmbedArgs, IndexArgs, ModelArgs, PackArgs, StrategyArg,
+};
 
 /// Arguments of `jikji build`.
 #[derive(clap::Args)]
@@ -27,6 +29,8 @@ pub struct Args {
     no_embed: bool,
     #[command(flatten)]
     embed: EmbedArgs,
+    #[command(flatten)]
+    pack: PackArgs,
     /// Print the summary as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -65,7 +69,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         );
         Some(model)
     };
+    let query_model = a.pack.dir(model_dir.as_deref());
     let opts = IngestOptions {
+        query_model,
         model_dir,
         cache_dir: Some(a.embed.cache_dir(&a.out)),
         threads: a.embed.threads()?,

@@ -102,7 +102,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     }
     let pack = match &a.query_model {
         Some(dir) if mode != Mode::Bm25 => Some(
-            jikji_builder::query_model::PackEmbedder::open(dir, &engine)
+            jikji_builder::query_model::PackEmbedder::open(dir, &engine, Some(&a.bundle))
                 .with_context(|| format!("--query-model {}", dir.display()))?,
         ),
         _ => None,

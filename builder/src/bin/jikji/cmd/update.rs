@@ -8,7 +8,7 @@ use jikji_builder::update::{
     print_update_report, update_with, DeletionLimit, Recalibrate, UpdateOptions,
 };
 
-use crate::args::{CheckArgs, EmbedArgs, ModelArgs};
+use crate::args::{CheckArgs, EmbedArgs, ModelArgs, PackArgs};
 
 /// Arguments of `jikji update`.
 #[derive(clap::Args)]
@@ -22,6 +22,8 @@ pub struct Args {
     model: ModelArgs,
     #[command(flatten)]
     embed: EmbedArgs,
+    #[command(flatten)]
+    pack: PackArgs,
     /// Print the report as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -53,8 +55,10 @@ pub struct Args {
 /// Updates the bundle and prints what changed.
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     let model = a.model.model;
+    let model_dir = model.join("model.onnx").exists().then_some(model);
     let opts = IngestOptions {
-        model_dir: model.join("model.onnx").exists().then_some(model),
+        query_model: a.pack.dir(model_dir.as_deref()),
+        model_dir,
         cache_dir: Some(a.embed.cache_dir(&a.bundle)),
         threads: a.embed.threads()?,
         progress: !a.quiet && !a.json,

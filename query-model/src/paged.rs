@@ -1,0 +1,492 @@
+//! The query model as a paged bundle's pages: written by `jikji build`/`update` from a pack
+//! ([`write_pages`], native), read back page by page by [`PagedQueryModel`] — the same code
+//! in the browser (`query-model-wasm`, pages fetched by `web/worker.js`) and natively
+//! (`jikji search --query-model`, pages read from the bundle folder by
+//! [`PagedQueryModel::load_from_dir`]).
+//!
+//! Layout and the row map: `jikji_format::paged::qmodel` and `FORMAT.md` ("Query model
+//! pages"); design: `docs/design/query-model-pack.md` §2.2, §6.
+//!
+//! A query runs in two steps: [`PagedQueryModel::token_ids`] (needs the tokenizer pages),
+//! then [`PagedQueryModel::missing_rows`] names the row pages the ids need that are not
+//! added yet; once they are ([`PagedQueryModel::add_page`]), [`PagedQueryModel::embed_ids`].
+//! Every page is verified (format 2 header, SHA-256 of the body, name) before use, and
+//! every size is bounded by the entry's root before anything is allocated.
+
+use std::collections::HashMap;
+
+use jikji_format::paged::page::{self, Kind};
+use jikji_format::paged::qmodel::{QueryModelRoot, RowMap, ROWS_PER_PAGE};
+
+use crate::kernels::Q4Matrix;
+use crate::tokenizer::Tokenizer;
+use crate::{ModelError, QueryModel, RowSource};
+
+fn bad(page: &str, msg: impl Into<String>) -> ModelError {
+    ModelError::Page {
+        page: format!("p/{page}"),
+        msg: msg.into(),
+    }
+}
+
+/// Parts of one file (`layers.bin` or `tokenizer.bin`) arriving as pages in any order.
+#[derive(Debug)]
+struct Parts {
+    names: Vec<String>,
+    bodies: Vec<Option<Vec<u8>>>,
+    total: u64,
+    have: u64,
+    /// All parts were in and were handed over as one file.
+    done: bool,
+}
+
+impl Parts {
+    fn new(names: &[String], total: u64) -> Self {
+        Parts {
+            names: names.to_vec(),
+            bodies: vec![None; names.len()],
+            total,
+            have: 0,
+            done: false,
+        }
+    }
+    fn add(&mut self, i: usize, name: &str, body: Vec<u8>) -> Result<Option<Vec<u8>>, ModelError> {
+        if self.done || self.bodies[i].is_some() {
+            return Ok(None);
+        }
+        self.have += body.len() as u64;
+        if self.have > self.total {
+            return Err(bad(
+                name,
+                format!(
+                    "the parts add up to more than the {} bytes the entry says",
+                    self.total
+                ),
+            ));
+        }
+        self.bodies[i] = Some(body);
+        if self.bodies.iter().any(Option::is_none) {
+            return Ok(None);
+        }
+        if self.have != self.total {
+            return Err(bad(
+                name,
+                format!(
+                    "the parts add up to {} bytes, the entry says {}",
+                    self.have, self.total
+                ),
+            ));
+        }
+        let mut out = Vec::with_capacity(self.total as usize);
+        for b in self.bodies.iter_mut() {
+            out.extend_from_slice(&b.take().unwrap_or_default());
+        }
+        self.done = true;
+        Ok(Some(out))
+    }
+    fn missing(&self) -> impl Iterator<Item = &String> {
+        self.names
+            .iter()
+            .zip(&self.bodies)
+            .filter(|(_, b)| !self.done && b.is_none())
+            .map(|(n, _)| n)
+    }
+}
+
+/// The query model of a paged bundle, filled page by page.
+pub struct PagedQueryModel {
+    root: QueryModelRoot,
+    layers: Parts,
+    tok: Parts,
+    model: Option<QueryModel>,
+    tokenizer: Option<Tokenizer>,
+    map: Option<RowMap>,
+    rows: HashMap<usize, Vec<u8>>,
+}
+
+impl std::fmt::Debug for PagedQueryModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PagedQueryModel")
+            .field("root", &self.root)
+            .field("ready", &self.is_ready())
+            .field("row_pages", &self.rows.len())
+            .finish_non_exhaustive()
+    }
+}
+
+struct Rows<'a> {
+    m: &'a PagedQueryModel,
+    map: &'a RowMap,
+}
+
+impl RowSource for Rows<'_> {
+    fn row(&self, id: u32) -> Option<&[u8]> {
+        let slot = self.map.slot(id)?;
+        let rb = self.m.root.row_bytes;
+        let body = self.m.rows.get(&(slot / ROWS_PER_PAGE))?;
+        let at = (slot % ROWS_PER_PAGE) * rb;
+        body.get(at..at + rb)
+    }
+    fn rows(&self) -> usize {
+        self.m.root.vocab
+    }
+}
+
+impl PagedQueryModel {
+    /// An empty model over the entry's `pages.query_model` (`root`). The root is checked
+    /// ([`QueryModelRoot::check`]) against `bundle_model`, the bundle's `model.sha256`.
+    /// Errors: [`ModelError::Format`] (the root is malformed or for another model).
+    pub fn new(root: QueryModelRoot, bundle_model: Option<&str>) -> Result<Self, ModelError> {
+        root.check(bundle_model)?;
+        Ok(PagedQueryModel {
+            layers: Parts::new(&root.layers, root.layers_bytes),
+            tok: Parts::new(&root.tokenizer, root.tokenizer_bytes),
+            root,
+            model: None,
+            tokenizer: None,
+            map: None,
+            rows: HashMap::new(),
+        })
+    }
+
+    /// The root this model reads.
+    pub fn root(&self) -> &QueryModelRoot {
+        &self.root
+    }
+
+    /// The pages needed before any query (layers, tokenizer, row map) not added yet.
+    pub fn missing_base(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.layers.missing().cloned().collect();
+        out.extend(self.tok.missing().cloned());
+        if self.map.is_none() {
+            out.push(self.root.row_map.clone());
+        }
+        out
+    }
+
+    /// True once the layers, the tokenizer and the row map are in.
+    pub fn is_ready(&self) -> bool {
+        self.model.is_some() && self.tokenizer.is_some() && self.map.is_some()
+    }
+
+    /// Adds page `name` given as its 48-byte header + **raw** body (what the browser has
+    /// after inflating): verified ([`page::verify_raw`]: kind, length, SHA-256, name), then
+    /// kept as a part of the layers or tokenizer (parsed when the last part is in), the row
+    /// map, or a row page. Adding a page twice is a no-op. Errors: [`ModelError::Format`]
+    /// (failed verification), [`ModelError::Page`] (not a page of this query model, a size
+    /// that disagrees with the root), [`ModelError::Pack`] (layers or tokenizer malformed).
+    pub fn add_page(&mut self, name: &str, bytes: &[u8]) -> Result<(), ModelError> {
+        let body = page::verify_raw(name, bytes)?;
+        let kind = page::header(name, bytes)?.kind;
+        match kind {
+            Kind::ModelLayers => {
+                let i = self.index_of(&self.root.layers, name)?;
+                if let Some(file) = self.layers.add(i, name, body)? {
+                    let m = QueryModel::from_bytes(&file, "layers (m- pages)")?;
+                    let c = m.config();
+                    if c.vocab != self.root.vocab
+                        || Q4Matrix::row_bytes(c.hidden) != self.root.row_bytes
+                    {
+                        return Err(bad(
+                            name,
+                            format!(
+                                "layers for {} tokens of width {}, the entry says {} rows of {} bytes",
+                                c.vocab, c.hidden, self.root.vocab, self.root.row_bytes
+                            ),
+                        ));
+                    }
+                    self.model = Some(m);
+                }
+            }
+            Kind::ModelTokenizer => {
+                let i = self.index_of(&self.root.tokenizer, name)?;
+                if let Some(file) = self.tok.add(i, name, body)? {
+                    let t = Tokenizer::from_bytes(&file, "tokenizer (k- pages)")?;
+                    if t.vocab_size() != self.root.vocab {
+                        return Err(bad(
+                            name,
+                            format!(
+                                "{} pieces, the entry says {} rows",
+                                t.vocab_size(),
+                                self.root.vocab
+                            ),
+                        ));
+                    }
+                    self.tokenizer = Some(t);
+                }
+            }
+            Kind::RowMap => {
+                if name != self.root.row_map {
+                    return Err(bad(name, "not this bundle's row map"));
+                }
+                if self.map.is_none() {
+                    self.map = Some(RowMap::decode(&body, self.root.vocab, name)?);
+                }
+            }
+            Kind::Rows => {
+                let n = self.row_page_number(name)?;
+                let want =
+                    ROWS_PER_PAGE.min(self.root.vocab - n * ROWS_PER_PAGE) * self.root.row_bytes;
+                if body.len() != want {
+                    return Err(bad(
+                        name,
+                        format!("{} bytes of rows, expected {want}", body.len()),
+                    ));
+                }
+                self.rows.entry(n).or_insert(body);
+            }
+            _ => return Err(bad(name, "not a query-model page")),
+        }
+        Ok(())
+    }
+
+    fn index_of(&self, names: &[String], name: &str) -> Result<usize, ModelError> {
+        names
+            .iter()
+            .position(|n| n == name)
+            .ok_or_else(|| bad(name, "not a page of this bundle's query model"))
+    }
+
+    fn row_page_number(&self, name: &str) -> Result<usize, ModelError> {
+        let n = name
+            .rsplit('-')
+            .next()
+            .and_then(|n| n.parse::<usize>().ok())
+            .filter(|&n| n < self.root.rows.pages && self.root.row_page(n) == name)
+            .ok_or_else(|| bad(name, "not a row page of this bundle's query model"))?;
+        Ok(n)
+    }
+
+    fn not_ready(&self) -> ModelError {
+        ModelError::Page {
+            page: self
+                .missing_base()
+                .first()
+                .map_or_else(String::new, |n| format!("p/{n}")),
+            msg: "the query model's layer, tokenizer and row-map pages are not all added yet"
+                .into(),
+        }
+    }
+
+    /// Token ids of `query: ` + `text` ([`Tokenizer::query_ids`]). Errors: the tokenizer
+    /// pages are not all added ([`ModelError::Page`]).
+    pub fn token_ids(&self, text: &str) -> Result<Vec<u32>, ModelError> {
+        Ok(self
+            .tokenizer
+            .as_ref()
+            .ok_or_else(|| self.not_ready())?
+            .query_ids(text))
+    }
+
+    /// Names of the row pages `ids` need that are not added yet (each once, in slot order).
+    /// Ids outside the model are left to [`Self::embed_ids`] to refuse. Errors: the row
+    /// map is not added yet.
+    pub fn missing_rows(&self, ids: &[u32]) -> Result<Vec<String>, ModelError> {
+        let map = self.map.as_ref().ok_or_else(|| self.not_ready())?;
+        let mut pages: Vec<usize> = ids
+            .iter()
+            .filter_map(|&id| map.slot(id))
+            .map(|s| s / ROWS_PER_PAGE)
+            .filter(|p| !self.rows.contains_key(p))
+            .collect();
+        pages.sort_unstable();
+        pages.dedup();
+        Ok(pages.into_iter().map(|n| self.root.row_page(n)).collect())
+    }
+
+    /// The vector of `ids` ([`QueryModel::embed_ids`]): 384 f32s, unit length. Errors:
+    /// not ready, [`ModelError::TokenId`] for an id whose row page is not added (or outside
+    /// the model), [`ModelError::Length`].
+    pub fn embed_ids(&self, ids: &[u32]) -> Result<Vec<f32>, ModelError> {
+        let (Some(model), Some(map)) = (&self.model, &self.map) else {
+            return Err(self.not_ready());
+        };
+        model.embed_ids(ids, &Rows { m: self, map })
+    }
+
+    /// Row pages added so far.
+    pub fn row_pages(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Natively: reads pages `names` from `bundle/p/` (as stored), inflates and verifies
+    /// them ([`page::decode_stored`]) and adds them ([`Self::add_page`], which verifies
+    /// again, as in the browser). Returns the stored bytes read. Errors name the file.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn load_from_dir(
+        &mut self,
+        bundle: &std::path::Path,
+        names: &[String],
+    ) -> Result<u64, ModelError> {
+        let mut read = 0;
+        for name in names {
+            if !jikji_format::bundle::valid_page_name(name) {
+                return Err(bad(name, "not a page name"));
+            }
+            let p = bundle.join(jikji_format::paged::PAGES_DIR).join(name);
+            let stored = std::fs::read(&p).map_err(|e| ModelError::io(&p, e))?;
+            read += stored.len() as u64;
+            let raw = page::decode_stored(name, &stored)?;
+            let mut joined = Vec::with_capacity(page::HEADER_LEN + raw.len());
+            joined.extend_from_slice(&stored[..page::HEADER_LEN]);
+            joined.extend_from_slice(&raw);
+            self.add_page(name, &joined)?;
+        }
+        Ok(read)
+    }
+
+    /// Natively: embeds `query` reading every page it lacks from `bundle/p/`, as the
+    /// browser's worker does over the network (base pages first, then the query's rows).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn embed_query_from_dir(
+        &mut self,
+        bundle: &std::path::Path,
+        query: &str,
+    ) -> Result<Vec<f32>, ModelError> {
+        let base = self.missing_base();
+        self.load_from_dir(bundle, &base)?;
+        let ids = self.token_ids(query)?;
+        let need = self.missing_rows(&ids)?;
+        self.load_from_dir(bundle, &need)?;
+        self.embed_ids(&ids)
+    }
+}
+
+/// Natively, at build time: the query model's pages for a bundle whose chunk texts are
+/// `texts` (as embedded, without the `passage: ` prefix, which is added), from the pack in
+/// folder `dir` ([`crate::QueryPack::open`]: every file checked against `pack.json`). Each
+/// encoded page goes to `sink` as soon as it is made; returns the entry's root. The row
+/// order counts every chunk's tokens on `threads` threads. Errors: the pack's
+/// ([`crate::QueryPack::open`]), or what `sink` returns ([`ModelError::Format`]).
+#[cfg(not(target_arch = "wasm32"))]
+pub fn write_pages(
+    dir: &std::path::Path,
+    texts: &[&str],
+    threads: usize,
+    sink: &mut dyn FnMut(page::Encoded) -> jikji_format::Result<()>,
+) -> Result<QueryModelRoot, ModelError> {
+    use jikji_format::paged::qmodel::{LAYER_PAGES, TOKENIZER_PART};
+    use sha2::{Digest, Sha256};
+
+    let pack = crate::QueryPack::open(dir)?;
+    let read = |name: &str| -> Result<Vec<u8>, ModelError> {
+        let p = dir.join(name);
+        let b = std::fs::read(&p).map_err(|e| ModelError::io(&p, e))?;
+        if pack.info.files.get(name).map(|f| f.sha256.as_str())
+            != Some(crate::pack::sha256_hex(&b).as_str())
+        {
+            return Err(ModelError::PackInfo {
+                file: p.display().to_string(),
+                msg: "changed since the pack was opened".into(),
+            });
+        }
+        Ok(b)
+    };
+    let mut emit = |kind: Kind, parts: Vec<&[u8]>| -> Result<Vec<String>, ModelError> {
+        let mut names = Vec::new();
+        for part in parts {
+            let e = page::encode(kind, part);
+            names.push(e.name.clone());
+            sink(e)?;
+        }
+        Ok(names)
+    };
+    let layers_file = read(crate::pack::LAYERS_FILE)?;
+    let per = layers_file.len().div_ceil(LAYER_PAGES).max(1);
+    let layers = emit(Kind::ModelLayers, layers_file.chunks(per).collect())?;
+    let tok_file = read(crate::tokenizer::TOKENIZER_FILE)?;
+    let tokenizer = emit(
+        Kind::ModelTokenizer,
+        tok_file.chunks(TOKENIZER_PART).collect(),
+    )?;
+
+    // Row order: an empty query's ids, then the corpus's ids by descending count.
+    let vocab = pack.model.config().vocab;
+    let threads = threads.clamp(1, 64);
+    let per_thread = texts.len().div_ceil(threads).max(1);
+    let counts: Vec<u64> = std::thread::scope(|s| {
+        let handles: Vec<_> = texts
+            .chunks(per_thread)
+            .map(|part| {
+                let t = &pack.tokenizer;
+                s.spawn(move || {
+                    let mut c = vec![0u64; vocab];
+                    for text in part {
+                        for id in t.encode(&format!("passage: {text}")) {
+                            if let Some(x) = c.get_mut(id as usize) {
+                                *x += 1;
+                            }
+                        }
+                    }
+                    c
+                })
+            })
+            .collect();
+        let mut total = vec![0u64; vocab];
+        for h in handles {
+            for (a, b) in total
+                .iter_mut()
+                .zip(h.join().expect("token counting thread"))
+            {
+                *a += b;
+            }
+        }
+        total
+    });
+    let mut hot: Vec<u32> = Vec::new();
+    for id in pack.tokenizer.query_ids("") {
+        if (id as usize) < vocab && !hot.contains(&id) {
+            hot.push(id);
+        }
+    }
+    let mut by_count: Vec<u32> = (0..vocab as u32)
+        .filter(|&id| counts[id as usize] > 0 && !hot.contains(&id))
+        .collect();
+    by_count.sort_by(|&a, &b| counts[b as usize].cmp(&counts[a as usize]).then(a.cmp(&b)));
+    hot.extend(by_count);
+    let map = RowMap::new(hot, vocab)?;
+    let e = page::encode(Kind::RowMap, &map.encode());
+    let row_map = e.name.clone();
+    sink(e)?;
+
+    let order = map.ids_in_slot_order();
+    let rb = Q4Matrix::row_bytes(pack.model.config().hidden);
+    let body = |n: usize| -> Vec<u8> {
+        let mut b = Vec::with_capacity(ROWS_PER_PAGE * rb);
+        for &id in &order[n * ROWS_PER_PAGE..((n + 1) * ROWS_PER_PAGE).min(order.len())] {
+            b.extend_from_slice(pack.rows.row(id).expect("ids below the table's rows"));
+        }
+        b
+    };
+    let pages = order.len().div_ceil(ROWS_PER_PAGE);
+    let mut h = Sha256::new();
+    for n in 0..pages {
+        let b = body(n);
+        h.update((b.len() as u64).to_le_bytes());
+        h.update(&b);
+    }
+    let gen: String = h.finalize()[..8]
+        .iter()
+        .map(|x| format!("{x:02x}"))
+        .collect();
+    for n in 0..pages {
+        sink(page::encode_numbered(Kind::Rows, &gen, n as u32, &body(n)))?;
+    }
+    Ok(QueryModelRoot {
+        model_id: pack.info.model_id.clone(),
+        model_sha256: pack.info.model_sha256.clone(),
+        pack_sha256: crate::pack::pack_hash(&pack.info),
+        layers,
+        layers_bytes: layers_file.len() as u64,
+        tokenizer,
+        tokenizer_bytes: tok_file.len() as u64,
+        row_map,
+        rows: jikji_format::paged::Numbered {
+            gen,
+            per_page: ROWS_PER_PAGE,
+            pages,
+        },
+        vocab,
+        row_bytes: rb,
+    })
+}
