@@ -24,6 +24,7 @@ pub mod hanja;
 pub mod json;
 pub mod manifest;
 mod nfkc;
+pub mod num;
 pub mod paged;
 pub mod postings;
 mod t2s;
