@@ -22,6 +22,7 @@ pub mod error;
 mod fst_check;
 pub mod hanja;
 pub mod json;
+mod lower;
 pub mod manifest;
 mod nfkc;
 pub mod num;
