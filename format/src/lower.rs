@@ -25,6 +25,11 @@ struct Tables {
     multi: Vec<(u32, Vec<char>)>,
     /// (first, last, class) runs, sorted.
     classes: Vec<(u32, u32, u8)>,
+    /// Bit `k` set if code points `1024·k … 1024·k + 1023` have a mapping (run or multi):
+    /// most text (CJK, Hangul) skips the searches. Mappings at U+20000 and above: `high`.
+    blocks: u128,
+    /// Whether any mapping is at U+20000 or above.
+    high: bool,
 }
 
 fn decode(r: &mut Leb) -> Tables {
@@ -61,10 +66,33 @@ fn decode(r: &mut Leb) -> Tables {
         classes.push((start, start + len - 1, k));
         end = start + len;
     }
+    let mut blocks = 0u128;
+    let mut high = false;
+    let keys = runs.iter().map(|r| (r.0, r.1));
+    for (first, last) in keys.chain(multi.iter().map(|m| (m.0, m.0))) {
+        for k in first >> 10..=last >> 10 {
+            match 1u128.checked_shl(k) {
+                Some(bit) => blocks |= bit,
+                None => high = true,
+            }
+        }
+    }
     Tables {
         runs,
         multi,
         classes,
+        blocks,
+        high,
+    }
+}
+
+impl Tables {
+    /// Whether `c`'s block of 1024 code points holds a mapping (else `c` is its own lowercase).
+    fn has_block(&self, c: char) -> bool {
+        match 1u128.checked_shl(c as u32 >> 10) {
+            Some(bit) => self.blocks & bit != 0,
+            None => self.high,
+        }
     }
 }
 
@@ -117,6 +145,8 @@ pub fn to_lowercase(s: &str) -> String {
             let word_final = ignorable_then_cased(t, s[..i].chars().rev())
                 && !ignorable_then_cased(t, s[i + 'Σ'.len_utf8()..].chars());
             out.push(if word_final { 'ς' } else { 'σ' });
+        } else if !t.has_block(c) {
+            out.push(c);
         } else if let Some((_, m)) = t.multi.iter().find(|m| m.0 == c as u32) {
             out.extend(m.iter());
         } else {
