@@ -7,7 +7,11 @@
 //! - `t2s.bin`: the Traditional → Simplified character table of `fast2s` as the analyzer applies it (one
 //!   character, no context: `fast2s::convert` of that character alone).
 //!
-//! Both are sequences of unsigned LEB128 numbers (layout in `format/src/nfkc.rs` and `format/src/t2s.rs`);
+//! - `lower.bin`: `str::to_lowercase` of std (its Unicode version: the same toolchain builds the
+//!   target), as runs of `c → c + delta` mappings, the multi-character ones, and the classes of the
+//!   final-sigma rule (core's `LOWERCASE_TABLE` alone was 4.6 kB of the wasm's gzip).
+//!
+//! All are sequences of unsigned LEB128 numbers (layout in `format/src/nfkc.rs`, `format/src/t2s.rs`, `format/src/lower.rs`);
 //! `format/src/nfkc.rs`'s tests check the result against both crates over every code point.
 use std::collections::HashMap;
 use std::env;
@@ -173,9 +177,101 @@ fn t2s_table() -> Vec<u8> {
     out
 }
 
+/// Final-sigma class of `c` for `str::to_lowercase`'s rule (Unicode §3.13, `Final_Sigma`): 2 if
+/// `Case_Ignorable` (skipped when looking for the cased letter around Σ), 1 if `Cased` and not
+/// case-ignorable, 0 otherwise. Read from std itself (the host's std is the target's: one
+/// toolchain): `AcΣ` ends in ς iff c is cased or ignorable, `cΣ` iff c is cased and not
+/// ignorable. (Whether an ignorable character is also cased never matters: std skips it.)
+fn sigma_class(c: char) -> u8 {
+    let last = |s: String| s.to_lowercase().chars().last();
+    let after_a = last(format!("A{c}Σ")) == Some('ς');
+    let alone = last(format!("{c}Σ")) == Some('ς');
+    match (after_a, alone) {
+        (true, true) => 1,
+        (true, false) => 2,
+        (false, false) => 0,
+        (false, true) => unreachable!("{c:?}: cased and not ignorable, yet not after A"),
+    }
+}
+
+fn lower_table() -> Vec<u8> {
+    // Single-character mappings c → c + delta, in runs of equal delta and equal step between keys
+    // (1, or 2 for the alternating upper/lower pairs of Latin Extended and Cyrillic).
+    let mut single: Vec<(u32, i64)> = Vec::new();
+    let mut multi: Vec<(u32, Vec<char>)> = Vec::new();
+    for c in all_chars() {
+        let m: Vec<char> = c.to_lowercase().collect();
+        if m.len() > 1 {
+            multi.push((c as u32, m));
+        } else if m[0] != c {
+            single.push((c as u32, i64::from(m[0] as u32) - i64::from(c as u32)));
+        }
+    }
+    let mut runs: Vec<(u32, u32, u32, i64)> = Vec::new(); // (first, count, step, delta)
+    for &(c, d) in &single {
+        match runs.last_mut() {
+            Some((first, n, step, delta))
+                if *delta == d
+                    && (*n == 1 && c - *first <= 2 || *n > 1 && c == *first + *n * *step) =>
+            {
+                if *n == 1 {
+                    *step = c - *first;
+                }
+                *n += 1;
+            }
+            _ => runs.push((c, 1, 1, d)),
+        }
+    }
+    let mut out = Vec::new();
+    leb(&mut out, runs.len() as u32);
+    let mut end = 0;
+    for &(first, n, step, delta) in &runs {
+        leb(&mut out, first - end);
+        leb(&mut out, n);
+        out.push(step as u8);
+        let z = if delta >= 0 {
+            delta << 1
+        } else {
+            ((-delta) << 1) - 1
+        };
+        leb(&mut out, z as u32);
+        end = first + (n - 1) * step + 1;
+    }
+    leb(&mut out, multi.len() as u32);
+    for (c, m) in &multi {
+        leb(&mut out, *c);
+        out.push(m.len() as u8);
+        for &x in m {
+            leb(&mut out, x as u32);
+        }
+    }
+    // Final-sigma classes in runs: (gap since the previous run's end, length, class).
+    let mut classes: Vec<(u32, u32, u8)> = Vec::new();
+    for c in all_chars() {
+        let k = sigma_class(c);
+        if k == 0 {
+            continue;
+        }
+        match classes.last_mut() {
+            Some((start, len, kk)) if *kk == k && *start + *len == c as u32 => *len += 1,
+            _ => classes.push((c as u32, 1, k)),
+        }
+    }
+    leb(&mut out, classes.len() as u32);
+    let mut end = 0;
+    for &(start, len, k) in &classes {
+        leb(&mut out, start - end);
+        leb(&mut out, len);
+        out.push(k);
+        end = start + len;
+    }
+    out
+}
+
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     let dir = env::var_os("OUT_DIR").expect("cargo sets OUT_DIR for build scripts");
     fs::write(Path::new(&dir).join("nfkc.bin"), nfkc_table()).expect("write OUT_DIR/nfkc.bin");
     fs::write(Path::new(&dir).join("t2s.bin"), t2s_table()).expect("write OUT_DIR/t2s.bin");
+    fs::write(Path::new(&dir).join("lower.bin"), lower_table()).expect("write OUT_DIR/lower.bin");
 }

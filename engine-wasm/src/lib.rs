@@ -67,7 +67,14 @@ pub enum EngineError {
     #[error("unknown search mode {0:?} (expected bm25, dense or hybrid)")]
     BadMode(String),
     /// Unknown fusion name.
-    #[error("unknown fusion {0:?} (expected rrf, weighted or weighted:W with 0 ≤ W ≤ 1)")]
+    #[cfg_attr(
+        not(target_arch = "wasm32"),
+        error("unknown fusion {0:?} (expected rrf, weighted or weighted:W with 0 ≤ W ≤ 1)")
+    )]
+    #[cfg_attr(
+        target_arch = "wasm32",
+        error("unknown fusion {0:?} (expected rrf, weighted or weighted:W with 0 ≤ W ≤ 1, W a plain decimal of at most 8 digits after the point)")
+    )]
     BadFusion(String),
     /// A paged bundle needs these pages (names under `p/`) to answer the query: fetch them,
     /// add them ([`jikji_format::Bundle::add_page`]) and run the query again. Natively,
@@ -117,11 +124,28 @@ impl FromStr for Fusion {
             "weighted" => Ok(Fusion::Weighted {
                 dense_weight: f32::NAN,
             }),
-            _ => match s.strip_prefix("weighted:").map(str::parse::<f32>) {
-                Some(Ok(w)) if (0.0..=1.0).contains(&w) => Ok(Fusion::Weighted { dense_weight: w }),
+            _ => match s.strip_prefix("weighted:").map(fusion_weight) {
+                Some(Some(w)) if (0.0..=1.0).contains(&w) => {
+                    Ok(Fusion::Weighted { dense_weight: w })
+                }
                 _ => Err(EngineError::BadFusion(s)),
             },
         }
+    }
+}
+
+/// The `W` of `weighted:W` as `str::parse::<f32>` reads it. A plain decimal with at most 8
+/// digits after the point (trailing zeros aside) is read by
+/// [`jikji_format::num::decimal_f32`], which gives the same `f32` without core's float
+/// parser (`dec2flt`, ~15 kB of the browser's wasm); anything else (`5e-1`, more digits) is
+/// read by `str::parse` natively and refused (`None`) in the wasm build.
+fn fusion_weight(w: &str) -> Option<f32> {
+    match jikji_format::num::decimal_f32(w) {
+        Some(w) => Some(w),
+        #[cfg(not(target_arch = "wasm32"))]
+        None => w.parse::<f32>().ok(),
+        #[cfg(target_arch = "wasm32")]
+        None => None,
     }
 }
 
@@ -671,5 +695,48 @@ impl Engine {
             calibrated: fused.scale.is_some(),
             hits,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `weighted:W` reads W as `str::parse::<f32>` did before the float parser left the
+    /// wasm (issue 12): the same weights accepted, the same `f32`, the same refusals.
+    #[test]
+    fn fusion_weight_reads_as_str_parse() {
+        for w in [
+            "0",
+            "1",
+            "0.5",
+            ".5",
+            "1.",
+            "+0.3",
+            "-0",
+            "0.30000000",
+            "0.12345678",
+            "1.00000001",
+            "0.123456789",
+            "5e-1",
+            "1E0",
+            "2",
+            "-0.1",
+            "nan",
+            "inf",
+            "",
+            "x",
+        ] {
+            let old = match w.parse::<f32>() {
+                Ok(x) if (0.0..=1.0).contains(&x) => Some(x.to_bits()),
+                _ => None,
+            };
+            let new = match format!("weighted:{w}").parse::<Fusion>() {
+                Ok(Fusion::Weighted { dense_weight }) => Some(dense_weight.to_bits()),
+                Ok(Fusion::Rrf) => unreachable!(),
+                Err(_) => None,
+            };
+            assert_eq!(new, old, "{w:?}");
+        }
     }
 }

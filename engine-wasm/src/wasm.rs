@@ -179,7 +179,8 @@ impl WasmEngine {
     }
 
     /// Sets how hybrid mode fuses BM25 and dense: `rrf`, `weighted` (the bundle's weight) or
-    /// `weighted:W` (W = weight of dense in [0, 1]). Throws on any other value or if no
+    /// `weighted:W` (W = weight of dense in [0, 1], a plain decimal of at most 8 digits after
+    /// the point: this build has no general float parser). Throws on any other value or if no
     /// bundle is open. Default: `weighted` when the bundle has a dense calibration, else `rrf`.
     pub fn set_fusion(&mut self, fusion: &str) -> Result<(), JsError> {
         let f: crate::Fusion = fusion.parse().map_err(|e: EngineError| js_err(e))?;

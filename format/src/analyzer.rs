@@ -302,7 +302,7 @@ pub fn script_of(c: char) -> Script {
 /// Normalises text the way the analyzer (all versions) sees it before folding: NFKC,
 /// then lowercase.
 pub fn normalize(text: &str) -> String {
-    crate::nfkc::nfkc(text).to_lowercase()
+    crate::lower::to_lowercase(&crate::nfkc::nfkc(text))
 }
 
 /// Folds one normalised character: Traditional → Simplified Chinese (the `fast2s` table,

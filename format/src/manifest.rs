@@ -591,10 +591,16 @@ impl Manifest {
         let bad = |message: String| Err(FormatError::corrupt(file, 0, message));
         let Bm25Params { k1, b } = self.bm25;
         if !(k1.is_finite() && k1 >= 0.0) {
-            return bad(format!("bm25.k1 is {k1}; it must be a number ≥ 0"));
+            return bad(format!(
+                "bm25.k1 is {}; it must be a number ≥ 0",
+                crate::num::f32_display(k1)
+            ));
         }
         if !(0.0..=1.0).contains(&b) {
-            return bad(format!("bm25.b is {b}; it must be in [0, 1]"));
+            return bad(format!(
+                "bm25.b is {}; it must be in [0, 1]",
+                crate::num::f32_display(b)
+            ));
         }
         if self.chunk_size == 0 || self.overlap >= self.chunk_size {
             return bad(format!(
