@@ -14,7 +14,8 @@
 //!
 //! The browser build has no embedder (`--no-default-features`, a few hundred kB): for dense and
 //! hybrid queries the worker checks the model with `model_sha256()` / `check_model(sha256)`,
-//! loads the separate `jikji-embed-wasm` module and passes its query vector in. With feature
+//! embeds the query with the separate `jikji-query-model-wasm` module (over the bundle's
+//! query-model pages) and passes its query vector in. With feature
 //! `embed` (default) the engine can also load the model itself (`load_model`) and embed in
 //! `search`.
 
@@ -202,7 +203,7 @@ impl WasmEngine {
     }
 
     /// True if this engine's own query embedder is loaded (`load_model`, feature `embed`);
-    /// always false in the browser build, whose embedder is the separate `jikji-embed-wasm`.
+    /// always false in the browser build, whose embedder is the separate `jikji-query-model-wasm`.
     pub fn has_model(&self) -> bool {
         self.engine.as_ref().is_some_and(|e| e.has_model())
     }
@@ -231,7 +232,7 @@ impl WasmEngine {
     }
 
     /// Runs a query with a query vector computed by the caller (the `Float32Array` of
-    /// `jikji-embed-wasm`'s `Embedder.embed_query(query)`, unit length). `qvec` is required for
+    /// `jikji-query-model-wasm`'s `PagedModel.embed_ids(ids)`, unit length). `qvec` is required for
     /// `dense` and `hybrid` (Error "needs the embedding model" without it; a wrong length is
     /// an Error too) and ignored for `bm25` (pass `null`). Returns the same JSON as `search`.
     /// Answers `{"need": [...]}` on a paged bundle as `search` does.
