@@ -20,8 +20,8 @@
 //!   corpus frequency is what keeps a query's rows on few pages (§2.2: 0.5–6.2 kB of new
 //!   rows per later query on the eval sets).
 //!
-//! Every page is a format 2 page (48-byte header, deflate when it saves 1/16, SHA-256 checked
-//! on reading). This module holds the entry's root, its checks, and the row map's codec; the
+//! Every page is a format 2 page (48-byte header, deflate when it saves 1/16 — never tried
+//! for row pages, [`super::page::Kind::tries_deflate`] — SHA-256 checked on reading). This module holds the entry's root, its checks, and the row map's codec; the
 //! code that writes and reads these pages around the model is `jikji_query_model::paged`.
 
 use serde::{Deserialize, Serialize};
