@@ -99,18 +99,34 @@ fn query_model_pack_ranks_as_tract_and_another_models_pack_is_refused() {
         )
         .unwrap();
     }
-    let bundle = tmp.path().join("bundle");
-    jikji_ok([
-        "build".as_ref(),
-        books.as_os_str(),
-        "--out".as_ref(),
-        bundle.as_os_str(),
-        "--model".as_ref(),
-        model.as_os_str(),
-        "--cache".as_ref(),
-        cache.as_os_str(),
-    ]);
-    let search = |extra: &[&std::ffi::OsStr]| -> Vec<(String, f64)> {
+    // Two bundles of the same books: one without the pack's pages (`--query-model` then reads
+    // the pack's files whole) and one carrying them (it reads the bundle's pages, as the
+    // browser does). Both are forced: whether a pack sits beside the model must not decide
+    // which path this test checks.
+    let build = |name: &str, pack_flag: &[&std::ffi::OsStr]| {
+        let out = tmp.path().join(name);
+        let mut args: Vec<&std::ffi::OsStr> = vec![
+            "build".as_ref(),
+            books.as_os_str(),
+            "--out".as_ref(),
+            out.as_os_str(),
+            "--model".as_ref(),
+            model.as_os_str(),
+            "--cache".as_ref(),
+            cache.as_os_str(),
+        ];
+        args.extend_from_slice(pack_flag);
+        jikji_ok(args);
+        let entry: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("jikji.json")).unwrap())
+                .unwrap();
+        (out, entry["pages"]["query_model"].is_object())
+    };
+    let (whole, has) = build("whole", &["--no-query-model".as_ref()]);
+    assert!(!has, "--no-query-model wrote query-model pages");
+    let (paged, has) = build("paged", &["--query-model".as_ref(), pack.as_os_str()]);
+    assert!(has, "--query-model PACK wrote no query-model pages");
+    let search = |bundle: &std::path::Path, extra: &[&std::ffi::OsStr]| -> Vec<(String, f64)> {
         let mut args: Vec<&std::ffi::OsStr> = vec![
             "search".as_ref(),
             bundle.as_os_str(),
@@ -135,30 +151,23 @@ fn query_model_pack_ranks_as_tract_and_another_models_pack_is_refused() {
             })
             .collect()
     };
-    let t = search(&[]);
-    let p = search(&["--query-model".as_ref(), pack.as_os_str()]);
+    let qm: [&std::ffi::OsStr; 2] = ["--query-model".as_ref(), pack.as_os_str()];
+    let t = search(&whole, &[]);
     assert_eq!(t.len(), 3);
-    assert_eq!(
-        t.iter().map(|h| &h.0).collect::<Vec<_>>(),
-        p.iter().map(|h| &h.0).collect::<Vec<_>>()
-    );
-    for (a, b) in t.iter().zip(&p) {
-        assert!((a.1 - b.1).abs() < 1e-4, "{t:?} vs {p:?}");
+    for (bundle, what) in [(&whole, "the pack's files"), (&paged, "the bundle's pages")] {
+        let p = search(bundle, &qm);
+        assert_eq!(
+            t.iter().map(|h| &h.0).collect::<Vec<_>>(),
+            p.iter().map(|h| &h.0).collect::<Vec<_>>(),
+            "tract vs the pack through {what}"
+        );
+        for (a, b) in t.iter().zip(&p) {
+            assert!((a.1 - b.1).abs() < 1e-4, "{what}: {t:?} vs {p:?}");
+        }
     }
 
-    // A pack whose pack.json names another model: refused, naming the pack and both hashes.
-    let info = pack.join("pack.json");
-    let text = std::fs::read_to_string(&info).unwrap();
-    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let sha = v["model_sha256"].as_str().unwrap().to_string();
-    let other = format!(
-        "{}{}",
-        if sha.starts_with('0') { "1" } else { "0" },
-        &sha[1..]
-    );
-    std::fs::write(&info, text.replace(&sha, &other)).unwrap();
-    // `jikji search --query-model` that must fail: its stderr.
-    let refused = || {
+    // `jikji search BUNDLE --query-model PACK` that must fail: its stderr.
+    let refused = |bundle: &std::path::Path| {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_jikji"))
             .args([
                 "search".as_ref(),
@@ -167,23 +176,55 @@ fn query_model_pack_ranks_as_tract_and_another_models_pack_is_refused() {
                 "--mode".as_ref(),
                 "dense".as_ref(),
             ])
-            .args(["--query-model".as_ref(), pack.as_os_str()])
+            .args(qm)
             .output()
             .unwrap();
-        assert!(!out.status.success(), "search with a bad pack succeeded");
+        assert!(
+            !out.status.success(),
+            "search of {} with a bad pack succeeded",
+            bundle.display()
+        );
         String::from_utf8_lossy(&out.stderr).into_owned()
     };
-    let err = refused();
-    assert!(
-        err.contains("made for model sha256") && err.contains(&other) && err.contains(&sha),
-        "{err}"
-    );
-    // A file of the pack replaced: refused by its hash.
+    // A pack whose pack.json names another model: refused on both, naming both hashes.
+    let info = pack.join("pack.json");
+    let text = std::fs::read_to_string(&info).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let swap = |sha: &str| {
+        format!(
+            "{}{}",
+            if sha.starts_with('0') { "1" } else { "0" },
+            &sha[1..]
+        )
+    };
+    let sha = v["model_sha256"].as_str().unwrap().to_string();
+    let other = swap(&sha);
+    std::fs::write(&info, text.replace(&sha, &other)).unwrap();
+    for bundle in [&whole, &paged] {
+        let err = refused(bundle);
+        assert!(
+            err.contains("made for model sha256") && err.contains(&other) && err.contains(&sha),
+            "{err}"
+        );
+    }
+    // A file of the pack replaced: the bundle without pages reads it and refuses it by its hash.
     std::fs::write(&info, &text).unwrap();
-    std::fs::write(pack.join("tokenizer.bin"), b"JKQT").unwrap();
-    let err = refused();
+    let tok = pack.join("tokenizer.bin");
+    let tok_bytes = std::fs::read(&tok).unwrap();
+    std::fs::write(&tok, b"JKQT").unwrap();
+    let err = refused(&whole);
     assert!(
         err.contains("tokenizer.bin") && err.contains("a file of another pack?"),
         "{err}"
     );
+    // The bundle with pages embeds from its own (verified) pages, so it checks the pack's
+    // identity instead: a pack.json listing another tokenizer is another pack.
+    std::fs::write(&tok, &tok_bytes).unwrap();
+    let tsha = v["files"]["tokenizer.bin"]["sha256"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    std::fs::write(&info, text.replace(&tsha, &swap(&tsha))).unwrap();
+    let err = refused(&paged);
+    assert!(err.contains("but the bundle was built with pack"), "{err}");
 }
