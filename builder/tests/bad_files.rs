@@ -337,3 +337,39 @@ fn build_out_replaced_a_folder_that_was_not_a_bundle() {
     }
     assert!(tmp.path().join("bundle.prev/jikji.json").is_file());
 }
+
+#[test]
+fn build_of_only_rejected_files_did_not_say_why() {
+    // Every file rejected by the check: the build must fail naming each file and its reason
+    // (it said only "no usable .md or .txt files"), and leave an existing bundle as it was.
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = tmp.path().join("books");
+    write(
+        &corpus,
+        "1. x/nosrc.md",
+        "# Title\n\nSome text without any source line.\n",
+    );
+    write(&corpus, "1. x/empty.md", "");
+    let out = tmp.path().join("bundle");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("keep.txt"), "a user's file").unwrap();
+    let r = jikji([
+        "build".as_ref(),
+        corpus.as_os_str(),
+        "--out".as_ref(),
+        out.as_os_str(),
+        "--no-embed".as_ref(),
+    ]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(!r.status.success(), "{err}");
+    assert!(
+        err.contains("no usable .md or .txt files: 2 left out")
+            && err.contains("error[no-source] 1. x/nosrc.md")
+            && err.contains("error[empty] 1. x/empty.md"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("keep.txt")).unwrap(),
+        "a user's file"
+    );
+}

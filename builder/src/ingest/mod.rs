@@ -239,9 +239,25 @@ pub fn checked_corpus(opts: &IngestOptions, check: CheckOptions) -> Result<(Scan
         None => Vec::new(),
     };
     if scanned.files.is_empty() {
+        // Say why each file was left out: an empty folder and a folder of rejected files
+        // need different fixes.
+        let why: Vec<String> = scanned
+            .findings
+            .iter()
+            .filter(|f| f.severity == Severity::Error)
+            .map(|f| format!("\n  {f}"))
+            .collect();
         return Err(BuildError::Corpus {
             path: opts.corpus.clone(),
-            message: "no usable .md or .txt files".into(),
+            message: if why.is_empty() {
+                "no usable .md or .txt files".into()
+            } else {
+                format!(
+                    "no usable .md or .txt files: {} left out by the corpus check{}",
+                    why.len(),
+                    why.concat()
+                )
+            },
         });
     }
     Ok((scanned, quarantined))
