@@ -344,7 +344,7 @@ pub(crate) fn nfkc_with(t: &Tables, text: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use unicode_normalization::UnicodeNormalization;
 

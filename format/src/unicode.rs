@@ -427,6 +427,36 @@ mod tests {
         }
     }
 
+    /// The eval corpora and the books (not in the repository: run with `--ignored` where
+    /// they are): every line the simple path takes equals both crates, and how many it takes.
+    #[test]
+    #[ignore = "reads ../shared/eval and books/ (not in the repository); run with --ignored where they exist"]
+    fn simple_path_equals_the_crates_on_corpora() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut all = Vec::new();
+        for path in ["../shared/eval", "books"] {
+            let before = all.len();
+            crate::nfkc::tests::texts(&root.join(path), &mut all);
+            assert!(
+                all.len() > before,
+                "no files under {}",
+                root.join(path).display()
+            );
+        }
+        let (mut lines, mut simple_lines, mut ascii) = (0, 0, 0);
+        for text in &all {
+            for line in text.lines() {
+                lines += 1;
+                ascii += usize::from(line.is_ascii());
+                if let Some(s) = simple(line) {
+                    assert_eq!(s, reference(line), "{line:?}");
+                    simple_lines += 1;
+                }
+            }
+        }
+        eprintln!("{lines} lines: {ascii} ASCII, {simple_lines} simple (ASCII included)");
+    }
+
     #[test]
     fn text_with_other_characters_is_not_simple() {
         for s in [
