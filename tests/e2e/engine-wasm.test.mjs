@@ -66,3 +66,22 @@ test("the browser engine opens format 2 and answers a query from the pages it as
   assert.ok(out.hits.every((h) => h.text.includes("君子")), "every hit holds the query term");
   e.free();
 });
+
+test("a filter on a bundle built before the filter columns is refused with 'rebuild', and no filter still searches", () => {
+  const e = new mod.Engine();
+  e.open_entry(new Uint8Array(readFileSync(path.join(V2, "jikji.json"))));
+  const run = (q) => {
+    for (let rounds = 0; rounds <= 8; rounds++) {
+      const out = JSON.parse(e.search_with_vector(q, null, "bm25", 3));
+      if (!out.need) return out;
+      for (const name of out.need) e.add_page(name, page(V2, name));
+    }
+    throw new Error("more than 8 rounds");
+  };
+  assert.throws(() => e.set_filters("3-1", undefined, undefined), /tier range "3-1"/);
+  e.set_filters("1", undefined, undefined);
+  assert.throws(() => run("君子"), /built before search filters.*rebuild/);
+  e.set_filters(undefined, undefined, undefined);
+  assert.equal(run("君子").hits.length, 3);
+  e.free();
+});
