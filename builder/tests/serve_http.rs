@@ -541,7 +541,9 @@ fn responses_had_no_csp_header() {
     let s = site();
     let srv = serve(&s, "bundle");
     let etag = etag_of(&s.entry);
-    let cases: Vec<(&str, Vec<(&str, &str)>, u16)> = vec![
+    // (path, extra request headers, expected status)
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, u16);
+    let cases: Vec<Case> = vec![
         ("/", vec![], 200),
         ("/app.js", vec![("Accept-Encoding", "br")], 200),
         ("/pkg/jikji_engine_bg.wasm", vec![], 200),
