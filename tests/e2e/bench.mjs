@@ -41,7 +41,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { chromium } from "playwright-core";
-import { CHROMIUM_ARGS, installTestHook, startServer } from "./harness.mjs";
+import { CHROMIUM_ARGS, hookedWeb, startServer } from "./harness.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const MODES = ["bm25", "dense", "hybrid"];
@@ -315,7 +315,7 @@ async function main() {
   }
 
   try {
-    const started = await startServer({ bin: o.bin, bundle: o.bundle, web: o.web, pkg: o.pkg, model: o.model, cwd: ROOT, log, tag: "bench", track: (p) => (server = p) });
+    const started = await startServer({ bin: o.bin, bundle: o.bundle, web: await hookedWeb(o.web), pkg: o.pkg, model: o.model, cwd: ROOT, log, tag: "bench", track: (p) => (server = p) });
     log(`[bench] server at ${started.url}`);
     profileDir = await mkdtemp(path.join(tmpdir(), "jikji-bench-chromium-"));
     context = await chromium.launchPersistentContext(profileDir, {
@@ -327,7 +327,6 @@ async function main() {
       handleSIGHUP: false,
       args: CHROMIUM_ARGS,
     });
-    await installTestHook(context, o.web);
     const page = context.pages()[0] ?? (await context.newPage());
     const pageErrors = [];
     forwardConsole(page, pageErrors);

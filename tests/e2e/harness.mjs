@@ -78,19 +78,19 @@ window.jikjiPage = {
 `;
 
 /**
- * Routes `/app.js` of every page of `context` to `WEB/app.js` with TEST_HOOK appended, so tests
- * reach the page's Jikji instance and renderer as `window.jikjiPage` (the page itself exposes
- * nothing). `web` is the page folder served.
+ * A copy of the page folder `web` in a new temp folder whose app.js has TEST_HOOK appended, to
+ * serve instead of `web`: tests reach the page's Jikji instance and renderer as
+ * `window.jikjiPage` (the shipped page exposes nothing). A copy rather than a playwright route,
+ * because request interception turns Chromium's HTTP cache off (the second-visit tests need it).
+ * Returns the folder's path (the caller removes it).
  */
-export async function installTestHook(context, web) {
-  const { readFile } = await import("node:fs/promises");
+export async function hookedWeb(web) {
+  const { cp, mkdtemp, readFile, writeFile } = await import("node:fs/promises");
+  const { tmpdir } = await import("node:os");
   const path = await import("node:path");
-  const file = path.join(web, "app.js");
-  await context.route(
-    (url) => url.pathname === "/app.js",
-    async (route) => {
-      const body = (await readFile(file, "utf8")) + TEST_HOOK;
-      await route.fulfill({ status: 200, contentType: "text/javascript; charset=utf-8", body });
-    },
-  );
+  const dir = await mkdtemp(path.join(tmpdir(), "jikji-web-hooked-"));
+  await cp(web, dir, { recursive: true });
+  const app = path.join(dir, "app.js");
+  await writeFile(app, (await readFile(app, "utf8")) + TEST_HOOK);
+  return dir;
 }

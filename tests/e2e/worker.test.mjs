@@ -18,7 +18,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { deflateRawSync } from "node:zlib";
 import { chromium } from "playwright-core";
-import { CHROMIUM_ARGS, installTestHook, pageName, startServer } from "./harness.mjs";
+import { CHROMIUM_ARGS, hookedWeb, pageName, startServer } from "./harness.mjs";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, "../..");
@@ -96,7 +96,7 @@ describe("the search worker on a format 2 bundle", { timeout: 300_000 }, () => {
     server = await startServer({
       bin: BIN,
       bundle: path.join(dir, "bundle"),
-      web: path.join(ROOT, "web"),
+      web: await hookedWeb(path.join(ROOT, "web")),
       pkg: path.join(dir, "pkg"),
       model: path.join(dir, "no-model"),
       cwd: ROOT,
@@ -105,7 +105,6 @@ describe("the search worker on a format 2 bundle", { timeout: 300_000 }, () => {
     });
     profile = await mkdtemp(path.join(tmpdir(), "jikji-worker-test-chromium-"));
     context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
-    await installTestHook(context, path.join(ROOT, "web"));
     context.on("request", (r) => requested.push(r.url()));
   });
 
