@@ -5,7 +5,11 @@
 //   j.loadModel();                                   // start the model download (optional)
 //   const r = await j.search("to be or not to be", { mode: "hybrid", topK: 10 });
 //   // r = {query, mode, fusion, calibrated, hits: [{rank, id, score (calibrated, 0..1), raw_score, source, source_url, heading_path, tier, lang, text}],
-//   //      stats: {rounds, requests, pages, transfer, stored, raw, shared, transferEstimated, ms}}
+//   //      stats: {rounds, requests, pages, transfer, stored, raw, shared, transferEstimated, ms,
+//   //              dense/hybrid: model: {requests, transfer, …, rowPages}, embedMs, tokens}}
+//   const v = await j.search("學而時習之", { mode: "dense", vector: true });
+//   // v.queryVector: the query's embedding (384 numbers, unit length, as the engine used it);
+//   // v.queryTokens: its token ids (`query: ` + text, <s> … </s>). Opt-in, dense/hybrid only.
 //
 // The bundle is format v2: load() fetches only its entry file (jikji.json); each search fetches
 // the pages it needs (see worker.js), so BM25 never downloads vectors or the model. r.stats
@@ -122,11 +126,13 @@ export class Jikji {
    * Search. dense/hybrid wait for the model (starting its download if needed).
    * @param {string} query
    * Expired chunks (front matter `expires` before now) are left out; archived chunks (older
-   * versions of a document) only with `includeArchived: true`.
-   * @param {{mode?: "bm25"|"dense"|"hybrid", topK?: number, includeArchived?: boolean}} [opts]
-   * @returns {Promise<{query: string, mode: string, hits: object[], stats: object}>}
+   * versions of a document) only with `includeArchived: true`. `vector: true` (dense/hybrid)
+   * adds `queryVector` (the query's embedding, 384 numbers of unit length) and `queryTokens`
+   * (its token ids) to the result; without it neither is sent.
+   * @param {{mode?: "bm25"|"dense"|"hybrid", topK?: number, includeArchived?: boolean, vector?: boolean}} [opts]
+   * @returns {Promise<{query: string, mode: string, hits: object[], stats: object, queryVector?: number[], queryTokens?: number[]}>}
    */
-  async search(query, { mode = "hybrid", topK = 10, includeArchived = false } = {}) {
+  async search(query, { mode = "hybrid", topK = 10, includeArchived = false, vector = false } = {}) {
     if (!MODES.has(mode)) throw new Error(`unknown search mode ${JSON.stringify(mode)}`);
     const k = Math.max(1, Math.floor(Number(topK) || 10));
     if (mode !== "bm25") await this.loadModel();
@@ -136,6 +142,7 @@ export class Jikji {
       mode,
       topK: k,
       includeArchived: Boolean(includeArchived),
+      vector: Boolean(vector),
     });
   }
 

@@ -58,3 +58,33 @@ export function startServer({ bin, bundle, web, pkg, model, cwd, log, tag = "e2e
     });
   });
 }
+
+/**
+ * Every response a browser context receives, with its transfer size (headers + body as
+ * received), by URL. `settle()` waits until every size is known.
+ */
+export function recordTransfers(context, log = console.error) {
+  const rows = [];
+  const pending = new Set();
+  context.on("requestfinished", (req) => {
+    const p = (async () => {
+      const s = await req.sizes();
+      const res = await req.response();
+      rows.push({
+        url: req.url(),
+        status: res ? res.status() : 0,
+        body: s.responseBodySize,
+        bytes: Math.max(0, s.responseHeadersSize) + Math.max(0, s.responseBodySize),
+      });
+    })().catch((e) => log(`[qm-e2e] sizes of ${req.url()}: ${e.message}`));
+    pending.add(p);
+    p.finally(() => pending.delete(p));
+  });
+  return {
+    rows,
+    async settle() {
+      await new Promise((r) => setTimeout(r, 300));
+      while (pending.size) await Promise.all([...pending]);
+    },
+  };
+}
