@@ -8,7 +8,11 @@
 //   const r = await j.search("to be or not to be", { mode: "hybrid", topK: 10,
 //                            filters: { tier: "0-2", lang: ["ko", "en"], folder: "1. 漢文" } });
 //   // r = {query, mode, fusion, calibrated, hits: [{rank, id, score (calibrated, 0..1), raw_score, source, source_url, heading_path, tier, lang, text}],
-//   //      stats: {rounds, requests, pages, transfer, stored, raw, shared, transferEstimated, ms}}
+//   //      stats: {rounds, requests, pages, transfer, stored, raw, shared, transferEstimated, ms,
+//   //              dense/hybrid: model: {requests, transfer, …, rowPages}, embedMs, tokens}}
+//   const v = await j.search("學而時習之", { mode: "dense", vector: true });
+//   // v.queryVector: the query's embedding (384 numbers, unit length, as the engine used it);
+//   // v.queryTokens: its token ids (`query: ` + text, <s> … </s>). Opt-in, dense/hybrid only.
 //
 // Where things come from (all overridable in Jikji.load's options):
 //   workerUrl  ./worker.js beside this file (it imports ./pages.js beside itself)
@@ -281,11 +285,13 @@ export class Jikji {
    * versions of a document) only with `includeArchived: true`. `filters` ({tier: 2 | [0, 2] |
    * "0-2", lang: "ko" | ["ko", "en"], folder: "1. 漢文"}) keep only matching chunks, applied
    * before top-k is cut; `minScore` drops hits under that calibrated score; `fusion` is "rrf",
-   * "weighted" or "weighted:W" (hybrid). Types: SearchOptions in jikji.d.ts.
+   * "weighted" or "weighted:W" (hybrid). `vector: true` (dense/hybrid) adds `queryVector` (the
+   * query's embedding, 384 numbers of unit length) and `queryTokens` (its token ids) to the
+   * result; without it neither is sent. Types: SearchOptions in jikji.d.ts.
    * @param {string} query
    * @returns {Promise<SearchResult>}
    */
-  async search(query, { mode = "hybrid", topK = 10, includeArchived = false, minScore = 0, fusion = null, filters = null } = {}) {
+  async search(query, { mode = "hybrid", topK = 10, includeArchived = false, minScore = 0, fusion = null, filters = null, vector = false } = {}) {
     if (!MODES.has(mode)) throw new Error(`unknown search mode ${JSON.stringify(mode)}`);
     const k = Math.max(1, Math.floor(Number(topK) || 10));
     const min = Number(minScore);
@@ -304,6 +310,7 @@ export class Jikji {
       minScore: min,
       fusion: fusion == null ? null : String(fusion),
       filters: f,
+      vector: Boolean(vector),
     });
   }
 

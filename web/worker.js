@@ -5,10 +5,11 @@
 // Protocol (main → worker):   {id, type: "open", bundleUrl, cacheBudget?, engineUrl, integrity}
 //                             {id, type: "loadModel"}
 //                             {id, type: "search", query, mode, topK, includeArchived, minScore?, fusion?,
-//                              filters?: {tier?: "N"|"A-B", lang?: "ko,en", folder?: string}}
+//                              filters?: {tier?: "N"|"A-B", lang?: "ko,en", folder?: string}, vector?}
 //                             {id, type: "cacheStats"}
 // Replies (worker → main):    {id, ok: true, result}      open: {summary: JSON string, stats}
-//                                                         search: the SearchResult object + stats
+//                                                         search: the SearchResult object + stats (+ queryVector,
+//                                                                 queryTokens when vector and dense/hybrid)
 //                                                         cacheStats: {engine: {pages, bytes, hits, misses}, session,
 //                                                                      model: {requests, transfer, stored, cached, cachedBytes, rowPages},
 //                                                                      memory: {engine, model} (wasm memory bytes)}
@@ -563,7 +564,7 @@ function needOf(result) {
   return need;
 }
 
-async function search(id, query, mode, topK, includeArchived, minScore, fusion, filters) {
+async function search(id, query, mode, topK, includeArchived, minScore, fusion, filters, wantVector) {
   const engine = await getEngine();
   if (!bundleOpen) throw new Error("open the bundle before searching");
   // The clock for expiry filtering (front matter `expires`).
@@ -581,8 +582,9 @@ async function search(id, query, mode, topK, includeArchived, minScore, fusion, 
   const t0 = performance.now();
   // Without the query model the engine answers dense/hybrid with "needs the embedding model".
   let qvec = null;
+  let ids = null;
   if (dense && qmodel && qmodel.is_ready()) {
-    const ids = qmodel.token_ids(String(query));
+    ids = qmodel.token_ids(String(query));
     const need = qmodel.missing_rows(ids);
     stats.model = { requests: 0, transfer: 0, stored: 0, cached: 0, cachedBytes: 0, rowPages: need.length };
     await Promise.all(need.map((n) => ensureModelPage(n, stats.model)));
@@ -604,6 +606,10 @@ async function search(id, query, mode, topK, includeArchived, minScore, fusion, 
       stats.ms = performance.now() - t0;
       tidyTimings();
       result.stats = stats;
+      if (wantVector && qvec) {
+        result.queryVector = Array.from(qvec);
+        result.queryTokens = Array.from(ids);
+      }
       return result;
     }
     if (stats.rounds >= MAX_ROUNDS) {
@@ -650,7 +656,7 @@ self.onmessage = async (ev) => {
         result = await loadModel(id);
         break;
       case "search":
-        result = await search(id, msg.query, msg.mode, msg.topK, msg.includeArchived, msg.minScore, msg.fusion, msg.filters);
+        result = await search(id, msg.query, msg.mode, msg.topK, msg.includeArchived, msg.minScore, msg.fusion, msg.filters, Boolean(msg.vector));
         break;
       case "cacheStats":
         result = await cacheStats();

@@ -41,6 +41,8 @@ export interface SearchOptions {
   filters?: Filters;
   /** Also return archived chunks (older versions of a document); default false. */
   includeArchived?: boolean;
+  /** Dense/hybrid: also return the query's embedding and token ids (default false). */
+  vector?: boolean;
 }
 
 /** One side of a known contradiction, recorded on a chunk when the bundle was built. */
@@ -131,6 +133,10 @@ export interface SearchResult {
   /** At most `topK` hits, best first. */
   hits: Hit[];
   stats: QueryStats;
+  /** With `vector: true` (dense/hybrid): the query's embedding, 384 numbers of unit length. */
+  queryVector?: number[];
+  /** With `vector: true` (dense/hybrid): the query's token ids. */
+  queryTokens?: number[];
 }
 
 /** The opened bundle's summary. */

@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 
 use jikji_format::paged::page::{self, Kind};
-use jikji_format::paged::qmodel::{QueryModelRoot, RowMap, ROWS_PER_PAGE};
+use jikji_format::paged::qmodel::{QueryModelRoot, RowMap, RowOrder, ROWS_PER_PAGE};
 
 use crate::kernels::Q4Matrix;
 use crate::tokenizer::Tokenizer;
@@ -100,6 +100,8 @@ pub struct PagedQueryModel {
     tok: Parts,
     model: Option<QueryModel>,
     tokenizer: Option<Tokenizer>,
+    /// The row map as decoded, until the tokenizer is in when its tail is in script order.
+    raw_map: Option<RowMap>,
     map: Option<RowMap>,
     rows: HashMap<usize, Vec<u8>>,
 }
@@ -123,8 +125,9 @@ impl RowSource for Rows<'_> {
     fn row(&self, id: u32) -> Option<&[u8]> {
         let slot = self.map.slot(id)?;
         let rb = self.m.root.row_bytes;
-        let body = self.m.rows.get(&(slot / ROWS_PER_PAGE))?;
-        let at = (slot % ROWS_PER_PAGE) * rb;
+        let per = self.m.root.rows.per_page;
+        let body = self.m.rows.get(&(slot / per))?;
+        let at = (slot % per) * rb;
         body.get(at..at + rb)
     }
     fn rows(&self) -> usize {
@@ -144,6 +147,7 @@ impl PagedQueryModel {
             root,
             model: None,
             tokenizer: None,
+            raw_map: None,
             map: None,
             rows: HashMap::new(),
         })
@@ -158,10 +162,31 @@ impl PagedQueryModel {
     pub fn missing_base(&self) -> Vec<String> {
         let mut out: Vec<String> = self.layers.missing().cloned().collect();
         out.extend(self.tok.missing().cloned());
-        if self.map.is_none() {
+        if self.map.is_none() && self.raw_map.is_none() {
             out.push(self.root.row_map.clone());
         }
         out
+    }
+
+    /// Once the row map (and, for [`RowOrder::Script`], the tokenizer) is in: the map that
+    /// gives slots. Errors: the tokenizer's pieces are not one per id.
+    fn finish_map(&mut self, name: &str) -> Result<(), ModelError> {
+        if self.map.is_some() {
+            return Ok(());
+        }
+        let grouped = match (self.root.row_order, &self.tokenizer) {
+            (RowOrder::Id, _) => self.raw_map.take(),
+            (RowOrder::Script, Some(t)) => match self.raw_map.take() {
+                Some(m) => Some(
+                    m.group_tail(&t.script_classes())
+                        .map_err(|e| bad(name, e.to_string()))?,
+                ),
+                None => None,
+            },
+            (RowOrder::Script, None) => None,
+        };
+        self.map = grouped;
+        Ok(())
     }
 
     /// True once the layers, the tokenizer and the row map are in.
@@ -213,20 +238,22 @@ impl PagedQueryModel {
                         ));
                     }
                     self.tokenizer = Some(t);
+                    self.finish_map(name)?;
                 }
             }
             Kind::RowMap => {
                 if name != self.root.row_map {
                     return Err(bad(name, "not this bundle's row map"));
                 }
-                if self.map.is_none() {
-                    self.map = Some(RowMap::decode(&body, self.root.vocab, name)?);
+                if self.map.is_none() && self.raw_map.is_none() {
+                    self.raw_map = Some(RowMap::decode(&body, self.root.vocab, name)?);
+                    self.finish_map(name)?;
                 }
             }
             Kind::Rows => {
                 let n = self.row_page_number(name)?;
-                let want =
-                    ROWS_PER_PAGE.min(self.root.vocab - n * ROWS_PER_PAGE) * self.root.row_bytes;
+                let per = self.root.rows.per_page;
+                let want = per.min(self.root.vocab - n * per) * self.root.row_bytes;
                 if body.len() != want {
                     return Err(bad(
                         name,
@@ -286,7 +313,7 @@ impl PagedQueryModel {
         let mut pages: Vec<usize> = ids
             .iter()
             .filter_map(|&id| map.slot(id))
-            .map(|s| s / ROWS_PER_PAGE)
+            .map(|s| s / self.root.rows.per_page)
             .filter(|p| !self.rows.contains_key(p))
             .collect();
         pages.sort_unstable();
@@ -354,15 +381,49 @@ impl PagedQueryModel {
 
 /// Natively, at build time: the query model's pages for a bundle whose chunk texts are
 /// `texts` (as embedded, without the `passage: ` prefix, which is added), from the pack in
-/// folder `dir` ([`crate::QueryPack::open`]: every file checked against `pack.json`). Each
-/// encoded page goes to `sink` as soon as it is made; returns the entry's root. The row
-/// order counts every chunk's tokens on `threads` threads. Errors: the pack's
+/// folder `dir` ([`crate::QueryPack::open`]: every file checked against `pack.json`), with
+/// the row layout of today's writer ([`RowLayout::default`]: 8 rows a page, the tail by
+/// script). Each encoded page goes to `sink` as soon as it is made; returns the entry's root.
+/// The row order counts every chunk's tokens on `threads` threads. Errors: the pack's
 /// ([`crate::QueryPack::open`]), or what `sink` returns ([`ModelError::Format`]).
 #[cfg(not(target_arch = "wasm32"))]
 pub fn write_pages(
     dir: &std::path::Path,
     texts: &[&str],
     threads: usize,
+    sink: &mut dyn FnMut(page::Encoded) -> jikji_format::Result<()>,
+) -> Result<QueryModelRoot, ModelError> {
+    write_pages_with(dir, texts, threads, RowLayout::default(), sink)
+}
+
+/// How the row pages are laid out: rows per page and the order of the row map's tail.
+/// Readers take both from the root; [`RowLayout::default`] is what `jikji build` writes
+/// (other layouts: bundles written before, and the tests that read them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RowLayout {
+    /// Rows per `r-` page (1 ..= `MAX_ROWS_PER_PAGE`).
+    pub per_page: usize,
+    /// Order of the ids the corpus lacks.
+    pub order: RowOrder,
+}
+
+impl Default for RowLayout {
+    fn default() -> Self {
+        RowLayout {
+            per_page: ROWS_PER_PAGE,
+            order: RowOrder::Script,
+        }
+    }
+}
+
+/// [`write_pages`] with row layout `layout`. Errors: as [`write_pages`], and
+/// [`ModelError::Format`] for `per_page` outside 1 ..= `MAX_ROWS_PER_PAGE`.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn write_pages_with(
+    dir: &std::path::Path,
+    texts: &[&str],
+    threads: usize,
+    layout: RowLayout,
     sink: &mut dyn FnMut(page::Encoded) -> jikji_format::Result<()>,
 ) -> Result<QueryModelRoot, ModelError> {
     use jikji_format::paged::qmodel::{LAYER_PAGES, TOKENIZER_PART};
@@ -444,7 +505,20 @@ pub fn write_pages(
         .collect();
     by_count.sort_by(|&a, &b| counts[b as usize].cmp(&counts[a as usize]).then(a.cmp(&b)));
     hot.extend(by_count);
-    let map = RowMap::new(hot, vocab)?;
+    let per = layout.per_page;
+    if !(1..=jikji_format::paged::qmodel::MAX_ROWS_PER_PAGE).contains(&per) {
+        return Err(jikji_format::FormatError::InvalidInput(format!(
+            "{per} rows per query-model page (1 ..= {})",
+            jikji_format::paged::qmodel::MAX_ROWS_PER_PAGE
+        ))
+        .into());
+    }
+    let map = match layout.order {
+        RowOrder::Id => RowMap::new(hot, vocab)?,
+        RowOrder::Script => {
+            RowMap::new(hot, vocab)?.group_tail(&pack.tokenizer.script_classes())?
+        }
+    };
     let e = page::encode(Kind::RowMap, &map.encode());
     let row_map = e.name.clone();
     sink(e)?;
@@ -452,13 +526,13 @@ pub fn write_pages(
     let order = map.ids_in_slot_order();
     let rb = Q4Matrix::row_bytes(pack.model.config().hidden);
     let body = |n: usize| -> Vec<u8> {
-        let mut b = Vec::with_capacity(ROWS_PER_PAGE * rb);
-        for &id in &order[n * ROWS_PER_PAGE..((n + 1) * ROWS_PER_PAGE).min(order.len())] {
+        let mut b = Vec::with_capacity(per * rb);
+        for &id in &order[n * per..((n + 1) * per).min(order.len())] {
             b.extend_from_slice(pack.rows.row(id).expect("ids below the table's rows"));
         }
         b
     };
-    let pages = order.len().div_ceil(ROWS_PER_PAGE);
+    let pages = order.len().div_ceil(per);
     let mut h = Sha256::new();
     for n in 0..pages {
         let b = body(n);
@@ -483,9 +557,10 @@ pub fn write_pages(
         row_map,
         rows: jikji_format::paged::Numbered {
             gen,
-            per_page: ROWS_PER_PAGE,
+            per_page: per,
             pages,
         },
+        row_order: layout.order,
         vocab,
         row_bytes: rb,
     })

@@ -361,6 +361,20 @@ impl Tokenizer {
         &self.blob[self.offs[i] as usize..self.offs[i + 1] as usize]
     }
 
+    /// The script class of every id's piece (`vocab_size()` entries, by id;
+    /// [`jikji_format::paged::qmodel::script_class`]): what orders the row map's tail of a
+    /// bundle's row pages ([`jikji_format::paged::qmodel::RowOrder::Script`]). Ids without
+    /// a piece (none in a well-formed file) get class 0.
+    pub fn script_classes(&self) -> Vec<u8> {
+        let mut out = vec![0u8; self.ids.len()];
+        for (i, &id) in self.ids.iter().enumerate() {
+            if let Some(c) = out.get_mut(id as usize) {
+                *c = jikji_format::paged::qmodel::script_class(self.piece(i));
+            }
+        }
+        out
+    }
+
     /// The id of piece `s`, if it is one.
     pub fn piece_id(&self, s: &str) -> Option<u32> {
         let s = s.as_bytes();

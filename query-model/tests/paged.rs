@@ -11,7 +11,8 @@ use std::collections::HashMap;
 
 use common::*;
 use jikji_format::paged::page;
-use jikji_query_model::paged::{write_pages, PagedQueryModel};
+use jikji_format::paged::qmodel::RowOrder;
+use jikji_query_model::paged::{write_pages, write_pages_with, PagedQueryModel, RowLayout};
 use jikji_query_model::QueryPack;
 
 /// Pages written into memory: name → header + raw body (what the browser hands over).
@@ -22,14 +23,35 @@ fn pages_of(
     jikji_format::paged::qmodel::QueryModelRoot,
     HashMap<String, Vec<u8>>,
 ) {
+    pages_with(dir, texts, None)
+}
+
+/// The layout written before `row_order` (16 rows a page, the tail in id order).
+const OLD: RowLayout = RowLayout {
+    per_page: 16,
+    order: RowOrder::Id,
+};
+
+fn pages_with(
+    dir: &std::path::Path,
+    texts: &[&str],
+    layout: Option<RowLayout>,
+) -> (
+    jikji_format::paged::qmodel::QueryModelRoot,
+    HashMap<String, Vec<u8>>,
+) {
     let mut pages = HashMap::new();
-    let root = write_pages(dir, texts, 2, &mut |p| {
+    let mut sink = |p: page::Encoded| {
         let raw = page::decode_stored(&p.name, &p.bytes)?;
         let mut joined = p.bytes[..page::HEADER_LEN].to_vec();
         joined.extend_from_slice(&raw);
         pages.insert(p.name, joined);
         Ok(())
-    })
+    };
+    let root = match layout {
+        None => write_pages(dir, texts, 2, &mut sink),
+        Some(l) => write_pages_with(dir, texts, 2, l, &mut sink),
+    }
     .expect("write the query model's pages");
     (root, pages)
 }
@@ -44,13 +66,25 @@ fn add(m: &mut PagedQueryModel, pages: &HashMap<String, Vec<u8>>, names: &[Strin
 #[test]
 fn paged_query_model_equals_the_whole_pack() {
     let Some(dir) = pack_dir() else { return };
+    // Today's layout, and the one of bundles written before it (still read).
+    for layout in [None, Some(OLD)] {
+        same_vectors_as_the_pack(&dir, layout);
+    }
+}
+
+fn same_vectors_as_the_pack(dir: &std::path::Path, layout: Option<RowLayout>) {
     let texts = [
         "The quality of mercy is not strained",
         "學而時習之，不亦說乎",
         "메밀꽃 필 무렵",
     ];
-    let (root, pages) = pages_of(&dir, &texts);
+    let (root, pages) = pages_with(dir, &texts, layout);
     assert_eq!(root.layers.len(), 12);
+    match layout {
+        None => assert_eq!((root.rows.per_page, root.row_order), (8, RowOrder::Script)),
+        Some(l) => assert_eq!((root.rows.per_page, root.row_order), (l.per_page, l.order)),
+    }
+    let dir = dir.to_path_buf();
     let pack = QueryPack::open(&dir).unwrap();
     let mut m = PagedQueryModel::new(root.clone(), Some(&pack.info.model_sha256)).unwrap();
     assert!(!m.is_ready());
@@ -86,16 +120,64 @@ fn paged_query_model_equals_the_whole_pack() {
     }
     // The corpus's own tokens come first: a query of corpus words needs few row pages.
     let ids = m.token_ids("The quality of mercy").unwrap();
-    let fresh = PagedQueryModel::new(root, Some(&pack.info.model_sha256)).unwrap();
+    let fresh = PagedQueryModel::new(root.clone(), Some(&pack.info.model_sha256)).unwrap();
     let mut f = fresh;
     let base = f.missing_base();
     add(&mut f, &pages, &base);
     let need = f.missing_rows(&ids).unwrap();
     assert!(
-        need.len() <= 2,
-        "{} row pages for {} corpus tokens: {need:?}",
+        need.len() * root.rows.per_page <= 32,
+        "{} row pages of {} for {} corpus tokens: {need:?}",
         need.len(),
+        root.rows.per_page,
         ids.len()
+    );
+}
+
+/// Later queries whose tokens the corpus lacks fetched one 16-row page (3.5 kB) per new
+/// token: the tail was in id order, where a Han or Hangul piece sits among every other
+/// script's. Now 8-row pages and the tail grouped by script: fewer row bytes for such
+/// queries, one after the other with the pages kept (as the browser does).
+#[test]
+fn absent_tokens_fetched_a_page_each_in_id_order() {
+    let Some(dir) = pack_dir() else { return };
+    let corpus = ["The quality of mercy is not strained"];
+    let queries = [
+        "學而時習之，不亦說乎",
+        "有朋自遠方來，不亦樂乎",
+        "人不知而不慍，不亦君子乎",
+        "메밀꽃 필 무렵",
+        "허 생원은 봉평 장터에서",
+        "달밤의 메밀밭 길",
+    ];
+    let pack = QueryPack::open(&dir).unwrap();
+    let bytes = |layout: Option<RowLayout>| {
+        let (root, pages) = pages_with(&dir, &corpus, layout);
+        let mut m = PagedQueryModel::new(root.clone(), Some(&pack.info.model_sha256)).unwrap();
+        let base = m.missing_base();
+        add(&mut m, &pages, &base);
+        let mut total = 0;
+        for q in queries {
+            let ids = m.token_ids(q).unwrap();
+            let need = m.missing_rows(&ids).unwrap();
+            total += need.iter().map(|n| pages[n].len()).sum::<usize>();
+            add(&mut m, &pages, &need);
+            assert_eq!(m.embed_ids(&ids).unwrap(), pack.embed_query(q).unwrap());
+        }
+        total
+    };
+    let (old, new) = (bytes(Some(OLD)), bytes(None));
+    let by_id_8 = bytes(Some(RowLayout {
+        per_page: 8,
+        order: RowOrder::Id,
+    }));
+    eprintln!(
+        "row bytes for {} queries: 16/id {old}, 8/id {by_id_8}, 8/script {new}",
+        queries.len()
+    );
+    assert!(
+        new < by_id_8 && by_id_8 < old,
+        "16/id {old}, 8/id {by_id_8}, 8/script {new}"
     );
 }
 

@@ -94,3 +94,33 @@ export async function hookedWeb(web) {
   await writeFile(app, (await readFile(app, "utf8")) + TEST_HOOK);
   return dir;
 }
+
+/**
+ * Every response a browser context receives, with its transfer size (headers + body as
+ * received), by URL. `settle()` waits until every size is known.
+ */
+export function recordTransfers(context, log = console.error) {
+  const rows = [];
+  const pending = new Set();
+  context.on("requestfinished", (req) => {
+    const p = (async () => {
+      const s = await req.sizes();
+      const res = await req.response();
+      rows.push({
+        url: req.url(),
+        status: res ? res.status() : 0,
+        body: s.responseBodySize,
+        bytes: Math.max(0, s.responseHeadersSize) + Math.max(0, s.responseBodySize),
+      });
+    })().catch((e) => log(`[qm-e2e] sizes of ${req.url()}: ${e.message}`));
+    pending.add(p);
+    p.finally(() => pending.delete(p));
+  });
+  return {
+    rows,
+    async settle() {
+      await new Promise((r) => setTimeout(r, 300));
+      while (pending.size) await Promise.all([...pending]);
+    },
+  };
+}

@@ -24,7 +24,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { chromium } from "playwright-core";
-import { CHROMIUM_ARGS, hookedWeb, pageName, startServer } from "./harness.mjs";
+import { CHROMIUM_ARGS, hookedWeb, pageName, recordTransfers, startServer } from "./harness.mjs";
 
 const execFileP = promisify(execFile);
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
@@ -64,36 +64,6 @@ async function nativeHybrid(query) {
   const obj = Array.isArray(parsed) ? parsed[0] : parsed;
   assert.ok(obj && Array.isArray(obj.hits), `jikji search printed ${stdout.slice(0, 300)}`);
   return obj.hits;
-}
-
-/**
- * Every response a browser context receives, with its transfer size (headers + body as
- * received), by URL. `settle()` waits until every size is known.
- */
-function recordTransfers(context) {
-  const rows = [];
-  const pending = new Set();
-  context.on("requestfinished", (req) => {
-    const p = (async () => {
-      const s = await req.sizes();
-      const res = await req.response();
-      rows.push({
-        url: req.url(),
-        status: res ? res.status() : 0,
-        body: s.responseBodySize,
-        bytes: Math.max(0, s.responseHeadersSize) + Math.max(0, s.responseBodySize),
-      });
-    })().catch((e) => log(`[qm-e2e] sizes of ${req.url()}: ${e.message}`));
-    pending.add(p);
-    p.finally(() => pending.delete(p));
-  });
-  return {
-    rows,
-    async settle() {
-      await new Promise((r) => setTimeout(r, 300));
-      while (pending.size) await Promise.all([...pending]);
-    },
-  };
 }
 
 async function hybridInPage(page, query) {
@@ -199,6 +169,25 @@ describe("the browser's query model (issue 13)", { timeout: 30 * 60_000 }, () =>
       assert.deepEqual(hits.map((h) => h.id), native.map((h) => String(h.id)), `hybrid "${q}": top-${TOP} ids differ`);
       hits.forEach((h, i) => assert.ok(Math.abs(h.score - Number(native[i].score)) <= 1e-4, `hybrid "${q}" #${i + 1}: ${h.score} vs ${native[i].score}`));
     }
+    // search(q, {vector: true}) adds the query's vector and token ids; without it, or in
+    // bm25 mode, neither is sent.
+    const [withV, plain, bm25V] = await page.evaluate(async (q) => {
+      const j = window.jikjiPage.jikji;
+      return [
+        await j.search(q, { mode: "hybrid", topK: 10, vector: true }),
+        await j.search(q, { mode: "hybrid", topK: 10 }),
+        await j.search(q, { mode: "bm25", topK: 10, vector: true }),
+      ];
+    }, QUERIES[1]);
+    assert.equal(withV.queryVector?.length, 384, "vector: true gave no 384-number queryVector");
+    const norm = Math.hypot(...withV.queryVector);
+    assert.ok(Math.abs(norm - 1) < 1e-4, `queryVector has length ${norm}`);
+    const tok = withV.queryTokens;
+    assert.ok(Array.isArray(tok) && tok.length > 3 && tok[0] === 0 && tok[tok.length - 1] === 2, `queryTokens ${JSON.stringify(tok)}`);
+    assert.deepEqual(withV.hits.map((h) => h.id), plain.hits.map((h) => h.id), "vector: true changed the hits");
+    assert.equal(plain.queryVector, undefined, "a vector was sent without vector: true");
+    assert.equal(plain.queryTokens, undefined, "token ids were sent without vector: true");
+    assert.equal(bm25V.queryVector, undefined, "a bm25 search sent a vector");
     const stats = await page.evaluate(() => window.jikjiPage.jikji.cacheStats());
     log(`[qm-e2e] first visit: ${JSON.stringify(stats.model)}; wasm memory ${JSON.stringify(stats.memory)}`);
     await page.close();
