@@ -741,6 +741,7 @@ pub fn calibrate(
         chunking: None,
         hanja: false,
         allow_ai_draft: false,
+        dense_index: None,
         pages: None,
     };
     let bundle = Bundle::from_parts(manifest, lexical, vectors, chunks, None)?;

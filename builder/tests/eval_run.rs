@@ -26,6 +26,7 @@ fn options(tmp: &std::path::Path) -> EvalOptions {
         now_ms: None,
         prefer_tier: None,
         query_model: None,
+        nprobe: None,
     }
 }
 

@@ -105,11 +105,33 @@ pub fn weighted(
     cal: &Calibration,
     k: usize,
 ) -> Vec<Scored> {
+    weighted_with(
+        lex,
+        upper_bound,
+        dense,
+        dense_background(scorer),
+        &|d| scorer.score(d as usize),
+        cal,
+        k,
+    )
+}
+
+/// [`weighted`] with the query's dense background `bg` ([`dense_background`]) and the
+/// cosine of a chunk not in `dense` given by `cos_of` (the paged dense index gives the
+/// lowest scanned score for a chunk it did not scan, `crate::ivf`).
+pub fn weighted_with(
+    lex: &[Scored],
+    upper_bound: f32,
+    dense: &[Scored],
+    bg: (f32, f32),
+    cos_of: &dyn Fn(u32) -> f32,
+    cal: &Calibration,
+    k: usize,
+) -> Vec<Scored> {
     let Some(dense_cal) = cal.dense else {
         return top_k(lex.to_vec(), k);
     };
     let w = cal.dense_weight.clamp(0.0, 1.0);
-    let bg = dense_background(scorer);
     let lex_map: HashMap<u32, f32> = lex.iter().copied().collect();
     let dense_map: HashMap<u32, f32> = dense.iter().copied().collect();
     let mut docs: Vec<u32> = lex.iter().chain(dense).map(|s| s.0).collect();
@@ -120,10 +142,7 @@ pub fn weighted(
         .map(|d| {
             let b = lex_map.get(&d).copied().unwrap_or(0.0);
             let l_b = cal.bm25.logit(bm25_normalised(b, upper_bound));
-            let cos = dense_map
-                .get(&d)
-                .copied()
-                .unwrap_or_else(|| scorer.score(d as usize));
+            let cos = dense_map.get(&d).copied().unwrap_or_else(|| cos_of(d));
             let l_d = dense_cal.logit(dense_z(cos, bg));
             (d, w * l_d + (1.0 - w) * l_b)
         })

@@ -56,15 +56,27 @@ impl Depth {
 pub(crate) enum Lists {
     /// BM25 mode: the BM25 list, `rank` deep.
     Bm25(Vec<Scored>),
-    /// Dense mode: the dense list (cosines), `rank` deep.
-    Dense(Vec<Scored>),
+    /// Dense mode: the dense list (cosines), `rank` deep, and how it was found.
+    Dense(Vec<Scored>, DenseSide),
     /// Hybrid mode: both lists, `max(rank, FUSION_DEPTH)` deep.
     Hybrid {
         /// BM25 list (raw BM25 scores).
         bm25: Vec<Scored>,
         /// Dense list (cosines).
         dense: Vec<Scored>,
+        /// How the dense list was found.
+        side: DenseSide,
     },
+}
+
+/// How a dense list was found: the exact scan (every row is at hand for the background and
+/// for fused chunks that are not in the list) or the paged dense index (scores of the
+/// scanned chunks and the background sample only, [`crate::ivf`]).
+pub(crate) enum DenseSide {
+    /// Every row scanned.
+    Exact,
+    /// Through the dense index.
+    Ivf(crate::ivf::IvfScan),
 }
 
 /// Stage 3's output: one ranked list and how its raw scores become calibrated scores.
@@ -78,16 +90,33 @@ pub(crate) struct Fused {
 }
 
 impl Engine {
-    /// The query's dense list, `k` deep: cosines of the query vector with every chunk.
-    /// Errors: [`EngineError::NoVectors`], [`EngineError::NoModel`] (no query vector),
-    /// [`EngineError::Dimension`].
+    /// The query's dense list, `k` deep: cosines of the query vector with every chunk
+    /// (exact scan), or with the chunks of the lists the dense index probes (a paged bundle
+    /// with `pages.ivf`, unless [`Engine::set_exact_dense`]), skipping the chunks `allows`
+    /// leaves out. Errors: [`EngineError::NoVectors`], [`EngineError::NoModel`] (no query
+    /// vector), [`EngineError::Dimension`], PageMissing, a corrupt page.
     fn dense_list(
         &self,
         qvec: Option<&[f32]>,
         mode: Mode,
         k: usize,
-    ) -> Result<Vec<Scored>, EngineError> {
+        fill: usize,
+        allows: &dyn Fn(u32) -> bool,
+    ) -> Result<(Vec<Scored>, DenseSide), EngineError> {
         let q = qvec.ok_or(EngineError::NoModel(mode))?;
+        if let Some(root) = self.dense_index() {
+            let dim = self.bundle.pages().map_or(0, |p| p.dim);
+            if q.len() != dim {
+                return Err(EngineError::Dimension {
+                    expected: dim,
+                    actual: q.len(),
+                });
+            }
+            let scorer = crate::centring::RowScorer::new(self.chunk_langs()?, q);
+            let nprobe = self.nprobe.unwrap_or(root.nprobe);
+            let scan = crate::ivf::scan(&self.bundle, root, &scorer, k, nprobe, fill, allows)?;
+            return Ok((scan.ranked.clone(), DenseSide::Ivf(scan)));
+        }
         let v = self
             .bundle
             .vectors_checked()?
@@ -98,31 +127,37 @@ impl Engine {
                 actual: q.len(),
             });
         }
-        Ok(search::dense(&self.scorer(v, q)?, k))
+        Ok((search::dense(&self.scorer(v, q)?, k), DenseSide::Exact))
     }
 
     /// Stage 2: the mode's ranked lists, `k` (= [`Depth::rank`]) deep, hybrid's at least
-    /// [`FUSION_DEPTH`]. BM25 runs with this engine's expansion weights.
+    /// [`FUSION_DEPTH`]. BM25 runs with this engine's expansion weights; a dense scan
+    /// through the dense index skips the chunks `allows` leaves out (the exact scan leaves
+    /// that to stage 4) and keeps at least `fill` allowed chunks (see [`crate::ivf::scan`]).
     pub(crate) fn rankers(
         &self,
         query: &str,
         qvec: Option<&[f32]>,
         mode: Mode,
         k: usize,
+        fill: usize,
+        allows: &dyn Fn(u32) -> bool,
     ) -> Result<Lists, EngineError> {
         Ok(match mode {
             Mode::Bm25 => Lists::Bm25(search::bm25(&self.lexical(), query, k)?),
-            Mode::Dense => Lists::Dense(self.dense_list(qvec, mode, k)?),
+            Mode::Dense => {
+                let (list, side) = self.dense_list(qvec, mode, k, fill, allows)?;
+                Lists::Dense(list, side)
+            }
             Mode::Hybrid => {
                 let depth = k.max(FUSION_DEPTH);
                 // Both rankers run before either error is returned, so that a paged
                 // bundle reports the pages of both in one round.
                 let bm25 = search::bm25(&self.lexical(), query, depth);
-                let dense = self.dense_list(qvec, mode, depth);
-                Lists::Hybrid {
-                    bm25: bm25?,
-                    dense: dense?,
-                }
+                let dense = self.dense_list(qvec, mode, depth, fill, allows);
+                let bm25 = bm25?;
+                let (dense, side) = dense?;
+                Lists::Hybrid { bm25, dense, side }
             }
         })
     }
@@ -167,32 +202,46 @@ impl Engine {
                 };
                 fused(lex, scale)
             }
-            Lists::Dense(den) => fused(den, self.dense_scale(cal, qvec)?),
+            Lists::Dense(den, side) => fused(den, self.dense_scale(cal, qvec, &side)?),
             // No chunk shares a term with the query (e.g. a Chinese question on an
             // English bundle): BM25 gives no evidence either way, so its low log-odds
             // would only drag every fused score under 0.3 (measured on xquad-zh →
             // xquad-en). The ranking is dense's in every fusion anyway.
-            Lists::Hybrid { bm25, dense } if bm25.is_empty() => fused(
+            Lists::Hybrid { bm25, dense, side } if bm25.is_empty() => fused(
                 dense.into_iter().take(k).collect(),
-                self.dense_scale(cal, qvec)?,
+                self.dense_scale(cal, qvec, &side)?,
             ),
-            Lists::Hybrid { bm25, dense } => match (self.fusion, cal) {
+            Lists::Hybrid { bm25, dense, side } => match (self.fusion, cal) {
                 (Fusion::Weighted { dense_weight }, Some(c)) if c.dense.is_some() => {
                     let c = Calibration {
                         dense_weight,
                         ..c.clone()
                     };
-                    let v = b.vectors_checked()?.ok_or(EngineError::NoVectors(mode))?;
-                    let q = qvec.ok_or(EngineError::NoModel(mode))?;
-                    Fused {
-                        ranked: fusion::weighted(
+                    let ranked = match &side {
+                        DenseSide::Exact => {
+                            let v = b.vectors_checked()?.ok_or(EngineError::NoVectors(mode))?;
+                            let q = qvec.ok_or(EngineError::NoModel(mode))?;
+                            fusion::weighted(
+                                &bm25,
+                                upper_bound()?,
+                                &dense,
+                                &self.scorer(v, q)?,
+                                &c,
+                                k,
+                            )
+                        }
+                        DenseSide::Ivf(scan) => fusion::weighted_with(
                             &bm25,
                             upper_bound()?,
                             &dense,
-                            &self.scorer(v, q)?,
+                            scan.background,
+                            &|d| scan.score_of(d),
                             &c,
                             k,
                         ),
+                    };
+                    Fused {
+                        ranked,
                         scale: c.weighted.map(|p| Scale {
                             input: Input::Raw,
                             plain: p,
@@ -220,13 +269,17 @@ impl Engine {
         &self,
         cal: Option<&Calibration>,
         qvec: Option<&[f32]>,
+        side: &DenseSide,
     ) -> Result<Option<Scale>, EngineError> {
         let Some(p) = cal.and_then(|c| c.dense) else {
             return Ok(None);
         };
-        let background = match (self.bundle.vectors(), qvec) {
-            (Some(v), Some(q)) => fusion::dense_background(&self.scorer(v, q)?),
-            _ => (0.0, 1.0),
+        let background = match side {
+            DenseSide::Ivf(scan) => scan.background,
+            DenseSide::Exact => match (self.bundle.vectors(), qvec) {
+                (Some(v), Some(q)) => fusion::dense_background(&self.scorer(v, q)?),
+                _ => (0.0, 1.0),
+            },
         };
         Ok(Some(Scale {
             input: Input::Dense { background },

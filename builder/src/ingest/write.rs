@@ -42,6 +42,37 @@ pub struct BundleParts<'a> {
     pub threads: usize,
 }
 
+/// The seed of the dense index's k-means (fixed: a rebuild of the same rows gives the same
+/// pages).
+pub const IVF_SEED: u64 = 0x6a696b6a69; // "jikji"
+
+/// Builds the dense index of `v` ([`crate::ivf::build`], `nlist` lists, the default
+/// `nprobe`) in the centred space of `model`'s centring and hands its pages to `sink`.
+fn write_dense_index(
+    v: &Vectors,
+    model: &ModelInfo,
+    nlist: usize,
+    threads: usize,
+    sink: &mut dyn FnMut(jikji_format::paged::page::Encoded) -> jikji_format::Result<()>,
+) -> Result<jikji_format::paged::ivf::IvfRoot> {
+    let centring = match &model.centring {
+        Some(c) => jikji_engine::centring::ChunkCentring::langs_of(c, v.len(), v.dim())
+            .map_err(|e| crate::error::BuildError::Ivf(e.to_string()))?,
+        None => None,
+    };
+    let ivf = crate::ivf::build(v, centring.as_ref(), nlist, IVF_SEED, threads)?;
+    let nprobe = crate::ivf::default_nprobe(ivf.lists.len());
+    Ok(jikji_format::paged::ivf::write_pages(
+        &jikji_format::paged::ivf::IvfParts {
+            centroids: &ivf.centroids,
+            lists: &ivf.lists,
+            nprobe,
+        },
+        v,
+        sink,
+    )?)
+}
+
 /// Writes a bundle atomically at `out`, as a paged bundle (format 2: `jikji.json` and
 /// pages under `p/`, see [`jikji_format::paged`]). Returns the manifest (as the entry holds
 /// it, `sources` included) and the bytes written per part (`jikji.json`, then per page
@@ -82,6 +113,23 @@ pub fn write_bundle(out: &Path, p: BundleParts) -> Result<(Manifest, Vec<(String
             Ok(())
         },
     )?;
+    if let (Some(v), Some((model, _))) = (&vectors, &p.vectors) {
+        if let Some(nlist) = p.settings.dense_index.nlist_for(v.len()) {
+            root.ivf = Some(write_dense_index(
+                v,
+                model,
+                nlist,
+                p.threads,
+                &mut |page| {
+                    w.add_page(&page.name, &page.bytes)?;
+                    *per_kind
+                        .entry(format!("p/{}-*", &page.name[..1]))
+                        .or_default() += page.bytes.len() as u64;
+                    Ok(())
+                },
+            )?);
+        }
+    }
     drop((lexical, store, hanja, vectors));
     if let (Some(dir), Some((model, _))) = (p.query_model, &p.vectors) {
         let texts: Vec<&str> = p.records.iter().map(|r| r.text.as_str()).collect();
@@ -131,6 +179,7 @@ pub fn write_bundle(out: &Path, p: BundleParts) -> Result<(Manifest, Vec<(String
         chunking: Some(p.chunking),
         hanja: s.hanja,
         allow_ai_draft: s.allow_ai_draft,
+        dense_index: Some(s.dense_index.name()),
         pages: Some(root),
     };
     let sources = manifest.sources.clone();

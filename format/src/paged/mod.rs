@@ -20,6 +20,7 @@ pub mod cache;
 pub mod columns;
 pub mod dict;
 pub mod expand;
+pub mod ivf;
 pub mod page;
 pub mod qmodel;
 
@@ -123,6 +124,11 @@ pub struct PagesRoot {
     /// while a query-model pack was present; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub query_model: Option<qmodel::QueryModelRoot>,
+    /// The dense index ([`ivf`], issue 14), in bundles with vectors built with
+    /// `--dense-index ivf` (or `auto` choosing it); absent: dense queries scan every vector
+    /// page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ivf: Option<ivf::IvfRoot>,
 }
 
 impl crate::json::FromJson for Numbered {
@@ -159,6 +165,7 @@ impl crate::json::FromJson for PagesRoot {
             expand_keys: o.or("expand_keys", Vec::new)?,
             expand: o.req("expand")?,
             query_model: o.req("query_model")?,
+            ivf: o.req("ivf")?,
         })
     }
 }
@@ -422,6 +429,7 @@ pub fn write_pages_with(
         expand_keys,
         expand,
         query_model: None,
+        ivf: None,
     })
 }
 
@@ -466,6 +474,12 @@ pub fn check_root(root: &PagesRoot, chunks: usize, parents: usize) -> Result<()>
                 v.pages, v.per_page, root.dim
             ));
         }
+    }
+    if let Some(i) = &root.ivf {
+        if root.vectors.is_none() {
+            return bad("a dense index (pages.ivf) without vectors".into());
+        }
+        i.check(chunks)?;
     }
     if root.dict_keys.windows(2).any(|w| w[0] >= w[1]) || root.dict_keys.len() != root.dict.pages {
         return bad("dictionary blocks are not in term order, or not one key per block".into());
@@ -922,6 +936,9 @@ pub fn all_pages(root: &PagesRoot) -> Vec<String> {
         out.extend((0..v.pages).map(|n| v.name(Kind::Vectors, n)));
     }
     out.extend((0..root.sources.pages).map(|n| root.sources.name(Kind::Sources, n)));
+    if let Some(i) = &root.ivf {
+        out.extend(i.all_pages());
+    }
     out
 }
 

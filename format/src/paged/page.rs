@@ -59,6 +59,12 @@ pub enum Kind {
     RowMap,
     /// Token-embedding rows of the query model ([`super::qmodel`]).
     Rows,
+    /// Dense index centroids ([`super::ivf`]).
+    Centroids,
+    /// Dense index lists: doc ids and their int8 rows ([`super::ivf`]).
+    Lists,
+    /// Dense background sample rows ([`super::ivf`]).
+    Sample,
 }
 
 impl Kind {
@@ -78,6 +84,9 @@ impl Kind {
             Kind::ModelTokenizer => b'k',
             Kind::RowMap => b'u',
             Kind::Rows => b'r',
+            Kind::Centroids => b'g',
+            Kind::Lists => b'j',
+            Kind::Sample => b'w',
         }
     }
 
@@ -104,6 +113,9 @@ impl Kind {
             b'k' => Kind::ModelTokenizer,
             b'u' => Kind::RowMap,
             b'r' => Kind::Rows,
+            b'g' => Kind::Centroids,
+            b'j' => Kind::Lists,
+            b'w' => Kind::Sample,
             _ => return None,
         })
     }
