@@ -20,9 +20,9 @@
 //! a search computes.
 
 use jikji_embed::{Embedder, Prefix};
-use jikji_engine::centring::{ChunkCentring, DenseScorer};
+use jikji_engine::centring::{detect_lang, ChunkCentring, DenseScorer};
 use jikji_engine::fusion::{
-    bm25_normalised, bm25_upper_bound, dense_background, dense_z, weighted,
+    bm25_normalised, bm25_upper_bound, dense_background, dense_z, fused_logit, weighted,
 };
 use jikji_engine::scores::{file_numbers, margin};
 use jikji_engine::search::{bm25, dense, rrf, Lexical};
@@ -626,7 +626,10 @@ pub fn fit(
     };
     let scorers: Vec<DenseScorer> = vecs
         .iter()
-        .map(|qv| DenseScorer::new(v, centring.as_ref(), qv))
+        .zip(queries.iter())
+        .map(|(qv, q)| {
+            DenseScorer::new(v, centring.as_ref(), qv).with_query_lang(detect_lang(&q.text))
+        })
         .collect();
     let mut dense_samples = Samples::default();
     let mut dense_lists = Vec::new();
@@ -655,7 +658,10 @@ pub fn fit(
             let l_d = cal
                 .dense
                 .map_or(0.0, |p| p.logit(dense_z(sc.score(d as usize), bg)));
-            (d, dense_weight * l_d + (1.0 - dense_weight) * l_b)
+            (
+                d,
+                fused_logit(l_b, l_d, dense_weight, sc.cross_lingual(d as usize)),
+            )
         };
         let (src, w_rnd) = (fused_of(q.doc), rnd.map(fused_of));
         w_samples.add(&w, &wrong, src, w_rnd, &file, i % 2 == 0);

@@ -86,6 +86,22 @@ pub fn bm25_normalised(score: f32, upper_bound: f32) -> f32 {
     }
 }
 
+/// The fused log-odds of one candidate: `w·l_dense + (1 − w)·l_bm25`, where for a
+/// `cross_lingual` candidate (a chunk in another language than the query,
+/// [`DenseScorer::cross_lingual`]) `l_bm25` counts only as positive evidence:
+/// `max(l_bm25, l_dense)` replaces it. Measured on `xquad-zh2en-mixed` (README, "Hybrid on
+/// the mixed set"): a Chinese question's English answer never shares its terms, so BM25's
+/// log-odds at score 0 (e.g. −4.38) outweighed any dense lead over a Chinese distractor with
+/// a modest match. For same-language candidates the fusion is unchanged.
+pub fn fused_logit(l_bm25: f32, l_dense: f32, w: f32, cross_lingual: bool) -> f32 {
+    let l_b = if cross_lingual {
+        l_bm25.max(l_dense)
+    } else {
+        l_bm25
+    };
+    w * l_dense + (1.0 - w) * l_b
+}
+
 /// Weighted fusion of a BM25 list (raw scores, with the query's `upper_bound`) and a dense
 /// list (cosines) under calibration `cal`, in log-odds space: candidates are the union of
 /// both lists; each gets `l_bm25`, the log-odds `a·x + b` of its calibrated BM25 score (x = 0
@@ -95,8 +111,10 @@ pub fn bm25_normalised(score: f32, upper_bound: f32) -> f32 {
 /// weighted sum of log-odds (the naive-Bayes way to combine two probabilities) that, unlike a
 /// sum of probabilities, does not saturate: a much stronger BM25 match still counts as
 /// stronger when both are "certain". A ranker whose calibration is flat on this bundle (small
-/// `a`) thereby weighs little. Returns the top `k` by fused score (ties by doc id); the
-/// engine maps it to [0, 1] with `cal.weighted`.
+/// `a`) thereby weighs little. Candidates in another language than the query (`scorer`'s
+/// [`DenseScorer::cross_lingual`], set by [`DenseScorer::with_query_lang`]) count BM25 only
+/// as positive evidence ([`fused_logit`]). Returns the top `k` by fused score (ties by doc
+/// id); the engine maps it to [0, 1] with `cal.weighted`.
 pub fn weighted(
     lex: &[Scored],
     upper_bound: f32,
@@ -125,7 +143,10 @@ pub fn weighted(
                 .copied()
                 .unwrap_or_else(|| scorer.score(d as usize));
             let l_d = dense_cal.logit(dense_z(cos, bg));
-            (d, w * l_d + (1.0 - w) * l_b)
+            (
+                d,
+                fused_logit(l_b, l_d, w, scorer.cross_lingual(d as usize)),
+            )
         })
         .collect();
     top_k(fused, k)
@@ -149,6 +170,17 @@ mod tests {
             dense_weight: w,
             scores: None,
         }
+    }
+
+    #[test]
+    fn bm25_counts_only_as_positive_evidence_across_languages() {
+        // Same language: the weighted sum of both log-odds.
+        let close = |a: f32, b: f32| assert!((a - b).abs() < 1e-6, "{a} vs {b}");
+        close(fused_logit(-4.0, 1.0, 0.6, false), 0.6 - 1.6);
+        // Another language: BM25's "no match" (-4) no longer drags the dense lead down ...
+        close(fused_logit(-4.0, 1.0, 0.6, true), 1.0);
+        // ... but a BM25 match above the dense log-odds still counts.
+        close(fused_logit(3.0, 1.0, 0.6, true), 0.6 + 0.4 * 3.0);
     }
 
     #[test]

@@ -189,7 +189,9 @@ impl Engine {
                             &bm25,
                             upper_bound()?,
                             &dense,
-                            &self.scorer(v, q)?,
+                            &self
+                                .scorer(v, q)?
+                                .with_query_lang(crate::centring::detect_lang(query)),
                             &c,
                             k,
                         ),
