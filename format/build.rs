@@ -46,7 +46,44 @@ fn all_chars() -> impl Iterator<Item = char> {
     (0..=0x10FFFFu32).filter_map(char::from_u32)
 }
 
-fn nfkc_table() -> Vec<u8> {
+/// Primary composites: every (a, b) with compose(a, b) = c, sorted.
+fn composites() -> Vec<(char, char, char)> {
+    // Primary composites: every (a, b) with compose(a, b) = c. Such a pair is c's one-level canonical
+    // decomposition, so NFD(a) ++ NFD(b) = NFD(c): try every split of NFD(c) and every character whose NFD
+    // is each side.
+    let mut by_nfd: HashMap<Vec<char>, Vec<char>> = HashMap::new();
+    let mut nfd_of: Vec<(char, Vec<char>)> = Vec::new();
+    for c in all_chars() {
+        if is_hangul_syllable(c as u32) {
+            continue;
+        }
+        let mut d = Vec::new();
+        un::decompose_canonical(c, |x| d.push(x));
+        by_nfd.entry(d.clone()).or_default().push(c);
+        if d.len() >= 2 {
+            nfd_of.push((c, d));
+        }
+    }
+    let mut comps: Vec<(char, char, char)> = Vec::new();
+    for (c, d) in &nfd_of {
+        for k in 1..d.len() {
+            let (Some(aa), Some(bb)) = (by_nfd.get(&d[..k]), by_nfd.get(&d[k..])) else {
+                continue;
+            };
+            for &a in aa {
+                for &b in bb {
+                    if un::compose(a, b) == Some(*c) && !comps.contains(&(a, b, *c)) {
+                        comps.push((a, b, *c));
+                    }
+                }
+            }
+        }
+    }
+    comps.sort();
+    comps
+}
+
+fn nfkc_table(comps: &[(char, char, char)]) -> Vec<u8> {
     let mut out = Vec::new();
     // Canonical combining classes: runs of equal non-zero class, as (gap since the previous run's end,
     // length, class).
@@ -100,41 +137,9 @@ fn nfkc_table() -> Vec<u8> {
             prev = x as u32;
         }
     }
-    // Primary composites: every (a, b) with compose(a, b) = c. Such a pair is c's one-level canonical
-    // decomposition, so NFD(a) ++ NFD(b) = NFD(c): try every split of NFD(c) and every character whose NFD
-    // is each side.
-    let mut by_nfd: HashMap<Vec<char>, Vec<char>> = HashMap::new();
-    let mut nfd_of: Vec<(char, Vec<char>)> = Vec::new();
-    for c in all_chars() {
-        if is_hangul_syllable(c as u32) {
-            continue;
-        }
-        let mut d = Vec::new();
-        un::decompose_canonical(c, |x| d.push(x));
-        by_nfd.entry(d.clone()).or_default().push(c);
-        if d.len() >= 2 {
-            nfd_of.push((c, d));
-        }
-    }
-    let mut comps: Vec<(char, char, char)> = Vec::new();
-    for (c, d) in &nfd_of {
-        for k in 1..d.len() {
-            let (Some(aa), Some(bb)) = (by_nfd.get(&d[..k]), by_nfd.get(&d[k..])) else {
-                continue;
-            };
-            for &a in aa {
-                for &b in bb {
-                    if un::compose(a, b) == Some(*c) && !comps.contains(&(a, b, *c)) {
-                        comps.push((a, b, *c));
-                    }
-                }
-            }
-        }
-    }
-    comps.sort();
     leb(&mut out, comps.len() as u32);
     let mut prev = 0;
-    for &(a, b, c) in &comps {
+    for &(a, b, c) in comps {
         leb(&mut out, a as u32 - prev);
         leb(&mut out, b as u32);
         leb(&mut out, zigzag(c as u32, a as u32));
@@ -268,10 +273,99 @@ fn lower_table() -> Vec<u8> {
     out
 }
 
+/// `simple.rs`: what `format/src/unicode.rs` needs to normalise most CJK and Hangul text
+/// without the NFKC and lowercase tables (which the browser's engine reads from bundle
+/// pages): the runs of non-ASCII characters that NFKC and `to_lowercase` leave as they are
+/// in any string of such characters (no decomposition but Hangul's, combining class 0,
+/// never the second character of a composition, their own lowercase) as `simple.bin`: the
+/// count of boundaries, then each boundary (first of a run, one past its last) as the gap
+/// from the previous one; and, in `simple.rs`, the blocks of 256 code points of the BMP that
+/// hold a Traditional → Simplified pair.
+fn simple_table(comps: &[(char, char, char)], t2s: &[u8]) -> (Vec<u8>, String) {
+    let mut seconds: std::collections::HashSet<char> = comps.iter().map(|&(_, b, _)| b).collect();
+    for j in 0x1161..=0x1175u32 {
+        seconds.insert(char::from_u32(j).unwrap());
+    }
+    for j in 0x11A8..=0x11C2u32 {
+        seconds.insert(char::from_u32(j).unwrap());
+    }
+    let simple = |c: char| -> bool {
+        if (c as u32) < 0x80 || seconds.contains(&c) || un::canonical_combining_class(c) != 0 {
+            return false;
+        }
+        let mut lower = c.to_lowercase();
+        if lower.next() != Some(c) || lower.next().is_some() {
+            return false;
+        }
+        if is_hangul_syllable(c as u32) {
+            return true;
+        }
+        let mut d = Vec::new();
+        un::decompose_compatible(c, |x| d.push(x));
+        d == [c]
+    };
+    let mut runs: Vec<(u32, u32)> = Vec::new();
+    let mut start: Option<u32> = None;
+    for u in 0x80..=0x110000u32 {
+        let yes = char::from_u32(u).is_some_and(simple);
+        match (yes, start) {
+            (true, None) => start = Some(u),
+            (false, Some(s)) => {
+                runs.push((s, u - 1));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    // T2S blocks: decode the pair keys of t2s.bin (count, then key differences).
+    let mut blocks = [0u64; 4];
+    let mut i = 0;
+    let mut next = || {
+        let mut v = 0u32;
+        let mut shift = 0;
+        loop {
+            let b = t2s[i];
+            i += 1;
+            v |= u32::from(b & 0x7F) << shift;
+            shift += 7;
+            if b & 0x80 == 0 {
+                return v;
+            }
+        }
+    };
+    let n = next();
+    let mut key = 0;
+    for _ in 0..n {
+        key += next();
+        blocks[(key >> 14) as usize] |= 1 << ((key >> 8) & 63);
+    }
+    let mut bin = Vec::new();
+    leb(&mut bin, 2 * runs.len() as u32);
+    let mut prev = 0;
+    for &(a, b) in &runs {
+        leb(&mut bin, a - prev);
+        leb(&mut bin, b + 1 - a);
+        prev = b + 1;
+    }
+    let mut out = String::from("// Generated by format/build.rs (simple_table): do not edit.\n");
+    out += "/// Bit `b % 64` of word `b / 64`: block `b` (code points 256·b … 256·b + 255) holds a T2S pair.\npub(crate) static T2S_BLOCKS: [u64; 4] = [";
+    for w in blocks {
+        out += &format!("0x{w:X}, ");
+    }
+    out += "];\n";
+    (bin, out)
+}
+
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     let dir = env::var_os("OUT_DIR").expect("cargo sets OUT_DIR for build scripts");
-    fs::write(Path::new(&dir).join("nfkc.bin"), nfkc_table()).expect("write OUT_DIR/nfkc.bin");
-    fs::write(Path::new(&dir).join("t2s.bin"), t2s_table()).expect("write OUT_DIR/t2s.bin");
+    let comps = composites();
+    fs::write(Path::new(&dir).join("nfkc.bin"), nfkc_table(&comps))
+        .expect("write OUT_DIR/nfkc.bin");
+    let t2s = t2s_table();
+    let (simple_bin, simple_rs) = simple_table(&comps, &t2s);
+    fs::write(Path::new(&dir).join("simple.bin"), simple_bin).expect("write OUT_DIR/simple.bin");
+    fs::write(Path::new(&dir).join("simple.rs"), simple_rs).expect("write OUT_DIR/simple.rs");
+    fs::write(Path::new(&dir).join("t2s.bin"), t2s).expect("write OUT_DIR/t2s.bin");
     fs::write(Path::new(&dir).join("lower.bin"), lower_table()).expect("write OUT_DIR/lower.bin");
 }

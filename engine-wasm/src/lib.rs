@@ -594,8 +594,12 @@ impl Engine {
             None => None,
         };
         let qvec = centred.as_deref();
+        let tables = self.bundle.analyzer().tables();
         let Some(cache) = self.bundle.cache() else {
-            return self.pass(query, qvec, mode, top_k, opts);
+            let _ = tables.take_missing();
+            let result = self.pass(query, qvec, mode, top_k, opts);
+            self.bundle.request_unicode_pages()?;
+            return result;
         };
         #[cfg(not(target_arch = "wasm32"))]
         let native = self.bundle.can_load_pages();
@@ -607,9 +611,28 @@ impl Engine {
         let mut stats = FetchStats::default();
         for _ in 0..MAX_ROUNDS {
             cache.clear_missing();
-            let result = self.pass(query, qvec, mode, top_k, opts);
+            // The analyzer's Unicode tables, when they are bundle pages (`jikji_format::unicode`):
+            // install those fetched; a query text that needs one not there yet asks for it
+            // alone first (its terms, hence every other page, depend on it).
+            self.bundle.install_unicode_pages()?;
+            let _ = tables.take_missing();
+            let _ = self.bundle.analyzer().normalize(query);
+            let result = if self.bundle.request_unicode_pages()? {
+                None
+            } else {
+                let r = self.pass(query, qvec, mode, top_k, opts);
+                self.bundle.request_unicode_pages()?;
+                Some(r)
+            };
             let missing = cache.take_missing();
             if missing.is_empty() {
+                let Some(result) = result else {
+                    return Err(EngineError::Format(jikji_format::FormatError::corrupt(
+                        jikji_format::paged::ENTRY_FILE,
+                        0,
+                        "a Unicode table page is loaded but was not installed",
+                    )));
+                };
                 #[cfg(not(target_arch = "wasm32"))]
                 {
                     *self.fetched.lock().unwrap_or_else(|e| e.into_inner()) = stats.clone();

@@ -38,6 +38,8 @@
 use rust_stemmers::{Algorithm, Stemmer};
 use serde::{Deserialize, Serialize};
 
+use crate::unicode::UnicodeTables;
+
 /// Version of the analyzer rules written by this builder; stored in the manifest.
 pub const ANALYZER_VERSION: u32 = 2;
 
@@ -300,7 +302,8 @@ pub fn script_of(c: char) -> Script {
 }
 
 /// Normalises text the way the analyzer (all versions) sees it before folding: NFKC,
-/// then lowercase.
+/// then lowercase (compiled-in tables; feature `tables`).
+#[cfg(feature = "tables")]
 pub fn normalize(text: &str) -> String {
     crate::lower::to_lowercase(&crate::nfkc::nfkc(text))
 }
@@ -308,7 +311,8 @@ pub fn normalize(text: &str) -> String {
 /// Folds one normalised character: Traditional → Simplified Chinese (the `fast2s` table,
 /// character by character, without its context rules so that a query and a text fold a
 /// character the same way wherever it stands; compact copy in `t2s.rs`). Other characters are
-/// returned unchanged.
+/// returned unchanged (compiled-in table; feature `tables`).
+#[cfg(feature = "tables")]
 pub fn fold_han(c: char) -> char {
     if script_of(c) != Script::Han {
         return c;
@@ -317,10 +321,17 @@ pub fn fold_han(c: char) -> char {
 }
 
 /// A configured analyzer: a version (1 or 2) and its options. Cheap to create.
+///
+/// Its Unicode tables ([`UnicodeTables`]) are compiled in with feature `tables` (native
+/// builds); otherwise, and for a paged bundle that carries them as pages, they are
+/// installed from those pages when a text first needs them: until then a text that needs
+/// one is analysed as if it were empty and [`UnicodeTables::take_missing`] says so (the
+/// engine's page loop fetches the page and runs the query again).
 pub struct Analyzer {
     version: u32,
     options: AnalyzerOptions,
     stemmer: Option<Stemmer>,
+    tables: UnicodeTables,
 }
 
 impl std::fmt::Debug for Analyzer {
@@ -340,9 +351,24 @@ impl Default for Analyzer {
 }
 
 impl Analyzer {
-    /// The analyzer of `version` with `options` (ignored for version 1). Errors with
-    /// [`crate::FormatError::AnalyzerVersion`] for a version this build does not know.
+    /// The analyzer of `version` with `options` (ignored for version 1), with the
+    /// compiled-in Unicode tables (feature `tables`; without it, tables from pages: see
+    /// [`Analyzer::with_tables`]). Errors with [`crate::FormatError::AnalyzerVersion`] for a
+    /// version this build does not know.
     pub fn new(version: u32, options: AnalyzerOptions) -> crate::Result<Self> {
+        #[cfg(feature = "tables")]
+        let tables = UnicodeTables::builtin();
+        #[cfg(not(feature = "tables"))]
+        let tables = UnicodeTables::from_pages();
+        Self::with_tables(version, options, tables)
+    }
+
+    /// [`Analyzer::new`] with the Unicode tables `tables`.
+    pub fn with_tables(
+        version: u32,
+        options: AnalyzerOptions,
+        tables: UnicodeTables,
+    ) -> crate::Result<Self> {
         if !SUPPORTED_ANALYZER_VERSIONS.contains(&version) {
             return Err(crate::FormatError::AnalyzerVersion {
                 found: version,
@@ -354,7 +380,13 @@ impl Analyzer {
             version,
             options,
             stemmer,
+            tables,
         })
+    }
+
+    /// Its Unicode tables (to install pages into, or ask what a text missed).
+    pub fn tables(&self) -> &UnicodeTables {
+        &self.tables
     }
 
     /// The analyzer version.
@@ -374,9 +406,17 @@ impl Analyzer {
     /// Normalises text as this analyzer does before splitting it: NFKC, lowercase and
     /// (version 2 with `fold_chinese`) Traditional → Simplified folding.
     pub fn normalize(&self, text: &str) -> String {
-        let norm = normalize(text);
+        let norm = self.tables.normalize(text);
         if self.v2() && self.options.fold_chinese {
-            norm.chars().map(fold_han).collect()
+            norm.chars()
+                .map(|c| {
+                    if script_of(c) == Script::Han {
+                        self.tables.t2s(c)
+                    } else {
+                        c
+                    }
+                })
+                .collect()
         } else {
             norm
         }

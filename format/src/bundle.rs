@@ -427,6 +427,61 @@ impl Bundle {
         self.paged.as_ref().map(|p| &p.root)
     }
 
+    /// Installs into the analyzer the Unicode table pages ([`crate::unicode`]) that are in
+    /// the page cache and not installed yet; the engine calls it before each pass of a
+    /// query. Nothing to do for compiled-in tables. Errors: a table page that does not
+    /// decode (DataCorruption naming it).
+    pub fn install_unicode_pages(&self) -> Result<()> {
+        let tables = self.analyzer.tables();
+        let (Some(p), false) = (&self.paged, tables.is_builtin()) else {
+            return Ok(());
+        };
+        let Some(u) = &p.root.unicode else {
+            return Ok(());
+        };
+        for t in [crate::unicode::Table::Nfkc, crate::unicode::Table::T2s] {
+            let name = u.name(t);
+            if !tables.has(t) && p.cache.contains(name) {
+                if let Some(body) = p.cache.get(name) {
+                    tables.install(t, &format!("{PAGES_DIR}/{name}"), &body)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// After a pass of a query: records the Unicode table pages the analyzer needed and did
+    /// not have ([`crate::unicode::UnicodeTables::take_missing`]) as missing pages of the
+    /// cache, so the engine fetches them and runs the query again. Returns whether any was
+    /// needed. Errors: [`FormatError::NoUnicodeTables`] if a table was needed and the bundle
+    /// has no pages for it (built before they existed; only an engine without compiled-in
+    /// tables — the browser's — gets here).
+    pub fn request_unicode_pages(&self) -> Result<bool> {
+        let missing = self.analyzer.tables().take_missing();
+        if missing.is_empty() {
+            return Ok(false);
+        }
+        match self
+            .paged
+            .as_ref()
+            .and_then(|p| Some((p, p.root.unicode.as_ref()?)))
+        {
+            Some((p, u)) => {
+                for t in missing {
+                    let _ = p.cache.get(u.name(t));
+                }
+                Ok(true)
+            }
+            None => Err(FormatError::NoUnicodeTables {
+                file: if self.paged.is_some() {
+                    ENTRY_FILE.into()
+                } else {
+                    MANIFEST_FILE.into()
+                },
+            }),
+        }
+    }
+
     /// The per-chunk columns of a paged bundle (`Ok(None)` for a whole bundle). Errors:
     /// [`FormatError::PageMissing`] while the columns page is not loaded, DataCorruption.
     pub fn columns(&self) -> Result<Option<Arc<Columns>>> {
@@ -546,7 +601,18 @@ impl Bundle {
                 ));
             }
         }
-        let analyzer = manifest.analyzer()?;
+        // A bundle with Unicode table pages is analysed with them, natively too (the same
+        // tables as the compiled-in ones: same results; `jikji search --fetch-stats` counts
+        // their bytes as the browser fetches them).
+        let analyzer = if root.unicode.is_some() {
+            Analyzer::with_tables(
+                manifest.analyzer_version,
+                manifest.analyzer,
+                crate::unicode::UnicodeTables::from_pages(),
+            )?
+        } else {
+            manifest.analyzer()?
+        };
         Ok(Bundle {
             manifest,
             lexical,

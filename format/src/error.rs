@@ -101,6 +101,14 @@ pub enum FormatError {
         /// The format 1 manifest.
         file: String,
     },
+    /// A text needed one of the analyzer's Unicode tables, this build of the engine has none
+    /// compiled in (the browser's: they are bundle pages), and the bundle has no Unicode
+    /// table pages (built before they existed).
+    #[error("{file}: this bundle has no Unicode table pages (built before they were added) and this build of the engine has no Unicode tables of its own, so it cannot analyse this text (non-ASCII letters, accents, fullwidth forms or Traditional Chinese); rebuild the bundle with `jikji build`")]
+    NoUnicodeTables {
+        /// The bundle's entry (or manifest).
+        file: String,
+    },
     /// A page of a paged (format 2) bundle that the page cache does not hold yet. Not an
     /// error of the data: the engine reports the pages a query needs, the caller fetches
     /// them (`p/<name>`) and runs the query again (see `paged`).

@@ -30,6 +30,7 @@ pub mod paged;
 pub mod postings;
 mod t2s;
 pub mod time;
+pub mod unicode;
 pub mod vectors;
 
 #[cfg(feature = "v1")]

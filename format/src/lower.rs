@@ -12,13 +12,13 @@
 //! multi-character mappings, then per one (code point, length as one byte, code points); the count
 //! of final-sigma class runs, then per run (gap since the previous run's end, length, class as one
 //! byte: 1 cased, 2 case-ignorable).
-use std::sync::OnceLock;
-
 use crate::nfkc::Leb;
 
-static LOWER_BIN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/lower.bin"));
+/// The table as generated (compiled in natively, a bundle page for the browser: `crate::unicode`).
+pub(crate) static LOWER_BIN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/lower.bin"));
 
-struct Tables {
+/// The decoded lowercase tables.
+pub(crate) struct Tables {
     /// (first key, last key, step, delta), sorted, not overlapping.
     runs: Vec<(u32, u32, u32, i32)>,
     /// (code point, its lowercase characters).
@@ -32,8 +32,10 @@ struct Tables {
     high: bool,
 }
 
-fn decode(r: &mut Leb) -> Tables {
-    let n = r.next() as usize;
+/// Decodes a table laid out as the module doc says. Errors (with the byte offset) on counts
+/// that exceed the table's bytes.
+pub(crate) fn decode(r: &mut Leb) -> Result<Tables, String> {
+    let n = r.count(4)?;
     let mut runs = Vec::with_capacity(n.min(4096));
     let mut end = 0u32;
     for _ in 0..n {
@@ -46,25 +48,31 @@ fn decode(r: &mut Leb) -> Tables {
         runs.push((first, last, step, delta));
         end = last.saturating_add(1);
     }
-    let n = r.next() as usize;
+    let n = r.count(2)?;
     let mut multi = Vec::with_capacity(n.min(64));
     for _ in 0..n {
         let c = r.next();
         let len = r.byte();
+        if usize::from(len) > r.bytes_left() {
+            return Err(format!(
+                "at byte {}: a mapping of {len} characters past the end",
+                r.pos()
+            ));
+        }
         let m = (0..len)
             .map(|_| char::from_u32(r.next()).unwrap_or(char::REPLACEMENT_CHARACTER))
             .collect();
         multi.push((c, m));
     }
-    let n = r.next() as usize;
+    let n = r.count(3)?;
     let mut classes = Vec::with_capacity(n.min(4096));
     let mut end = 0u32;
     for _ in 0..n {
         let start = end.saturating_add(r.next());
         let len = r.next().max(1);
         let k = r.byte();
-        classes.push((start, start + len - 1, k));
-        end = start + len;
+        classes.push((start, start.saturating_add(len - 1), k));
+        end = start.saturating_add(len);
     }
     let mut blocks = 0u128;
     let mut high = false;
@@ -77,13 +85,13 @@ fn decode(r: &mut Leb) -> Tables {
             }
         }
     }
-    Tables {
+    Ok(Tables {
         runs,
         multi,
         classes,
         blocks,
         high,
-    }
+    })
 }
 
 impl Tables {
@@ -96,9 +104,13 @@ impl Tables {
     }
 }
 
+/// The compiled-in tables, decoded at first use (once per process).
+#[cfg(any(test, feature = "tables"))]
 fn tables() -> &'static Tables {
-    static T: OnceLock<Tables> = OnceLock::new();
-    T.get_or_init(|| decode(&mut Leb::new(LOWER_BIN)))
+    static T: std::sync::OnceLock<Tables> = std::sync::OnceLock::new();
+    T.get_or_init(|| {
+        decode(&mut Leb::new(LOWER_BIN)).expect("the compiled-in lower.bin decodes (tested)")
+    })
 }
 
 /// The single-character lowercase of `c` (`c` itself when it has none), for a `c` without a
@@ -131,12 +143,17 @@ fn ignorable_then_cased(t: &Tables, it: impl Iterator<Item = char>) -> bool {
     it.next().is_some_and(|c| class(t, c) == 1)
 }
 
-/// `s.to_lowercase()` (std's `str::to_lowercase`, same output for every string).
+/// `s.to_lowercase()` from the compiled-in tables (see [`to_lowercase_with`]).
+#[cfg(any(test, feature = "tables"))]
 pub fn to_lowercase(s: &str) -> String {
     if s.is_ascii() {
         return s.to_ascii_lowercase();
     }
-    let t = tables();
+    to_lowercase_with(tables(), s)
+}
+
+/// `s.to_lowercase()` (std's `str::to_lowercase`, same output for every string) with tables `t`.
+pub(crate) fn to_lowercase_with(t: &Tables, s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for (i, c) in s.char_indices() {
         if c.is_ascii() {
@@ -163,7 +180,7 @@ mod tests {
     #[test]
     fn table_decodes_to_its_end() {
         let mut r = Leb::new(LOWER_BIN);
-        let t = decode(&mut r);
+        let t = decode(&mut r).unwrap();
         assert!(r.at_end(), "lower.bin has bytes after its tables");
         assert!(
             t.runs.len() > 100 && t.classes.len() > 100,

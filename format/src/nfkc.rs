@@ -12,9 +12,8 @@
 //! byte); all their code points, each as the zigzag difference from the code point before it; the count of
 //! composites, then per (a, b) → c sorted by (a, b): (a − the previous a, b, zigzag c − a). Hangul syllables are
 //! decomposed and composed arithmetically (Unicode §3.12), as in the crate.
-use std::sync::OnceLock;
-
-static NFKC_BIN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/nfkc.bin"));
+/// The table as generated (compiled in natively, a bundle page for the browser: `crate::unicode`).
+pub(crate) static NFKC_BIN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/nfkc.bin"));
 
 /// Reads unsigned LEB128 numbers from tables this crate generated at build time.
 pub(crate) struct Leb<'a> {
@@ -55,6 +54,44 @@ impl<'a> Leb<'a> {
         b
     }
 
+    /// The next number as a count of items that take at least `min_bytes` bytes each: an
+    /// error (naming the byte offset) if the rest of the table cannot hold them, so a
+    /// hostile table (a bundle page) never makes the decoder allocate or loop past its size.
+    pub(crate) fn count(&mut self, min_bytes: usize) -> Result<usize, String> {
+        let at = self.pos;
+        let n = self.next() as usize;
+        let left = self.bytes.len().saturating_sub(self.pos);
+        if n.saturating_mul(min_bytes) > left {
+            return Err(format!(
+                "at byte {at}: a count of {n} items, but only {left} bytes follow"
+            ));
+        }
+        Ok(n)
+    }
+
+    /// An error unless every byte was read exactly (a table ends where its last item ends).
+    pub(crate) fn finish(&self) -> Result<(), String> {
+        if self.pos == self.bytes.len() {
+            Ok(())
+        } else {
+            Err(format!(
+                "the table ends at byte {} of {}",
+                self.pos,
+                self.bytes.len()
+            ))
+        }
+    }
+
+    /// Bytes not read yet.
+    pub(crate) fn bytes_left(&self) -> usize {
+        self.bytes.len().saturating_sub(self.pos)
+    }
+
+    /// The byte offset of the next number.
+    pub(crate) fn pos(&self) -> usize {
+        self.pos
+    }
+
     #[cfg(test)]
     pub(crate) fn at_end(&self) -> bool {
         self.pos == self.bytes.len()
@@ -65,23 +102,30 @@ fn to_char(v: u32) -> char {
     char::from_u32(v).unwrap_or(char::REPLACEMENT_CHARACTER)
 }
 
-struct Tables {
+/// The decoded NFKC tables.
+pub(crate) struct Tables {
     /// (first, last, class) of each run of characters with the same non-zero canonical combining class.
     ccc: Vec<(u32, u32, u8)>,
     /// (code point, start in `chars`, length), sorted by code point.
     decomp: Vec<(u32, u32, u8)>,
     chars: Vec<char>,
     /// ((a << 21) | b, c), sorted.
-    comp: Vec<(u64, char)>,
+    pub(crate) comp: Vec<(u64, char)>,
 }
 
-fn tables() -> &'static Tables {
-    static T: OnceLock<Tables> = OnceLock::new();
-    T.get_or_init(|| decode(&mut Leb::new(NFKC_BIN)))
+/// The compiled-in tables, decoded at first use (once per process).
+#[cfg(any(test, feature = "tables"))]
+pub(crate) fn tables() -> &'static Tables {
+    static T: std::sync::OnceLock<Tables> = std::sync::OnceLock::new();
+    T.get_or_init(|| {
+        decode(&mut Leb::new(NFKC_BIN)).expect("the compiled-in nfkc.bin decodes (tested)")
+    })
 }
 
-fn decode(r: &mut Leb) -> Tables {
-    let n = r.next() as usize;
+/// Decodes a table laid out as the module doc says. Errors (with the byte offset) on a table
+/// whose counts exceed its bytes; never allocates more than a few times its length.
+pub(crate) fn decode(r: &mut Leb) -> Result<Tables, String> {
+    let n = r.count(3)?;
     let mut ccc = Vec::with_capacity(n);
     let mut end = 0u32;
     for _ in 0..n {
@@ -91,7 +135,7 @@ fn decode(r: &mut Leb) -> Tables {
         end = start.saturating_add(len);
         ccc.push((start, end.saturating_sub(1), class));
     }
-    let n = r.next() as usize;
+    let n = r.count(2)?;
     let mut decomp = Vec::with_capacity(n);
     let mut prev = 0u32;
     for _ in 0..n {
@@ -104,13 +148,20 @@ fn decode(r: &mut Leb) -> Tables {
         *e = (e.0, start, len);
         start += u32::from(len);
     }
+    let left = r.bytes.len().saturating_sub(r.pos);
+    if start as usize > left {
+        return Err(format!(
+            "at byte {}: decompositions of {start} characters, but only {left} bytes follow",
+            r.pos
+        ));
+    }
     let mut chars = Vec::with_capacity(start as usize);
     let mut prev = 0u32;
     for _ in 0..start {
         prev = r.zigzag(prev);
         chars.push(to_char(prev));
     }
-    let n = r.next() as usize;
+    let n = r.count(3)?;
     let mut comp = Vec::with_capacity(n);
     let mut a = 0u32;
     for _ in 0..n {
@@ -119,12 +170,12 @@ fn decode(r: &mut Leb) -> Tables {
         let c = to_char(r.zigzag(a));
         comp.push(((u64::from(a) << 21) | u64::from(b), c));
     }
-    Tables {
+    Ok(Tables {
         ccc,
         decomp,
         chars,
         comp,
-    }
+    })
 }
 
 const S_BASE: u32 = 0xAC00;
@@ -206,14 +257,18 @@ impl Tables {
     }
 }
 
-/// `text` in NFKC, equal to `text.nfkc().collect::<String>()` of `unicode-normalization` (the version in
-/// Cargo.lock, whose Unicode version the tables carry). ASCII text is returned as is without touching the
-/// tables; the first other text decodes them (about 30 kB of tables, once per process).
+/// `text` in NFKC from the compiled-in tables (see [`nfkc_with`]).
+#[cfg(any(test, feature = "tables"))]
 pub fn nfkc(text: &str) -> String {
     if text.is_ascii() {
         return text.to_string();
     }
-    let t = tables();
+    nfkc_with(tables(), text)
+}
+
+/// `text` in NFKC, equal to `text.nfkc().collect::<String>()` of `unicode-normalization` (the version in
+/// Cargo.lock, whose Unicode version the tables carry), with tables `t`.
+pub(crate) fn nfkc_with(t: &Tables, text: &str) -> String {
     // Decomposition, then canonical ordering: each run of non-starters is stably sorted by class.
     let mut dec: Vec<(u8, char)> = Vec::with_capacity(text.len());
     let mut run_start = 0;
@@ -289,7 +344,7 @@ pub fn nfkc(text: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use unicode_normalization::UnicodeNormalization;
 
@@ -300,7 +355,7 @@ mod tests {
     #[test]
     fn tables_decode_to_their_end() {
         let mut r = Leb::new(NFKC_BIN);
-        let t = decode(&mut r);
+        let t = decode(&mut r).unwrap();
         assert!(r.at_end(), "nfkc.bin has bytes after its last table");
         assert!(t.ccc.len() > 100 && t.decomp.len() > 5000 && t.comp.len() > 900);
     }

@@ -1,14 +1,20 @@
 // The browser build of the engine (pkg/jikji_engine_bg.wasm, scripts/build-wasm) run in node, on the
 // frozen compatibility fixtures: it opens format 2 (jikji.json + pages, added as web/worker.js adds
 // them) and refuses format 1 with an error saying to rebuild, since it is built without the format 1
-// reader (jikji-format's feature `v1`).
+// reader (jikji-format's feature `v1`). It has no Unicode tables of its own (jikji-format's feature
+// `tables`): on a bundle of this build it reads them from the bundle's two `n-` pages, only for
+// text that needs them; on the frozen format 2 fixture (built before those pages) such a query is
+// refused saying to rebuild.
 //
 // Run: tests/e2e/run.sh (or node --test tests/e2e/engine-wasm.test.mjs). JIKJI_PKG: another build's
-// folder (default pkg/).
+// folder (default pkg/); JIKJI_BIN: the jikji binary that builds the fresh bundle (default
+// target/release/jikji).
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { readFileSync, readdirSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { inflateRawSync } from "node:zlib";
@@ -18,6 +24,8 @@ const ROOT = path.resolve(HERE, "../..");
 const PKG = path.resolve(ROOT, process.env.JIKJI_PKG || "pkg");
 const V1 = path.join(ROOT, "format/tests/compat/v1/bundle-bm25");
 const V2 = path.join(ROOT, "format/tests/compat/v2/bundle-bm25");
+const SOURCE = path.join(ROOT, "format/tests/compat/v1/source");
+const BIN = path.resolve(ROOT, process.env.JIKJI_BIN || "target/release/jikji");
 
 const mod = await import(pathToFileURL(path.join(PKG, "jikji_engine.js")).href);
 mod.initSync({ module: readFileSync(path.join(PKG, "jikji_engine_bg.wasm")) });
@@ -47,22 +55,85 @@ test("the browser engine refuses a format 1 bundle, saying to rebuild it", () =>
   e.free();
 });
 
+/** Runs `q` (BM25, top `k`) on engine `e` over bundle `dir` as the worker does; returns the result and
+ * the page names asked for, one array per round. */
+function search(e, dir, q, k = 3) {
+  const rounds = [];
+  for (;;) {
+    const out = JSON.parse(e.search_with_vector(q, null, "bm25", k));
+    if (!out.need) return { out, rounds };
+    rounds.push(out.need);
+    assert.ok(rounds.length <= 8, `${q}: at most 8 rounds`);
+    for (const name of out.need) e.add_page(name, page(dir, name));
+  }
+}
+
 test("the browser engine opens format 2 and answers a query from the pages it asks for", () => {
   const e = new mod.Engine();
   const summary = JSON.parse(e.open_entry(new Uint8Array(readFileSync(path.join(V2, "jikji.json")))));
   assert.equal(summary.format_version, 2);
-  let out;
-  let rounds = 0;
-  for (;;) {
-    out = JSON.parse(e.search_with_vector("君子", null, "bm25", 3));
-    if (!out.need) break;
-    rounds++;
-    assert.ok(rounds <= 8, "at most 8 rounds");
-    for (const name of out.need) e.add_page(name, page(V2, name));
-  }
-  assert.ok(rounds >= 1, "the first pass asks for pages");
+  const { out, rounds } = search(e, V2, "hamlet ophelia");
+  assert.ok(rounds.length >= 1, "the first pass asks for pages");
   assert.equal(out.mode, "bm25");
-  assert.equal(out.hits.length, 3);
-  assert.ok(out.hits.every((h) => h.text.includes("君子")), "every hit holds the query term");
+  assert.ok(out.hits.length >= 1, "some hit");
+  assert.ok(out.hits.every((h) => /hamlet|ophelia/i.test(h.text)), "every hit holds a query term");
   e.free();
+});
+
+test("a bundle built before the Unicode table pages: a query that needs a table is refused, saying to rebuild", () => {
+  const e = new mod.Engine();
+  e.open_entry(new Uint8Array(readFileSync(path.join(V2, "jikji.json"))));
+  for (const q of ["君子", "Ophélia"]) {
+    assert.throws(
+      () => search(e, V2, q),
+      (err) => {
+        assert.match(err.message, /jikji\.json: this bundle has no Unicode table pages/);
+        assert.match(err.message, /rebuild the bundle with `jikji build`/);
+        return true;
+      },
+      q,
+    );
+  }
+  // Hangul needs no table.
+  const { out } = search(e, V2, "메밀꽃");
+  assert.ok(out.hits.length > 0 && out.hits.every((h) => h.text.includes("메밀")));
+  e.free();
+});
+
+test("a bundle of this build: Han and accented queries fetch one table page each, Korean and fullwidth ones none", () => {
+  const tmp = mkdtempSync(path.join(tmpdir(), "jikji-unicode-"));
+  try {
+    const dir = path.join(tmp, "bundle");
+    execFileSync(BIN, ["build", SOURCE, "--out", dir, "--no-embed", "--no-hanja", "--quiet"], { stdio: "pipe" });
+    const { nfkc, t2s } = JSON.parse(readFileSync(path.join(dir, "jikji.json"), "utf8")).pages.unicode;
+    assert.match(nfkc, /^n-[0-9a-f]{16}$/);
+    assert.match(t2s, /^n-[0-9a-f]{16}$/);
+    const e = new mod.Engine();
+    e.open_entry(new Uint8Array(readFileSync(path.join(dir, "jikji.json"))));
+    const tablePages = (rounds) => rounds.flat().filter((n) => n.startsWith("n-"));
+
+    const ko = search(e, dir, "메밀꽃");
+    assert.deepEqual(tablePages(ko.rounds), [], "Hangul: no table page");
+    assert.ok(ko.out.hits.length > 0);
+    const wide = search(e, dir, "ＨＡＭＬＥＴ ｏｐｈｅｌｉａ");
+    assert.deepEqual(tablePages(wide.rounds), [], "fullwidth ASCII: no table page");
+    const plain = search(e, dir, "hamlet ophelia");
+    assert.deepEqual(wide.out.hits, plain.out.hits, "fullwidth = ASCII");
+
+    // Traditional Chinese: the T2S page alone first (the query's terms depend on it), then the rest.
+    const trad = search(e, dir, "學而時習之");
+    assert.deepEqual(trad.rounds[0], [t2s], "the first round asks for the T2S page alone");
+    assert.deepEqual(tablePages(trad.rounds), [t2s]);
+    const simp = search(e, dir, "学而时习之");
+    assert.deepEqual(tablePages(simp.rounds), [], "the T2S table stays installed");
+    assert.ok(trad.out.hits.length > 0);
+    assert.deepEqual(trad.out.hits, simp.out.hits, "Traditional folds to Simplified through the page");
+
+    const acc = search(e, dir, "Ophélia ﬁsh");
+    assert.deepEqual(acc.rounds[0], [nfkc], "accents and ligatures: the NFKC page alone first");
+    assert.deepEqual(tablePages(acc.rounds), [nfkc]);
+    e.free();
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
 });

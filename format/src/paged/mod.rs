@@ -123,6 +123,41 @@ pub struct PagesRoot {
     /// while a query-model pack was present; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub query_model: Option<qmodel::QueryModelRoot>,
+    /// The analyzer's Unicode table pages ([`crate::unicode`]); absent in bundles written
+    /// before them (an engine without compiled-in tables then refuses texts that need them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unicode: Option<UnicodeRoot>,
+}
+
+/// The entry's `pages.unicode`: the names of the two Unicode table pages (content-named,
+/// `n-<h16>`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnicodeRoot {
+    /// NFKC + lowercase ([`crate::unicode::Table::Nfkc`]).
+    pub nfkc: String,
+    /// Traditional → Simplified ([`crate::unicode::Table::T2s`]).
+    pub t2s: String,
+}
+
+impl UnicodeRoot {
+    /// The page name of `table`.
+    pub fn name(&self, table: crate::unicode::Table) -> &str {
+        match table {
+            crate::unicode::Table::Nfkc => &self.nfkc,
+            crate::unicode::Table::T2s => &self.t2s,
+        }
+    }
+}
+
+impl crate::json::FromJson for UnicodeRoot {
+    const WHAT: &'static str = "an object";
+    fn from_json(j: &crate::json::Json, f: &str) -> Result<Self> {
+        let o = j.obj(f)?;
+        Ok(UnicodeRoot {
+            nfkc: o.req("nfkc")?,
+            t2s: o.req("t2s")?,
+        })
+    }
 }
 
 impl crate::json::FromJson for Numbered {
@@ -159,6 +194,7 @@ impl crate::json::FromJson for PagesRoot {
             expand_keys: o.or("expand_keys", Vec::new)?,
             expand: o.req("expand")?,
             query_model: o.req("query_model")?,
+            unicode: o.req("unicode")?,
         })
     }
 }
@@ -404,6 +440,18 @@ pub fn write_pages_with(
         sink(p)?;
     }
 
+    // The analyzer's Unicode tables, for engines without them compiled in (the browser's).
+    let mut unicode_page = |t| -> Result<String> {
+        let p = page::encode(Kind::Unicode, &crate::unicode::page_body(t));
+        let name = p.name.clone();
+        sink(p)?;
+        Ok(name)
+    };
+    let unicode = Some(UnicodeRoot {
+        nfkc: unicode_page(crate::unicode::Table::Nfkc)?,
+        t2s: unicode_page(crate::unicode::Table::T2s)?,
+    });
+
     let total_doc_len = doc_lens.iter().map(|&l| u64::from(l)).sum();
     Ok(PagesRoot {
         dict_keys: written.keys,
@@ -422,6 +470,7 @@ pub fn write_pages_with(
         expand_keys,
         expand,
         query_model: None,
+        unicode,
     })
 }
 
@@ -490,6 +539,15 @@ pub fn check_root(root: &PagesRoot, chunks: usize, parents: usize) -> Result<()>
             "postings pages of {} bytes",
             root.postings.per_page
         ));
+    }
+    if let Some(u) = &root.unicode {
+        for name in [&u.nfkc, &u.t2s] {
+            if !name.starts_with("n-") || !crate::bundle::valid_page_name(name) {
+                return bad(format!(
+                    "Unicode table page {name:?} is not a page name n-<hex>"
+                ));
+            }
+        }
     }
     Ok(())
 }
@@ -922,6 +980,10 @@ pub fn all_pages(root: &PagesRoot) -> Vec<String> {
         out.extend((0..v.pages).map(|n| v.name(Kind::Vectors, n)));
     }
     out.extend((0..root.sources.pages).map(|n| root.sources.name(Kind::Sources, n)));
+    if let Some(u) = &root.unicode {
+        out.push(u.nfkc.clone());
+        out.push(u.t2s.clone());
+    }
     out
 }
 

@@ -5,7 +5,7 @@
 //! ```text
 //! 0   "JKP2"
 //! 4   u8 kind (the name's letter: b'd', b'o', b'c', b'v', b'l', b'h', b't', b's', b'x',
-//!     and the query model's b'm', b'k', b'u', b'r')
+//!     the query model's b'm', b'k', b'u', b'r', and the Unicode tables' b'n')
 //! 5   u8 codec: 0 = raw, 1 = deflate-raw (RFC 1951)
 //! 6   u16 0
 //! 8   u32 raw_len      body length before compression
@@ -14,7 +14,7 @@
 //! 20  28 bytes         the first 28 bytes of SHA-256 (FIPS 180-4) of the raw body
 //! 48  body (stored_len bytes)
 //! ```
-//! A content-named page (`<kind>-<h16>`: columns, the query model's layer, tokenizer and row-map pages) is named by the first 8 bytes of
+//! A content-named page (`<kind>-<h16>`: columns, Unicode tables, the query model's layer, tokenizer and row-map pages) is named by the first 8 bytes of
 //! that digest in hex; a numbered page (`<kind>-<g16>-<n>`: every other kind) carries its
 //! number in the header. Readers
 //! refuse a page over [`MAX_PAGE`] bytes, a digest or length that does not match, and a
@@ -59,6 +59,9 @@ pub enum Kind {
     RowMap,
     /// Token-embedding rows of the query model ([`super::qmodel`]).
     Rows,
+    /// One of the analyzer's Unicode tables ([`crate::unicode`]): NFKC + lowercase, or
+    /// Traditional → Simplified.
+    Unicode,
 }
 
 impl Kind {
@@ -78,6 +81,7 @@ impl Kind {
             Kind::ModelTokenizer => b'k',
             Kind::RowMap => b'u',
             Kind::Rows => b'r',
+            Kind::Unicode => b'n',
         }
     }
 
@@ -104,6 +108,7 @@ impl Kind {
             b'k' => Kind::ModelTokenizer,
             b'u' => Kind::RowMap,
             b'r' => Kind::Rows,
+            b'n' => Kind::Unicode,
             _ => return None,
         })
     }
@@ -117,7 +122,7 @@ impl Kind {
     pub fn numbered(self) -> bool {
         !matches!(
             self,
-            Kind::Columns | Kind::ModelLayers | Kind::ModelTokenizer | Kind::RowMap
+            Kind::Columns | Kind::ModelLayers | Kind::ModelTokenizer | Kind::RowMap | Kind::Unicode
         )
     }
 }
