@@ -6,6 +6,14 @@ const params = new URLSearchParams(location.search);
 const BUNDLE_URL = params.get("bundle") || "bundle/";
 const MODEL_PARAM = params.get("model");
 const MODEL_URL = MODEL_PARAM === "none" ? null : MODEL_PARAM || "model/";
+// Origins other than this page's that ?bundle= and ?model= may name: none unless the site lists
+// them, space-separated, in <meta name="jikji-allowed-origins" content="https://a.example …">
+// (and in the CSP's connect-src).
+const ALLOWED_ORIGINS = (document.querySelector('meta[name="jikji-allowed-origins"]')?.content || "")
+  .split(/\s+/)
+  .filter(Boolean);
+// The engine (wasm-bindgen output of scripts/build-wasm, with its integrity.json) beside the page.
+const ENGINE_URL = "pkg/";
 const TOP_K = Math.min(100, Math.max(1, parseInt(params.get("k") || "10", 10) || 10));
 const DEBOUNCE_MS = 250;
 
@@ -160,7 +168,7 @@ function renderHit(hit, calibrated = false) {
 }
 
 /**
- * Render a parsed engine result ({query, mode, hits}); exposed for tests as jikjiPage.render.
+ * Render a parsed engine result ({query, mode, hits}).
  * #results gets data-query (the query as typed, trimmed), data-mode (the mode actually run),
  * data-count and data-status="done" so tests can wait for exactly these results.
  */
@@ -315,7 +323,12 @@ async function start() {
   setState("loading");
   setStatus("Loading the search index…");
   try {
-    jikji = await Jikji.load(BUNDLE_URL, { modelUrl: MODEL_URL, onProgress });
+    jikji = await Jikji.load(BUNDLE_URL, {
+      modelUrl: MODEL_URL,
+      onProgress,
+      engineUrl: ENGINE_URL,
+      allowedOrigins: ALLOWED_ORIGINS,
+    });
   } catch (e) {
     console.error("loading the bundle failed:", e);
     setState("error");
@@ -346,18 +359,5 @@ async function start() {
   );
   if (input.value.trim() && selectedMode() !== "bm25") wantModel();
 }
-
-// For tests and debugging only.
-window.jikjiPage = {
-  render: (result) => renderResults(result),
-  loadModel: () => {
-    modelConsent = true;
-    wantModel();
-    return modelLoading || Promise.resolve();
-  },
-  get jikji() {
-    return jikji;
-  },
-};
 
 start();

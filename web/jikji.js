@@ -1,11 +1,24 @@
 // Jikji: in-browser book search. Small ES-module API over a Web Worker that runs the wasm engine.
+// This file is the npm package `jikji-web` (packages/jikji-web: scripts/pack-web) and the page's
+// own API (web/app.js imports it); its types are packages/jikji-web/jikji.d.ts.
 //
-//   import { Jikji } from "./jikji.js";
+//   import { Jikji } from "jikji-web";
 //   const j = await Jikji.load("/bundle/", { onProgress });
 //   j.loadModel();                                   // start the model download (optional)
-//   const r = await j.search("to be or not to be", { mode: "hybrid", topK: 10 });
+//   const r = await j.search("to be or not to be", { mode: "hybrid", topK: 10,
+//                            filters: { tier: "0-2", lang: ["ko", "en"], folder: "1. 漢文" } });
 //   // r = {query, mode, fusion, calibrated, hits: [{rank, id, score (calibrated, 0..1), raw_score, source, source_url, heading_path, tier, lang, text}],
 //   //      stats: {rounds, requests, pages, transfer, stored, raw, shared, transferEstimated, ms}}
+//
+// Where things come from (all overridable in Jikji.load's options):
+//   workerUrl  ./worker.js beside this file (it imports ./pages.js beside itself)
+//   engineUrl  ./engine/ beside this file: jikji_engine.js + jikji_engine_bg.wasm (the search
+//              engine) and qmodel/ (the query model), as scripts/build-wasm writes pkg/
+//   integrity  "integrity.json" in engineUrl (written with them): the SHA-256 of the worker,
+//              pages.js and the four engine files; each is checked before it runs, and a file
+//              that differs stops load() with an Error naming it. Pass the files map itself
+//              (hashes in your own code) or false (no check: development only).
+//   allowedOrigins  the origins bundle URLs may come from: only the page's own by default.
 //
 // The bundle is format v2: load() fetches only its entry file (jikji.json); each search fetches
 // the pages it needs (see worker.js), so BM25 never downloads vectors or the model. r.stats
@@ -14,7 +27,7 @@
 // gives no figure (transferEstimated); stored: page bytes received; raw: after inflating),
 // pages joined from another query's fetch (shared) and ms (wall time in the worker).
 // The worker loads the small search engine (BM25 and the dense scan) at once; the query model
-// (a ~160 kB wasm, ../pkg/qmodel/, and the bundle's query-model pages: ~13 MB, kept in Cache
+// (a ~160 kB wasm, ENGINE/qmodel/, and the bundle's query-model pages: ~13 MB, kept in Cache
 // Storage) is fetched only when the model is asked for (loadModel, or a dense/hybrid search).
 //
 // onProgress({phase, loaded, total, ...}):
@@ -26,9 +39,26 @@
 //   phase "ready":  {model: false} once the bundle is open (BM25 works),
 //                   {model: true} once the model is loaded (dense and hybrid work)
 // BM25 searches work as soon as load() resolves; dense/hybrid searches start the model download
-// if needed and wait for it. Every failure rejects with an Error carrying the engine's message.
+// if needed and wait for it. Every failure rejects with an Error carrying the engine's message;
+// a refused URL or a failed integrity check rejects with a JikjiError whose `code` says which.
 
 const MODES = new Set(["bm25", "dense", "hybrid"]);
+/** The query model and engine files an integrity map must list (besides worker.js, pages.js). */
+const ENGINE_FILES = [
+  "jikji_engine.js",
+  "jikji_engine_bg.wasm",
+  "qmodel/jikji_query_model_wasm.js",
+  "qmodel/jikji_query_model_wasm_bg.wasm",
+];
+
+/** An Error with a `code`: "origin" (a URL from an origin not allowed), "integrity" (a file failed its check). */
+export class JikjiError extends Error {
+  constructor(code, message) {
+    super(message);
+    this.name = "JikjiError";
+    this.code = code;
+  }
+}
 
 /** Absolute URL with a trailing slash, resolved against the page. */
 function folderUrl(url) {
@@ -39,19 +69,144 @@ function folderUrl(url) {
   return u.href;
 }
 
+/**
+ * Throws a JikjiError (code "origin") unless `url`'s origin is the page's or one of `allowed`
+ * ("*" allows any http(s) origin). Only http: and https: URLs are ever accepted.
+ */
+export function checkOrigin(url, allowed = [], what = "bundle") {
+  const u = new URL(url, globalThis.location?.href);
+  const here = globalThis.location?.origin;
+  if (u.protocol !== "http:" && u.protocol !== "https:") {
+    throw new JikjiError("origin", `refused ${what} URL ${u.href}: only http and https URLs are loaded`);
+  }
+  const list = Array.isArray(allowed) ? allowed : [allowed];
+  const ok = u.origin === here || list.some((o) => o === "*" || safeOrigin(o) === u.origin);
+  if (!ok) {
+    throw new JikjiError(
+      "origin",
+      `refused ${what} URL ${u.href}: it is not on this site (${here}); a site loads other origins only when it ` +
+        "lists them in allowedOrigins",
+    );
+  }
+  return u.href;
+}
+
+function safeOrigin(o) {
+  try {
+    return new URL(String(o)).origin;
+  } catch {
+    return null;
+  }
+}
+
+function base64(bytes) {
+  let s = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) s += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return btoa(s);
+}
+
+/** Checks the bytes at `url` against `want` ("sha256-<base64>"); throws a JikjiError naming the file. */
+async function checkFile(url, want, name) {
+  if (typeof want !== "string" || !want.startsWith("sha256-")) {
+    throw new JikjiError("integrity", `integrity check: the integrity map lists no sha256 for ${name}`);
+  }
+  let bytes;
+  try {
+    const res = await fetch(url);
+    if (!res.ok) throw new Error(`HTTP ${res.status}`);
+    bytes = new Uint8Array(await res.arrayBuffer());
+  } catch (e) {
+    throw new Error(`cannot fetch ${url} to check it: ${e.message || e}`);
+  }
+  if (!globalThis.crypto?.subtle) {
+    throw new JikjiError("integrity", `integrity check of ${name} needs crypto.subtle (a secure context: https or localhost)`);
+  }
+  const got = `sha256-${base64(new Uint8Array(await crypto.subtle.digest("SHA-256", bytes)))}`;
+  if (got !== want) {
+    throw new JikjiError(
+      "integrity",
+      `integrity check failed for ${url}: its SHA-256 is ${got}, the integrity map says ${want}; refusing to run it`,
+    );
+  }
+}
+
+/** The integrity map of `engineUrl`'s integrity.json (or `option` itself), with every file it must list. */
+async function integrityMap(option, engineUrl) {
+  if (option === false) return null;
+  let map = option;
+  if (option == null || typeof option === "string") {
+    const url = new URL(option || "integrity.json", engineUrl).href;
+    let res;
+    try {
+      res = await fetch(url, { cache: "no-cache" });
+    } catch (e) {
+      throw new JikjiError("integrity", `cannot fetch the engine's integrity map ${url}: ${e.message || e}`);
+    }
+    if (!res.ok) throw new JikjiError("integrity", `the engine's integrity map ${url}: HTTP ${res.status}`);
+    try {
+      map = (await res.json()).files;
+    } catch (e) {
+      throw new JikjiError("integrity", `the engine's integrity map ${url} is not JSON: ${e.message || e}`);
+    }
+  }
+  if (!map || typeof map !== "object") throw new JikjiError("integrity", "the integrity map has no files");
+  for (const f of [...ENGINE_FILES, "worker.js", "pages.js"]) {
+    if (typeof map[f] !== "string") throw new JikjiError("integrity", `the integrity map lists no sha256 for ${f}`);
+  }
+  return map;
+}
+
+/** Normalises search filters to the worker's strings: {tier: "N"|"A-B", lang: "a,b", folder}. */
+function filterStrings(filters) {
+  if (filters == null) return null;
+  if (typeof filters !== "object") throw new TypeError("filters must be an object {tier?, lang?, folder?}");
+  const out = {};
+  const { tier, lang, folder } = filters;
+  if (tier != null && tier !== "") {
+    if (Array.isArray(tier)) {
+      if (tier.length !== 2 || !tier.every((t) => Number.isInteger(t) && t >= 0)) {
+        throw new TypeError(`filters.tier ${JSON.stringify(tier)}: expected [lowest, highest] tiers`);
+      }
+      out.tier = `${tier[0]}-${tier[1]}`;
+    } else if (Number.isInteger(tier) && tier >= 0) {
+      out.tier = String(tier);
+    } else if (typeof tier === "string") {
+      out.tier = tier;
+    } else {
+      throw new TypeError(`filters.tier ${JSON.stringify(tier)}: expected a tier, [lowest, highest] or "A-B"`);
+    }
+  }
+  if (lang != null && lang !== "") out.lang = Array.isArray(lang) ? lang.map(String).join(",") : String(lang);
+  if (folder != null && folder !== "") out.folder = String(folder);
+  return out;
+}
+
 export class Jikji {
   /**
-   * Load a bundle in a Worker and open it.
-   * @param {string} bundleUrl folder holding jikji.json and p/ (relative to the page is fine)
-   * @param {{onProgress?: Function, workerUrl?: string|URL, cacheBudget?: number, modelUrl?: string}} [options]
-   *   modelUrl: unused since the query model comes from the bundle's own pages (kept so old callers work)
-   *   cacheBudget: the engine's page cache budget in bytes (default: the engine's, 32 MiB)
+   * Load a bundle in a Worker and open it. Options (packages/jikji-web/jikji.d.ts, LoadOptions):
+   * onProgress, cacheBudget (the engine's page cache in bytes, default 32 MiB), workerUrl,
+   * engineUrl, integrity, allowedOrigins (see the header of this file); modelUrl is unused
+   * (the query model comes from the bundle's own pages; kept so old callers work).
    * @returns {Promise<Jikji>}
    */
   static async load(bundleUrl, options = {}) {
-    const j = new Jikji(options);
+    const allowed = options.allowedOrigins ?? [];
+    const bundle = folderUrl(checkOrigin(bundleUrl, allowed, "bundle"));
+    const engineUrl = folderUrl(options.engineUrl ?? new URL("./engine/", import.meta.url));
+    checkOrigin(engineUrl, allowed, "engine");
+    const workerUrl = new URL(options.workerUrl ?? new URL("./worker.js", import.meta.url), globalThis.location?.href);
+    checkOrigin(workerUrl.href, allowed, "worker");
+    if (options.modelUrl != null) checkOrigin(options.modelUrl, allowed, "model");
+    const integrity = await integrityMap(options.integrity, engineUrl);
+    if (integrity) {
+      await Promise.all([
+        checkFile(workerUrl.href, integrity["worker.js"], "worker.js"),
+        checkFile(new URL("./pages.js", workerUrl).href, integrity["pages.js"], "pages.js"),
+      ]);
+    }
+    const j = new Jikji({ ...options, workerUrl });
     try {
-      const msg = { type: "open", bundleUrl: folderUrl(bundleUrl) };
+      const msg = { type: "open", bundleUrl: bundle, engineUrl, integrity };
       if (options.cacheBudget != null) msg.cacheBudget = Math.max(0, Math.floor(Number(options.cacheBudget)));
       const { summary, stats } = await j._call(msg, "bundle");
       j.manifest = JSON.parse(summary);
@@ -59,6 +214,7 @@ export class Jikji {
       j.openStats = stats;
     } catch (e) {
       j.close();
+      if (/integrity check/.test(e.message)) throw new JikjiError("integrity", e.message);
       throw e;
     }
     j._progress({ phase: "ready", loaded: 1, total: 1, model: false });
@@ -67,6 +223,7 @@ export class Jikji {
 
   /** Use Jikji.load(). */
   constructor({ modelUrl = null, onProgress = null, workerUrl = null } = {}) {
+    if (!workerUrl) throw new TypeError("use Jikji.load(bundleUrl, options)");
     this.modelUrl = modelUrl == null ? null : folderUrl(modelUrl);
     this.onProgress = typeof onProgress === "function" ? onProgress : null;
     /** Entry summary from the engine: {format_version, chunks, files, model, ...}. */
@@ -76,7 +233,7 @@ export class Jikji {
     this._modelPromise = null;
     this._nextId = 1;
     this._pending = new Map(); // id -> {resolve, reject, phase}
-    this._worker = new Worker(workerUrl || new URL("./worker.js", import.meta.url), {
+    this._worker = new Worker(workerUrl, {
       type: "module",
       name: "jikji",
     });
@@ -120,15 +277,23 @@ export class Jikji {
 
   /**
    * Search. dense/hybrid wait for the model (starting its download if needed).
-   * @param {string} query
    * Expired chunks (front matter `expires` before now) are left out; archived chunks (older
-   * versions of a document) only with `includeArchived: true`.
-   * @param {{mode?: "bm25"|"dense"|"hybrid", topK?: number, includeArchived?: boolean}} [opts]
-   * @returns {Promise<{query: string, mode: string, hits: object[], stats: object}>}
+   * versions of a document) only with `includeArchived: true`. `filters` ({tier: 2 | [0, 2] |
+   * "0-2", lang: "ko" | ["ko", "en"], folder: "1. 漢文"}) keep only matching chunks, applied
+   * before top-k is cut; `minScore` drops hits under that calibrated score; `fusion` is "rrf",
+   * "weighted" or "weighted:W" (hybrid). Types: SearchOptions in jikji.d.ts.
+   * @param {string} query
+   * @returns {Promise<SearchResult>}
    */
-  async search(query, { mode = "hybrid", topK = 10, includeArchived = false } = {}) {
+  async search(query, { mode = "hybrid", topK = 10, includeArchived = false, minScore = 0, fusion = null, filters = null } = {}) {
     if (!MODES.has(mode)) throw new Error(`unknown search mode ${JSON.stringify(mode)}`);
     const k = Math.max(1, Math.floor(Number(topK) || 10));
+    const min = Number(minScore);
+    if (!Number.isFinite(min) || min < 0) throw new TypeError(`minScore must be a number ≥ 0, got ${minScore}`);
+    if (fusion != null && !/^(rrf|weighted(:[0-9.]+)?)$/.test(String(fusion))) {
+      throw new TypeError(`unknown fusion ${JSON.stringify(fusion)} (expected rrf, weighted or weighted:W)`);
+    }
+    const f = filterStrings(filters);
     if (mode !== "bm25") await this.loadModel();
     return this._call({
       type: "search",
@@ -136,6 +301,9 @@ export class Jikji {
       mode,
       topK: k,
       includeArchived: Boolean(includeArchived),
+      minScore: min,
+      fusion: fusion == null ? null : String(fusion),
+      filters: f,
     });
   }
 

@@ -1,10 +1,11 @@
 // Jikji search worker (module worker). Holds the wasm Engine (BM25 + dense scan) and, once the
-// model is asked for, the query model (../pkg/qmodel/, ~160 kB wasm, weights from the bundle's
+// model is asked for, the query model (ENGINE/qmodel/, ~160 kB wasm, weights from the bundle's
 // own query-model pages); fetches the bundle's pages as queries need them.
 //
-// Protocol (main → worker):   {id, type: "open", bundleUrl, cacheBudget?}
+// Protocol (main → worker):   {id, type: "open", bundleUrl, cacheBudget?, engineUrl, integrity}
 //                             {id, type: "loadModel"}
-//                             {id, type: "search", query, mode, topK, includeArchived}
+//                             {id, type: "search", query, mode, topK, includeArchived, minScore?, fusion?,
+//                              filters?: {tier?: "N"|"A-B", lang?: "ko,en", folder?: string}}
 //                             {id, type: "cacheStats"}
 // Replies (worker → main):    {id, ok: true, result}      open: {summary: JSON string, stats}
 //                                                         search: the SearchResult object + stats
@@ -13,7 +14,12 @@
 //                                                                      memory: {engine, model} (wasm memory bytes)}
 //                             {id, ok: false, error}      error: message string
 //                             {id, type: "progress", phase, loaded, total, stage?, ...}
-// bundleUrl is an absolute URL ending in "/".
+// bundleUrl and engineUrl are absolute URLs ending in "/". engineUrl is the folder of the engine
+// (jikji_engine.js, jikji_engine_bg.wasm) and of the query model (qmodel/…); integrity is null
+// (no check) or the `files` map of its integrity.json ({"jikji_engine_bg.wasm": "sha256-<base64>",
+// …}): every engine and query-model file is fetched, its SHA-256 compared with the map, and only
+// then used (the wasm bytes checked are the bytes instantiated; a JS glue file is checked, then
+// imported from the same URL, so it comes from the HTTP cache just filled).
 //
 // A bundle is format v2 (FORMAT.md, "Format 2"; docs/design/paged-bundle-v2.md §12): the entry
 // file `jikji.json` (fetched with cache: "no-cache", so a new build is seen at once) and
@@ -36,7 +42,9 @@
 
 import { MAX_PAGE, PAGE_HEADER_LEN, decodePage } from "./pages.js";
 
-const ENGINE_URL = new URL("../pkg/jikji_engine.js", import.meta.url);
+/** Set by "open": the engine folder (URL ending in "/") and the integrity map (or null). */
+let engineBase = null;
+let integrity = null;
 
 /** The bundle's entry file (format v2). */
 const ENTRY = "jikji.json";
@@ -66,22 +74,74 @@ function errorMessage(e) {
   }
 }
 
+function base64(bytes) {
+  let s = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) s += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return btoa(s);
+}
+
+/**
+ * The bytes of engine file `name` (relative to engineBase) after checking them against the
+ * integrity map: an Error naming the file if it is not listed or its SHA-256 differs.
+ */
+async function verifiedFile(name) {
+  const url = new URL(name, engineBase).href;
+  const res = await fetchOk(url, `engine file ${name}`);
+  const bytes = new Uint8Array(await res.arrayBuffer());
+  if (integrity) {
+    const want = integrity[name];
+    if (typeof want !== "string" || !want.startsWith("sha256-")) {
+      throw new Error(`integrity check: integrity.json lists no sha256 for ${name}; refusing to run it`);
+    }
+    if (!globalThis.crypto?.subtle) {
+      throw new Error(`integrity check of ${name} needs crypto.subtle (a secure context: https or localhost)`);
+    }
+    const got = `sha256-${base64(new Uint8Array(await crypto.subtle.digest("SHA-256", bytes)))}`;
+    if (got !== want) {
+      throw new Error(
+        `integrity check failed for ${url}: its SHA-256 is ${got}, integrity.json says ${want}; ` +
+          "refusing to run a modified or mismatched engine (rebuild with scripts/build-wasm, or reinstall the package)",
+      );
+    }
+  }
+  return { url, bytes };
+}
+
+/** Imports the wasm-bindgen module `js` and instantiates it with the checked bytes of `wasm`. */
+async function loadWasmModule(js, wasm, what) {
+  let mod;
+  try {
+    const glue = await verifiedFile(js);
+    mod = await import(glue.url);
+  } catch (e) {
+    throw new Error(`cannot load ${what} (${new URL(js, engineBase).pathname}): ${errorMessage(e)}`);
+  }
+  let bytes;
+  try {
+    bytes = (await verifiedFile(wasm)).bytes;
+  } catch (e) {
+    throw new Error(`cannot load ${what} (${new URL(wasm, engineBase).pathname}): ${errorMessage(e)}`);
+  }
+  let exports;
+  try {
+    exports = await mod.default({ module_or_path: bytes });
+  } catch (e) {
+    throw new Error(`cannot start ${what} (wasm): ${errorMessage(e)}`);
+  }
+  return { mod, exports };
+}
+
 function getEngine() {
   if (!enginePromise) {
+    if (!engineBase) return Promise.reject(new Error("open a bundle first (the engine URL comes with it)"));
     enginePromise = (async () => {
-      let mod;
-      try {
-        mod = await import(ENGINE_URL.href);
-      } catch (e) {
-        throw new Error(`cannot load the search engine (${ENGINE_URL.pathname}): ${errorMessage(e)}`);
-      }
-      try {
-        engineWasm = await mod.default(); // wasm-bindgen init; finds its .wasm next to the .js
-      } catch (e) {
-        throw new Error(`cannot start the search engine (wasm): ${errorMessage(e)}`);
-      }
+      const { mod, exports } = await loadWasmModule("jikji_engine.js", "jikji_engine_bg.wasm", "the search engine");
+      engineWasm = exports;
       return new mod.Engine();
-    })();
+    })().catch((e) => {
+      enginePromise = null;
+      throw e;
+    });
   }
   return enginePromise;
 }
@@ -251,7 +311,11 @@ function ensurePage(engine, name, stats) {
 
 // ---------------------------------------------------------------- open
 
-async function openBundle(id, bundleUrl, cacheBudget) {
+async function openBundle(id, bundleUrl, cacheBudget, engineUrl, integrityMap) {
+  if (!engineBase) {
+    engineBase = String(engineUrl);
+    integrity = integrityMap && typeof integrityMap === "object" ? integrityMap : null;
+  }
   const engine = await getEngine();
   if (typeof engine.open_entry !== "function" || typeof engine.add_page !== "function") {
     throw new Error("this build of the search engine cannot read format 2 bundles (no open_entry): rebuild pkg/ with scripts/build-wasm");
@@ -318,7 +382,7 @@ async function openBundle(id, bundleUrl, cacheBudget) {
 // docs/design/query-model-pack.md §6): the entry's pages.query_model names 12 layer pages
 // (m-…), the tokenizer pages (k-…) and the row map (u-…), fetched in parallel on loadModel;
 // each query then fetches the row pages (r-…) of its token ids that are not in yet. They go
-// through the small query-model wasm (../pkg/qmodel/, ~160 kB), which verifies every page
+// through the small query-model wasm (ENGINE/qmodel/, ~160 kB), which verifies every page
 // (SHA-256, name, sizes) and embeds the query (Q4_0 forward pass, simd128, one thread: the
 // page has no threaded build, so cross-origin isolation changes nothing).
 //
@@ -327,7 +391,6 @@ async function openBundle(id, bundleUrl, cacheBudget) {
 // visit, or another tab, reads them from there and fetches no model bytes; a cached page
 // that fails verification is dropped and fetched again.
 
-const QMODEL_URL = new URL("../pkg/qmodel/jikji_query_model_wasm.js", import.meta.url);
 /** Cache Storage name of the model pages. */
 const MODEL_CACHE = "jikji-model-pages-v1";
 
@@ -459,17 +522,11 @@ async function fetchAndLoadModel(id) {
   }
   const report = progressReporter(id, "model");
   if (!qmod) {
-    let mod;
-    try {
-      mod = await import(QMODEL_URL.href);
-    } catch (e) {
-      throw new Error(`cannot load the query model (${QMODEL_URL.pathname}): ${errorMessage(e)}`);
-    }
-    try {
-      await mod.default();
-    } catch (e) {
-      throw new Error(`cannot start the query model (wasm): ${errorMessage(e)}`);
-    }
+    const { mod } = await loadWasmModule(
+      "qmodel/jikji_query_model_wasm.js",
+      "qmodel/jikji_query_model_wasm_bg.wasm",
+      "the query model",
+    );
     qmod = mod;
   }
   let m;
@@ -506,12 +563,18 @@ function needOf(result) {
   return need;
 }
 
-async function search(id, query, mode, topK, includeArchived) {
+async function search(id, query, mode, topK, includeArchived, minScore, fusion, filters) {
   const engine = await getEngine();
   if (!bundleOpen) throw new Error("open the bundle before searching");
   // The clock for expiry filtering (front matter `expires`).
   engine.set_now(Date.now());
   engine.set_include_archived(Boolean(includeArchived));
+  engine.set_min_score(Number(minScore) || 0);
+  // "weighted" is the engine's default: the bundle's weight, RRF on a bundle without a dense calibration.
+  engine.set_fusion(fusion == null ? "weighted" : String(fusion));
+  const f = filters || {};
+  const opt = (v) => (v == null || v === "" ? undefined : String(v));
+  engine.set_filters(opt(f.tier), opt(f.lang), opt(f.folder));
   const m = String(mode);
   const dense = ["dense", "hybrid"].includes(m.toLowerCase());
   const stats = { rounds: 0, requests: 0, pages: 0, transfer: 0, stored: 0, raw: 0, shared: 0, transferEstimated: false };
@@ -581,13 +644,13 @@ self.onmessage = async (ev) => {
     let result;
     switch (type) {
       case "open":
-        result = await openBundle(id, msg.bundleUrl, msg.cacheBudget);
+        result = await openBundle(id, msg.bundleUrl, msg.cacheBudget, msg.engineUrl, msg.integrity);
         break;
       case "loadModel":
         result = await loadModel(id);
         break;
       case "search":
-        result = await search(id, msg.query, msg.mode, msg.topK, msg.includeArchived);
+        result = await search(id, msg.query, msg.mode, msg.topK, msg.includeArchived, msg.minScore, msg.fusion, msg.filters);
         break;
       case "cacheStats":
         result = await cacheStats();

@@ -635,7 +635,7 @@ pub fn fit(
     let mut dense_lists = Vec::new();
     for (i, (q, sc)) in queries.iter().zip(&scorers).enumerate() {
         let wrong = wrong_for(q);
-        let den = dense(sc, NEGATIVE_DEPTH.max(100));
+        let den = dense(sc, NEGATIVE_DEPTH.max(100), None);
         let bg = dense_background(sc);
         let z: Vec<(u32, f32)> = den.iter().map(|&(d, c)| (d, dense_z(c, bg))).collect();
         let rnd = random_doc(q, &wrong).map(|d| (d, dense_z(sc.score(d as usize), bg)));

@@ -25,6 +25,7 @@ fn options(tmp: &std::path::Path) -> EvalOptions {
         expansion: Expansion::default(),
         now_ms: None,
         prefer_tier: None,
+        filters: Default::default(),
         query_model: None,
     }
 }

@@ -533,3 +533,69 @@ fn keep_alive_connections_left_unanswered() {
         assert_eq!(results.iter().flatten().sum::<usize>(), 16 * 4);
     }
 }
+
+/// `jikji serve` sent no Content-Security-Policy, and `nosniff` only on some responses: every
+/// response now carries both (page, entry, text, wasm, 304, 404, redirect, 400, 405).
+#[test]
+fn responses_had_no_csp_header() {
+    let s = site();
+    let srv = serve(&s, "bundle");
+    let etag = etag_of(&s.entry);
+    // (path, extra request headers, expected status)
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, u16);
+    let cases: Vec<Case> = vec![
+        ("/", vec![], 200),
+        ("/app.js", vec![("Accept-Encoding", "br")], 200),
+        ("/pkg/jikji_engine_bg.wasm", vec![], 200),
+        ("/bundle/jikji.json", vec![], 200),
+        (
+            "/bundle/jikji.json",
+            vec![("If-None-Match", etag.as_str())],
+            304,
+        ),
+        ("/bundle/p/d-00000000deadbeef", vec![], 200),
+        ("/nothing-here.js", vec![], 404),
+        ("/pkg", vec![], 301),
+        ("/bundle/../secret", vec![], 400),
+    ];
+    for (path, extra, status) in cases {
+        let r = get(srv.addr, path, &extra);
+        assert_eq!(r.status, status, "{path}");
+        assert_eq!(
+            r.header("content-security-policy"),
+            Some(jikji_builder::serve::CSP),
+            "{path}"
+        );
+        assert_eq!(
+            r.header("x-content-type-options"),
+            Some("nosniff"),
+            "{path}"
+        );
+    }
+    let csp = jikji_builder::serve::CSP;
+    for part in [
+        "default-src 'self'",
+        "script-src 'self' 'wasm-unsafe-eval'",
+        "connect-src 'self'",
+        "frame-ancestors 'none'",
+        "object-src 'none'",
+    ] {
+        assert!(csp.contains(part), "{csp}");
+    }
+    assert!(!csp.contains("http:") && !csp.contains("https:") && !csp.contains("unsafe-inline"));
+    // A method other than GET/HEAD.
+    let mut t = TcpStream::connect(srv.addr).unwrap();
+    write!(t, "POST / HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+    let mut buf = String::new();
+    t.read_to_string(&mut buf).unwrap();
+    assert!(
+        buf.starts_with("HTTP/1.0 405") || buf.starts_with("HTTP/1.1 405"),
+        "{buf}"
+    );
+    let lower = buf.to_ascii_lowercase();
+    assert!(
+        lower.contains("content-security-policy: default-src 'self'"),
+        "{buf}"
+    );
+    assert!(lower.contains("x-content-type-options: nosniff"), "{buf}");
+}

@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod centring;
+pub mod filters;
 pub mod fusion;
 mod lifecycle;
 pub mod out;
@@ -27,6 +28,7 @@ use serde::Serialize;
 
 use lifecycle::Lifecycle;
 
+pub use filters::Filters;
 pub use search::{Expansion, Scored, FUSION_DEPTH, RRF_K};
 
 /// Most passes one query makes over a paged bundle (dictionary, postings, chunks, plus
@@ -76,6 +78,12 @@ pub enum EngineError {
         error("unknown fusion {0:?} (expected rrf, weighted or weighted:W with 0 ≤ W ≤ 1, W a plain decimal of at most 8 digits after the point)")
     )]
     BadFusion(String),
+    /// A search filter that does not parse (names it and what was expected).
+    #[error("bad filter: {0}")]
+    BadFilter(String),
+    /// Filters were asked of a paged bundle whose columns page predates the filter columns.
+    #[error("this bundle was built before search filters (its columns page has no tier, language and folder columns): rebuild it with `jikji build` to filter by tier, language or folder")]
+    NoFilterColumns,
     /// A paged bundle needs these pages (names under `p/`) to answer the query: fetch them,
     /// add them ([`jikji_format::Bundle::add_page`]) and run the query again. Natively,
     /// for a bundle read from a folder, the engine loads them itself and never returns this.
@@ -238,6 +246,12 @@ pub struct Engine {
     min_score: f32,
     prefer_tier: Option<u32>,
     options: SearchOptions,
+    filters: Filters,
+    /// The last filters' allowed docs, kept while the filters are unchanged.
+    allowed: std::sync::Mutex<Option<(Filters, std::sync::Arc<Vec<bool>>)>>,
+    /// A format 1 bundle's facets, read from every record on first use.
+    #[cfg(feature = "v1")]
+    v1_facets: OnceLock<Result<jikji_format::paged::Facets, String>>,
     lifecycle: OnceLock<Result<Lifecycle, String>>,
     /// The bundle's per-chunk centring, decoded once the vectors are loaded (`None`: none).
     chunk_centring: OnceLock<Option<centring::ChunkCentring>>,
@@ -277,6 +291,10 @@ impl Engine {
             min_score: 0.0,
             prefer_tier: None,
             options: SearchOptions::default(),
+            filters: Filters::default(),
+            allowed: Default::default(),
+            #[cfg(feature = "v1")]
+            v1_facets: OnceLock::new(),
             lifecycle: OnceLock::new(),
             chunk_centring: OnceLock::new(),
             fetched: Default::default(),
@@ -338,6 +356,63 @@ impl Engine {
     /// The lifecycle filters in use.
     pub fn search_options(&self) -> SearchOptions {
         self.options
+    }
+
+    /// Sets the tier, language and folder filters of every search (default: none). They
+    /// are applied inside the rankers, before a ranking is cut (see [`filters`]), so a
+    /// filtered search still returns `top_k` hits when the bundle has that many allowed
+    /// chunks. On a paged bundle written before the filter columns, a search with a filter
+    /// fails with [`EngineError::NoFilterColumns`].
+    pub fn set_filters(&mut self, filters: Filters) {
+        self.filters = filters;
+    }
+
+    /// The tier, language and folder filters in use.
+    pub fn filters(&self) -> &Filters {
+        &self.filters
+    }
+
+    /// Per doc, whether the filters allow it; `None` without filters. Reads the columns
+    /// page (paged bundles) or every record (format 1, once).
+    fn allowed(&self) -> Result<Option<std::sync::Arc<Vec<bool>>>, EngineError> {
+        if self.filters.is_empty() {
+            return Ok(None);
+        }
+        let mut memo = self.allowed.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((f, a)) = memo.as_ref() {
+            if *f == self.filters {
+                return Ok(Some(a.clone()));
+            }
+        }
+        let allowed = match self.bundle.columns()? {
+            Some(c) => self
+                .filters
+                .allowed(c.facets.as_ref().ok_or(EngineError::NoFilterColumns)?),
+            None => {
+                #[cfg(feature = "v1")]
+                {
+                    let f = self
+                        .v1_facets
+                        .get_or_init(|| filters::scan(&self.bundle).map_err(|e| e.to_string()))
+                        .as_ref()
+                        .map_err(|e| {
+                            EngineError::Format(FormatError::corrupt(
+                                jikji_format::chunks::CHUNKS_FILE,
+                                0,
+                                e.clone(),
+                            ))
+                        })?;
+                    self.filters.allowed(f)
+                }
+                #[cfg(not(feature = "v1"))]
+                return Err(EngineError::Format(FormatError::V1NotBuilt {
+                    file: jikji_format::manifest::MANIFEST_FILE.into(),
+                }));
+            }
+        };
+        let a = std::sync::Arc::new(allowed);
+        *memo = Some((self.filters.clone(), a.clone()));
+        Ok(Some(a))
     }
 
     fn lifecycle(&self) -> Result<&Lifecycle, EngineError> {
@@ -684,16 +759,18 @@ impl Engine {
             Err(EngineError::Format(e)) if e.is_page_missing() => {
                 // The columns page is not loaded yet: rank anyway, so the dictionary pages
                 // this query needs are asked for in the same round.
-                let _ = self.rankers(query, qvec, mode, top_k.max(scores::MARGIN_DEPTH));
+                let _ = self.rankers(query, qvec, mode, top_k.max(scores::MARGIN_DEPTH), None);
                 return Err(e.into());
             }
             Err(e) => return Err(e),
         };
+        let allowed = self.allowed()?;
+        let allow = allowed.as_deref().map(Vec::as_slice);
         let excluded = life.excluded(opts);
         // Preferring a tier looks past the top_k-th hit for the hits that tie with it.
         let deep = top_k.saturating_add(self.prefer_tier.map_or(0, |_| pipeline::TIE_DEPTH));
         let depth = pipeline::Depth::of(self, deep, excluded);
-        let lists = self.rankers(query, qvec, mode, depth.rank)?;
+        let lists = self.rankers(query, qvec, mode, depth.rank, allow)?;
         let fused = self.fuse(query, qvec, mode, lists, depth.rank)?;
         let ranked = pipeline::filter(self, fused.ranked, depth, life, opts, excluded)?;
         let mut scored = pipeline::calibrate(&ranked, fused.scale, depth, life);

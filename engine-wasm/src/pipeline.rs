@@ -3,7 +3,9 @@
 //! 1. [`Depth::of`]: how many hits each stage keeps, from `top_k`, the margins' need for
 //!    [`MARGIN_DEPTH`] hits, the chunks the lifecycle filters leave out and parent-child
 //!    collapsing.
-//! 2. [`Engine::rankers`]: the BM25 and/or dense ranked lists of the mode.
+//! 2. [`Engine::rankers`]: the BM25 and/or dense ranked lists of the mode, over the chunks
+//!    the [`crate::Filters`] allow (tier, language, folder: applied inside the rankers,
+//!    before any list is cut).
 //! 3. [`Engine::fuse`]: one ranked list — a ranker's own, or the two fused (weighted or
 //!    RRF) in hybrid mode — and the [`Scale`] that turns its raw scores into calibrated
 //!    ones (none for an uncalibrated bundle).
@@ -86,6 +88,7 @@ impl Engine {
         qvec: Option<&[f32]>,
         mode: Mode,
         k: usize,
+        allow: Option<&[bool]>,
     ) -> Result<Vec<Scored>, EngineError> {
         let q = qvec.ok_or(EngineError::NoModel(mode))?;
         let v = self
@@ -98,27 +101,33 @@ impl Engine {
                 actual: q.len(),
             });
         }
-        Ok(search::dense(&self.scorer(v, q)?, k))
+        Ok(search::dense(&self.scorer(v, q)?, k, allow))
     }
 
     /// Stage 2: the mode's ranked lists, `k` (= [`Depth::rank`]) deep, hybrid's at least
-    /// [`FUSION_DEPTH`]. BM25 runs with this engine's expansion weights.
+    /// [`FUSION_DEPTH`], of the chunks `allow` lets through (`None`: all). BM25 runs with
+    /// this engine's expansion weights.
     pub(crate) fn rankers(
         &self,
         query: &str,
         qvec: Option<&[f32]>,
         mode: Mode,
         k: usize,
+        allow: Option<&[bool]>,
     ) -> Result<Lists, EngineError> {
+        let lex = search::Lexical {
+            allow,
+            ..self.lexical()
+        };
         Ok(match mode {
-            Mode::Bm25 => Lists::Bm25(search::bm25(&self.lexical(), query, k)?),
-            Mode::Dense => Lists::Dense(self.dense_list(qvec, mode, k)?),
+            Mode::Bm25 => Lists::Bm25(search::bm25(&lex, query, k)?),
+            Mode::Dense => Lists::Dense(self.dense_list(qvec, mode, k, allow)?),
             Mode::Hybrid => {
                 let depth = k.max(FUSION_DEPTH);
                 // Both rankers run before either error is returned, so that a paged
                 // bundle reports the pages of both in one round.
-                let bm25 = search::bm25(&self.lexical(), query, depth);
-                let dense = self.dense_list(qvec, mode, depth);
+                let bm25 = search::bm25(&lex, query, depth);
+                let dense = self.dense_list(qvec, mode, depth, allow);
                 Lists::Hybrid {
                     bm25: bm25?,
                     dense: dense?,

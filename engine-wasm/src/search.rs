@@ -120,6 +120,14 @@ pub struct Lexical<'a> {
     pub hanja: Option<&'a Hanja>,
     /// Query expansion weights.
     pub expansion: Expansion,
+    /// Per doc id, whether the chunk may be ranked ([`crate::Filters::allowed`]); a chunk
+    /// left out (or beyond the slice) is never scored. `None`: every chunk.
+    pub allow: Option<&'a [bool]>,
+}
+
+/// True if `allow` lets doc `d` be ranked.
+pub fn allows(allow: Option<&[bool]>, d: u32) -> bool {
+    allow.is_none_or(|a| a.get(d as usize) == Some(&true))
 }
 
 impl<'a> Lexical<'a> {
@@ -132,6 +140,7 @@ impl<'a> Lexical<'a> {
             analyzer: bundle.analyzer(),
             hanja: bundle.hanja(),
             expansion: Expansion::default(),
+            allow: None,
         }
     }
 }
@@ -423,10 +432,11 @@ impl Accumulators {
         self.doc_len.get(doc as usize).copied().unwrap_or(0)
     }
 
-    /// The touched chunks and their sums.
-    fn scored(&self) -> Vec<Scored> {
+    /// The touched chunks that `allow` lets through, and their sums.
+    fn scored(&self, allow: Option<&[bool]>) -> Vec<Scored> {
         self.touched
             .iter()
+            .filter(|&&d| allows(allow, d))
             .map(|&d| (d, self.score[d as usize]))
             .collect()
     }
@@ -441,7 +451,8 @@ impl Accumulators {
 /// for the best [`PHRASE_DEPTH`] candidates by plain BM25 (their text is re-analyzed from
 /// the chunk store with the bundle's analyzer). Repeated query terms count once in the
 /// term component. Chinese question words are left out first ([`without_question_words`]).
-/// Returns the top `k` chunks with score > 0.
+/// Returns the top `k` chunks with score > 0 among those `lex.allow` lets through (the
+/// filter is applied before the cut, so the list is `k` deep in allowed chunks).
 ///
 /// Errors only if the postings or chunk store bytes are corrupt.
 pub fn bm25(lex: &Lexical, query: &str, k: usize) -> Result<Vec<Scored>> {
@@ -491,9 +502,9 @@ pub fn bm25(lex: &Lexical, query: &str, k: usize) -> Result<Vec<Scored>> {
         });
     }
     if sequence.len() < 2 {
-        return Ok(top_k(acc.scored(), k));
+        return Ok(top_k(acc.scored(lex.allow), k));
     }
-    let mut ranked = top_k(acc.scored(), k.max(PHRASE_DEPTH));
+    let mut ranked = top_k(acc.scored(lex.allow), k.max(PHRASE_DEPTH));
     let mut missing = None;
     for (doc, score) in ranked.iter_mut() {
         if acc.exact_hits(*doc) < n_exact {
@@ -526,9 +537,10 @@ pub fn bm25(lex: &Lexical, query: &str, k: usize) -> Result<Vec<Scored>> {
 
 /// Exact dense search: the score ([`DenseScorer::score`]: cosine similarity of the
 /// L2-normalised query with the stored int8 vector, with the bundle's centring if any) of
-/// every chunk; returns the top `k`.
-pub fn dense(scorer: &DenseScorer, k: usize) -> Vec<Scored> {
+/// every chunk that `allow` lets through ([`allows`]); returns the top `k` of them.
+pub fn dense(scorer: &DenseScorer, k: usize, allow: Option<&[bool]>) -> Vec<Scored> {
     let scored = (0..scorer.len())
+        .filter(|&i| allows(allow, i as u32))
         .map(|i| (i as u32, scorer.score(i)))
         .collect();
     top_k(scored, k)
@@ -573,6 +585,7 @@ mod tests {
                 analyzer: &self.analyzer,
                 hanja: self.hanja.as_ref(),
                 expansion: Expansion::default(),
+                allow: None,
             }
         }
         fn search(&self, q: &str) -> Vec<Scored> {

@@ -23,7 +23,7 @@ use std::collections::HashMap;
 
 use wasm_bindgen::prelude::*;
 
-use crate::{EngineError, Mode, SearchOptions};
+use crate::{EngineError, Filters, Mode, SearchOptions};
 
 fn js_err(e: impl std::fmt::Display) -> JsError {
     JsError::new(&e.to_string())
@@ -35,6 +35,7 @@ pub struct WasmEngine {
     files: HashMap<String, Vec<u8>>,
     engine: Option<crate::Engine>,
     options: SearchOptions,
+    filters: Filters,
     /// The query whose last call answered `need`: its next call is the same query's next
     /// round, so the page cache is not trimmed in between.
     pending: Option<String>,
@@ -50,6 +51,7 @@ impl WasmEngine {
             files: HashMap::new(),
             engine: None,
             options: SearchOptions::default(),
+            filters: Filters::default(),
             pending: None,
         }
     }
@@ -73,12 +75,45 @@ impl WasmEngine {
         }
     }
 
+    /// Sets the tier, language and folder filters of the following searches (kept across
+    /// bundles opened later): `tier` `"N"` or `"A-B"` (inclusive), `langs` comma-separated
+    /// (`"ko,en"`), `folder` a source folder (whole path components); `undefined` or `""`
+    /// for no filter of that kind. Filters apply before the ranking is cut (a filtered
+    /// search still returns `top_k` hits when the bundle has them). Throws on a tier range
+    /// or language that does not parse (the filters are then unchanged). A search with a
+    /// filter on a bundle built before the filter columns throws "rebuild it".
+    pub fn set_filters(
+        &mut self,
+        tier: Option<String>,
+        langs: Option<String>,
+        folder: Option<String>,
+    ) -> Result<(), JsError> {
+        let tier = match tier.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+            Some(t) => Some(Filters::parse_tier(t).map_err(js_err)?),
+            None => None,
+        };
+        let langs = match langs.as_deref() {
+            Some(l) => Filters::parse_langs(l).map_err(js_err)?,
+            None => Vec::new(),
+        };
+        self.filters = Filters {
+            tier,
+            langs,
+            folder: folder.filter(|f| !f.is_empty()),
+        };
+        if let Some(e) = self.engine.as_mut() {
+            e.set_filters(self.filters.clone());
+        }
+        Ok(())
+    }
+
     /// Opens a paged bundle from the bytes of its entry file `jikji.json`. Returns the same
     /// JSON summary as `open` (`format_version` 2). Throws on a format 1 manifest ("rebuild
     /// the bundle") or a corrupt entry.
     pub fn open_entry(&mut self, bytes: Vec<u8>) -> Result<String, JsError> {
         let mut engine = crate::Engine::open_entry(&bytes).map_err(js_err)?;
         engine.set_search_options(self.options);
+        engine.set_filters(self.filters.clone());
         let summary = summary(&engine);
         self.engine = Some(engine);
         self.pending = None;
@@ -222,7 +257,7 @@ impl WasmEngine {
             .as_ref()
             .ok_or_else(|| JsError::new("no bundle open"))?;
         let mode: Mode = mode.parse().map_err(|e: EngineError| js_err(e))?;
-        let key = format!("{mode} {top_k} {query}");
+        let key = format!("{mode} {top_k} {:?} {query}", self.filters);
         if self.pending.as_deref() != Some(key.as_str()) {
             engine.trim_cache();
         }
@@ -248,7 +283,7 @@ impl WasmEngine {
             .as_ref()
             .ok_or_else(|| JsError::new("no bundle open"))?;
         let mode: Mode = mode.parse().map_err(|e: EngineError| js_err(e))?;
-        let key = format!("{mode} {top_k} {query}");
+        let key = format!("{mode} {top_k} {:?} {query}", self.filters);
         if self.pending.as_deref() != Some(key.as_str()) {
             engine.trim_cache();
         }
@@ -289,6 +324,7 @@ impl WasmEngine {
     fn open_v1(&mut self, files: HashMap<String, Vec<u8>>) -> Result<String, JsError> {
         let mut engine = crate::Engine::from_files(files).map_err(js_err)?;
         engine.set_search_options(self.options);
+        engine.set_filters(self.filters.clone());
         let summary = summary(&engine);
         self.engine = Some(engine);
         self.pending = None;

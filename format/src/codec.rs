@@ -31,6 +31,11 @@ impl<'a> Reader<'a> {
         self.pos
     }
 
+    /// True when every byte has been read.
+    pub fn at_end(&self) -> bool {
+        self.pos >= self.bytes.len()
+    }
+
     /// A data-corruption error at the current offset.
     pub fn corrupt(&self, message: impl Into<String>) -> FormatError {
         FormatError::corrupt(self.file, self.pos as u64, message)

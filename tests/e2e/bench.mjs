@@ -41,7 +41,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { chromium } from "playwright-core";
-import { CHROMIUM_ARGS, startServer } from "./harness.mjs";
+import { CHROMIUM_ARGS, installTestHook, startServer } from "./harness.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const MODES = ["bm25", "dense", "hybrid"];
@@ -327,6 +327,7 @@ async function main() {
       handleSIGHUP: false,
       args: CHROMIUM_ARGS,
     });
+    await installTestHook(context, o.web);
     const page = context.pages()[0] ?? (await context.newPage());
     const pageErrors = [];
     forwardConsole(page, pageErrors);

@@ -26,7 +26,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { chromium } from "playwright-core";
-import { CHROMIUM_ARGS, pageName, startServer } from "./harness.mjs";
+import { CHROMIUM_ARGS, installTestHook, pageName, startServer } from "./harness.mjs";
 
 const execFileP = promisify(execFile);
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
@@ -229,6 +229,7 @@ describe("Jikji search page in Chromium", { timeout: READY_MS + 20 * 60_000 }, (
         headless: true,
         args: CHROMIUM_ARGS,
       });
+      await installTestHook(context, WEB);
       context.on("request", (r) => requested.push(r.url()));
       context.on("response", (r) => {
         if (!new URL(r.url()).pathname.endsWith(".wasm") || served.has(r.url())) return;

@@ -137,3 +137,22 @@ test("a bundle of this build: Han and accented queries fetch one table page each
     rmSync(tmp, { recursive: true, force: true });
   }
 });
+test("a filter on a bundle built before the filter columns is refused with 'rebuild', and no filter still searches", () => {
+  const e = new mod.Engine();
+  e.open_entry(new Uint8Array(readFileSync(path.join(V2, "jikji.json"))));
+  const run = (q) => {
+    for (let rounds = 0; rounds <= 8; rounds++) {
+      const out = JSON.parse(e.search_with_vector(q, null, "bm25", 3));
+      if (!out.need) return out;
+      for (const name of out.need) e.add_page(name, page(V2, name));
+    }
+    throw new Error("more than 8 rounds");
+  };
+  assert.throws(() => e.set_filters("3-1", undefined, undefined), /tier range "3-1"/);
+  // An ASCII query: Han ones need the Unicode table pages this fixture predates.
+  e.set_filters("1", undefined, undefined);
+  assert.throws(() => run("hamlet ophelia"), /built before search filters.*rebuild/);
+  e.set_filters(undefined, undefined, undefined);
+  assert.ok(run("hamlet ophelia").hits.length >= 1);
+  e.free();
+});

@@ -58,3 +58,39 @@ export function startServer({ bin, bundle, web, pkg, model, cwd, log, tag = "e2e
     });
   });
 }
+
+/**
+ * The page's test hook, which the shipped page does not have: appended to web/app.js as the tests
+ * serve it (the functions and bindings it names are app.js's module scope).
+ */
+const TEST_HOOK = `
+window.jikjiPage = {
+  render: (result) => renderResults(result),
+  loadModel: () => {
+    modelConsent = true;
+    wantModel();
+    return modelLoading || Promise.resolve();
+  },
+  get jikji() {
+    return jikji;
+  },
+};
+`;
+
+/**
+ * Routes `/app.js` of every page of `context` to `WEB/app.js` with TEST_HOOK appended, so tests
+ * reach the page's Jikji instance and renderer as `window.jikjiPage` (the page itself exposes
+ * nothing). `web` is the page folder served.
+ */
+export async function installTestHook(context, web) {
+  const { readFile } = await import("node:fs/promises");
+  const path = await import("node:path");
+  const file = path.join(web, "app.js");
+  await context.route(
+    (url) => url.pathname === "/app.js",
+    async (route) => {
+      const body = (await readFile(file, "utf8")) + TEST_HOOK;
+      await route.fulfill({ status: 200, contentType: "text/javascript; charset=utf-8", body });
+    },
+  );
+}

@@ -24,7 +24,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { chromium } from "playwright-core";
-import { CHROMIUM_ARGS, pageName, startServer } from "./harness.mjs";
+import { CHROMIUM_ARGS, installTestHook, pageName, startServer } from "./harness.mjs";
 
 const execFileP = promisify(execFile);
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
@@ -124,6 +124,7 @@ describe("the browser's query model (issue 13)", { timeout: 30 * 60_000 }, () =>
       server = await startServer({ bin: BIN, bundle: BUNDLE, web: WEB, pkg: PKG, model: MODEL, cwd: ROOT, log, tag: "qm-e2e" });
       profileDir = await mkdtemp(path.join(tmpdir(), "jikji-qm-e2e-"));
       context = await chromium.launchPersistentContext(profileDir, { executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
+      await installTestHook(context, WEB);
     },
     { timeout: 300_000 },
   );

@@ -16,4 +16,6 @@ if [ ! -d "$HERE/node_modules/playwright-core" ]; then
 fi
 
 cd "$ROOT"
+# The page checks web/worker.js and pages.js against pkg/integrity.json: hash the ones being tested.
+if [ -f pkg/jikji_engine_bg.wasm ]; then scripts/integrity pkg web; fi
 exec node --test "$@" tests/e2e/*.test.mjs

@@ -9,6 +9,7 @@
 
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { copyFileSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -17,7 +18,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { deflateRawSync } from "node:zlib";
 import { chromium } from "playwright-core";
-import { CHROMIUM_ARGS, pageName, startServer } from "./harness.mjs";
+import { CHROMIUM_ARGS, installTestHook, pageName, startServer } from "./harness.mjs";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, "../..");
@@ -85,6 +86,13 @@ describe("the search worker on a format 2 bundle", { timeout: 300_000 }, () => {
     fixture = makeBundle(path.join(dir, "bundle"));
     mkdirSync(path.join(dir, "pkg"));
     copyFileSync(path.join(HERE, "fixtures/engine-double.js"), path.join(dir, "pkg/jikji_engine.js"));
+    // The double has no wasm; the page checks every engine file against pkg/integrity.json.
+    mkdirSync(path.join(dir, "pkg/qmodel"));
+    for (const f of ["jikji_engine_bg.wasm", "qmodel/jikji_query_model_wasm.js", "qmodel/jikji_query_model_wasm_bg.wasm"]) {
+      writeFileSync(path.join(dir, "pkg", f), `not used: ${f}\n`);
+    }
+    const integrity = spawnSync(path.join(ROOT, "scripts/integrity"), [path.join(dir, "pkg"), path.join(ROOT, "web")], { encoding: "utf8" });
+    if (integrity.status !== 0) throw new Error(`scripts/integrity failed: ${integrity.stderr}`);
     server = await startServer({
       bin: BIN,
       bundle: path.join(dir, "bundle"),
@@ -97,6 +105,7 @@ describe("the search worker on a format 2 bundle", { timeout: 300_000 }, () => {
     });
     profile = await mkdtemp(path.join(tmpdir(), "jikji-worker-test-chromium-"));
     context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
+    await installTestHook(context, path.join(ROOT, "web"));
     context.on("request", (r) => requested.push(r.url()));
   });
 

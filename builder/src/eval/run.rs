@@ -52,6 +52,8 @@ pub struct EvalOptions {
     pub now_ms: Option<i64>,
     /// Hits of this tier win ties ([`jikji_engine::Engine::set_prefer_tier`]).
     pub prefer_tier: Option<u32>,
+    /// Tier, language and folder filters ([`jikji_engine::Engine::set_filters`]).
+    pub filters: jikji_engine::Filters,
     /// Query-model pack folder (`jikji model-pack`): dense and hybrid queries are embedded
     /// by it ([`crate::query_model::PackEmbedder`], the browser's code) instead of tract;
     /// the corpus is still embedded with `model`.
@@ -407,6 +409,7 @@ fn evaluate(
     let needs_model = o.modes.iter().any(|m| *m != Mode::Bm25);
     engine.set_expansion(o.expansion);
     engine.set_prefer_tier(o.prefer_tier);
+    engine.set_filters(o.filters.clone());
     engine.set_search_options(SearchOptions {
         now_ms: o.now_ms,
         ..SearchOptions::default()

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 pub use cache::{CacheStats, PageCache};
-pub use columns::Columns;
+pub use columns::{Columns, Facets, FacetsBuilder};
 pub use dict::PagedLexicon;
 
 use crate::chunks::{write_raw_records, ChunkRecord, ChunkStore};
@@ -253,6 +253,10 @@ struct Meta {
     source: String,
     #[serde(default)]
     parent_doc: Option<u32>,
+    #[serde(default)]
+    tier: Option<u32>,
+    #[serde(default)]
+    lang: String,
 }
 
 /// Lays out `parts` as pages. Returns the page roots for the entry and the encoded pages
@@ -353,9 +357,11 @@ pub fn write_pages_with(
 
     // Columns.
     let mut cols = Columns::default();
+    let mut facets = columns::FacetsBuilder::default();
     let mut numbers: std::collections::HashMap<String, u32> = Default::default();
     for d in 0..n as u32 {
         let m: Meta = parts.chunks.get_as(d)?;
+        facets.push(m.tier, &m.lang, &m.source);
         let next = numbers.len() as u32;
         cols.file.push(*numbers.entry(m.source).or_insert(next));
         cols.archived.push(m.archived);
@@ -363,6 +369,7 @@ pub fn write_pages_with(
             .push(m.expires.as_deref().and_then(crate::time::parse_iso8601_ms));
         cols.parent.push(m.parent_doc);
     }
+    cols.facets = Some(facets.finish());
     let cp = page::encode(Kind::Columns, &cols.encode());
     let columns = cp.name.clone();
     sink(cp)?;

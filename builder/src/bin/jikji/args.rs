@@ -338,6 +338,44 @@ impl ClockArgs {
     }
 }
 
+/// The tier, language and folder filters of `jikji search` and `jikji eval --bundle`.
+#[derive(Debug, clap::Args)]
+pub struct FilterArgs {
+    /// Only chunks of these tiers: `N` or `A-B` (inclusive; the tier folder's number,
+    /// `1. api` → 1). Chunks outside every tier folder are left out. Applied before top-k
+    /// is cut, in every mode.
+    #[arg(long, value_name = "RANGE")]
+    pub tier: Option<String>,
+    /// Only chunks in these languages (comma-separated: ko, zh, ja, en, other).
+    #[arg(long, value_name = "LANGS")]
+    pub lang: Option<String>,
+    /// Only chunks whose source file is in this folder or below it (whole path components,
+    /// relative to the corpus root: `--folder "1. Gutenberg"`).
+    #[arg(long, value_name = "PREFIX")]
+    pub folder: Option<String>,
+}
+
+impl FilterArgs {
+    /// The engine's filters. Errors: a tier range or language that does not parse.
+    pub fn filters(&self) -> anyhow::Result<jikji_engine::Filters> {
+        Ok(jikji_engine::Filters {
+            tier: match &self.tier {
+                Some(t) => Some(
+                    jikji_engine::Filters::parse_tier(t)
+                        .map_err(|e| anyhow::anyhow!("--tier: {e}"))?,
+                ),
+                None => None,
+            },
+            langs: match &self.lang {
+                Some(l) => jikji_engine::Filters::parse_langs(l)
+                    .map_err(|e| anyhow::anyhow!("--lang: {e}"))?,
+                None => Vec::new(),
+            },
+            folder: self.folder.clone(),
+        })
+    }
+}
+
 /// The query-model pack a bundle with vectors carries as pages (`jikji build`, `jikji update`).
 #[derive(Debug, clap::Args)]
 pub struct PackArgs {

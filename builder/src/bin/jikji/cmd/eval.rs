@@ -7,7 +7,8 @@ use jikji_builder::eval::{run as run_eval, EvalOptions};
 use jikji_engine::{Expansion, Fusion, Mode};
 
 use crate::args::{
-    parse_fusion, ChunkingArgs, ClockArgs, EmbedArgs, IndexArgs, ModeArg, ModelArgs, StrategyArg,
+    parse_fusion, ChunkingArgs, ClockArgs, EmbedArgs, FilterArgs, IndexArgs, ModeArg, ModelArgs,
+    StrategyArg,
 };
 
 /// Arguments of `jikji eval`.
@@ -27,6 +28,9 @@ pub struct Args {
     /// Hits of this tier win ties (see `jikji search --prefer-tier`).
     #[arg(long, value_name = "TIER")]
     prefer_tier: Option<u32>,
+    /// With --bundle: search only chunks these filters allow (see `jikji search --tier`).
+    #[command(flatten)]
+    filter: FilterArgs,
     /// Comma-separated modes (dense and hybrid embed the whole corpus first).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "bm25")]
     modes: Vec<ModeArg>,
@@ -113,8 +117,13 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             None => None,
         },
         prefer_tier: a.prefer_tier,
+        filters: a.filter.filters()?,
         query_model: a.query_model,
     };
+    anyhow::ensure!(
+        a.bundle.is_some() || opts.filters.is_empty(),
+        "--tier, --lang and --folder filter an existing bundle: give it with --bundle"
+    );
     let report = match &a.bundle {
         Some(b) => jikji_builder::eval::run_bundle(b, &a.dir, &opts)?,
         None => run_eval(&a.dir, &opts)?,

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use jikji_engine::{Fusion, Mode, SearchOptions, SearchResult};
 
-use crate::args::{parse_fusion, ClockArgs, ModeArg, ModelArgs};
+use crate::args::{parse_fusion, ClockArgs, FilterArgs, ModeArg, ModelArgs};
 
 /// Arguments of `jikji search`.
 #[derive(clap::Args)]
@@ -51,6 +51,8 @@ pub struct Args {
     prefer_tier: Option<u32>,
     #[command(flatten)]
     clock: ClockArgs,
+    #[command(flatten)]
+    filter: FilterArgs,
     /// Also run the queries of this file (JSON lines with a `text` field, as the eval sets'
     /// `queries.jsonl`), after those given as arguments.
     #[arg(long, value_name = "FILE")]
@@ -92,6 +94,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     }
     engine.set_min_score(a.min_score);
     engine.set_prefer_tier(a.prefer_tier);
+    engine.set_filters(a.filter.filters()?);
     engine.set_search_options(SearchOptions {
         now_ms: Some(a.clock.now_ms()?),
         include_archived: a.include_archived,

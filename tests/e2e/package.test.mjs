@@ -1,0 +1,293 @@
+// The npm package jikji-web as another site installs it: scripts/pack-web makes the tarball,
+// a plain static site in a temp folder outside this repository installs it with npm (offline:
+// a local tarball needs no registry), a copy of the e2e bundle is put beside it, and a small
+// node static server serves the folder as it is (nothing is built). In Chromium the site's own
+// page searches through the documented API only (import from the package; Jikji.load, search
+// with filters, minScore, fusion, dense through the package's query model). The package's
+// jikji.d.ts is type-checked with tsc --noEmit on a TypeScript file using the API, including
+// misuses the types must refuse.
+//
+// Run: tests/e2e/run.sh (or node --test tests/e2e/package.test.mjs). Needs pkg/ (scripts/build-wasm;
+// scripts/pack-web runs it when pkg/ is missing), a bundle with query-model pages
+// (JIKJI_E2E_BUNDLE, as browser.test.mjs), Chromium (CHROMIUM_PATH) and npm.
+
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { cpSync, existsSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { createServer } from "node:http";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+import { CHROMIUM_ARGS } from "./harness.mjs";
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const ROOT = path.resolve(HERE, "../..");
+const CHROMIUM = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
+const TSC = path.join(HERE, "node_modules/typescript/bin/tsc");
+const log = (...a) => console.error(...a);
+
+function defaultBundle() {
+  const dir = path.join(ROOT, "bundles");
+  if (!existsSync(dir)) return path.join(ROOT, "target/e2e-bundle");
+  const found = readdirSync(dir, { withFileTypes: true }).find(
+    (d) => d.isDirectory() && existsSync(path.join(dir, d.name, "jikji.json")),
+  );
+  return found ? path.join(dir, found.name) : path.join(ROOT, "target/e2e-bundle");
+}
+const BUNDLE = path.resolve(ROOT, process.env.JIKJI_E2E_BUNDLE || defaultBundle());
+
+/** The policy the package's README asks a site for, sent on every response. */
+const SITE_CSP = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; worker-src 'self'; connect-src 'self'; object-src 'none'";
+
+const TYPES = {
+  ".html": "text/html; charset=utf-8",
+  ".js": "text/javascript; charset=utf-8",
+  ".mjs": "text/javascript; charset=utf-8",
+  ".json": "application/json",
+  ".wasm": "application/wasm",
+  ".css": "text/css",
+};
+
+/** A plain static file server of `root` on 127.0.0.1 (no index magic beyond "/" → index.html). */
+function staticServer(root) {
+  const server = createServer(async (req, res) => {
+    const rel = decodeURIComponent(new URL(req.url, "http://x").pathname);
+    const file = path.join(root, rel === "/" ? "index.html" : rel);
+    if (!file.startsWith(root + path.sep)) {
+      res.writeHead(400).end();
+      return;
+    }
+    try {
+      const body = await readFile(file);
+      res.writeHead(200, {
+        "content-type": TYPES[path.extname(file)] || "application/octet-stream",
+        "content-security-policy": SITE_CSP,
+        "x-content-type-options": "nosniff",
+      });
+      res.end(body);
+    } catch {
+      res.writeHead(404, { "content-type": "text/plain" }).end("not found\n");
+    }
+  });
+  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
+}
+
+/** The site's page: imports the installed package, searches, writes what it found. */
+const INDEX_HTML = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>A site with search</title>
+<script type="module" src="./search.js"></script></head>
+<body><ol id="hits"></ol><p id="state">loading</p></body></html>
+`;
+const SEARCH_JS = `import { Jikji } from "./node_modules/jikji-web/jikji.js";
+const state = document.getElementById("state");
+try {
+  const jikji = await Jikji.load("./bundle/");
+  const r = await jikji.search("學而時習之", { mode: "bm25", topK: 5 });
+  for (const h of r.hits) {
+    const li = document.createElement("li");
+    li.textContent = h.source;
+    document.getElementById("hits").append(li);
+  }
+  window.site = { jikji };
+  state.textContent = "done";
+} catch (e) {
+  state.textContent = "error: " + e.message;
+}
+`;
+
+/** Uses the API as a TypeScript site would; each misuse must be refused by the types. */
+const CHECK_TS = `import { Jikji, JikjiError, checkOrigin } from "jikji-web";
+import type { Hit, SearchResult, ProgressEvent, Filters, LoadOptions } from "jikji-web";
+
+const onProgress = (e: ProgressEvent): void => {
+  if (e.phase === "query") console.log(e.rounds, e.requests);
+  if (e.phase === "ready") console.log(e.model);
+};
+const options: LoadOptions = { onProgress, engineUrl: "/engine/", allowedOrigins: ["https://cdn.example"], integrity: "integrity.json" };
+
+async function main(): Promise<number> {
+  const j: Jikji = await Jikji.load("/bundle/", options);
+  const filters: Filters = { tier: [0, 2], lang: ["ko", "en"], folder: "1. 漢文 古典" };
+  const r: SearchResult = await j.search("query", { mode: "hybrid", topK: 5, minScore: 0.3, fusion: "weighted:0.4", filters, includeArchived: true });
+  const first: Hit | undefined = r.hits[0];
+  const tier: number | null = first ? first.tier : null;
+  const words: string = first ? first.heading_path.join(" / ") + first.text : "";
+  await j.loadModel();
+  const stats = await j.cacheStats();
+  j.close();
+  try {
+    checkOrigin("https://other.example/");
+  } catch (e) {
+    if (e instanceof JikjiError && (e.code === "origin" || e.code === "integrity")) return 1;
+  }
+  return (tier ?? 0) + words.length + r.stats.rounds + (stats.engine?.pages ?? 0) + (j.hasModel ? 1 : 0);
+}
+
+async function misuses(j: Jikji): Promise<void> {
+  // @ts-expect-error: not a mode
+  await j.search("q", { mode: "fuzzy" });
+  // @ts-expect-error: not a fusion
+  await j.search("q", { fusion: "max" });
+  // @ts-expect-error: topK is a number
+  await j.search("q", { topK: "5" });
+  // @ts-expect-error: no such filter
+  await j.search("q", { filters: { author: "x" } });
+  const r = await j.search("q");
+  // @ts-expect-error: hits are typed, not any
+  const n: string = r.hits[0].rank;
+  // @ts-expect-error: no such option
+  await Jikji.load("/b/", { engine: "/e/" });
+  void n;
+}
+void main;
+void misuses;
+`;
+
+describe("the jikji-web package installed into another site", { timeout: 600_000 }, () => {
+  let work;
+  let site;
+  let server;
+  let url;
+  let context;
+  let profile;
+  let tgz;
+
+  before(async () => {
+    for (const [what, p] of [
+      ["Chromium (CHROMIUM_PATH)", CHROMIUM],
+      ["the bundle (JIKJI_E2E_BUNDLE)", path.join(BUNDLE, "jikji.json")],
+      ["typescript (cd tests/e2e && npm ci)", TSC],
+    ]) {
+      if (!existsSync(p)) throw new Error(`${what} not found: ${p}`);
+    }
+    work = await mkdtemp(path.join(tmpdir(), "jikji-package-test-"));
+    assert.ok(!path.resolve(work).startsWith(ROOT + path.sep), "the site must be outside the repository");
+    const pack = spawnSync(path.join(ROOT, "scripts/pack-web"), [path.join(work, "out")], { cwd: ROOT, encoding: "utf8" });
+    if (pack.status !== 0) throw new Error(`scripts/pack-web failed:\n${pack.stderr}`);
+    tgz = pack.stdout.trim().split("\n").pop();
+    log(`[package] ${tgz}`);
+    site = path.join(work, "site");
+    cpSync(path.join(BUNDLE), path.join(site, "bundle"), { recursive: true });
+    writeFileSync(path.join(site, "package.json"), JSON.stringify({ name: "a-site", private: true, version: "1.0.0", type: "module" }));
+    const npm = spawnSync("npm", ["install", "--offline", "--no-audit", "--no-fund", "--ignore-scripts", tgz], {
+      cwd: site,
+      encoding: "utf8",
+    });
+    if (npm.status !== 0) throw new Error(`npm install of the tarball failed:\n${npm.stderr}`);
+    writeFileSync(path.join(site, "index.html"), INDEX_HTML);
+    writeFileSync(path.join(site, "search.js"), SEARCH_JS);
+    server = await staticServer(site);
+    url = `http://127.0.0.1:${server.address().port}`;
+    profile = await mkdtemp(path.join(tmpdir(), "jikji-package-test-chromium-"));
+    context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
+  });
+
+  after(async () => {
+    await context?.close().catch(() => {});
+    server?.close();
+    for (const d of [profile, work]) if (d) await rm(d, { recursive: true, force: true }).catch(() => {});
+  });
+
+  test("the tarball holds the API, its types, the worker and both wasm modules with their hashes", () => {
+    const pkg = path.join(site, "node_modules/jikji-web");
+    const manifest = JSON.parse(readFileSync(path.join(pkg, "package.json"), "utf8"));
+    assert.equal(manifest.type, "module");
+    assert.equal(manifest.exports["."].types, "./jikji.d.ts");
+    assert.equal(manifest.exports["."].default, "./jikji.js");
+    for (const f of [
+      "jikji.js",
+      "jikji.d.ts",
+      "worker.js",
+      "pages.js",
+      "engine/jikji_engine.js",
+      "engine/jikji_engine_bg.wasm",
+      "engine/qmodel/jikji_query_model_wasm.js",
+      "engine/qmodel/jikji_query_model_wasm_bg.wasm",
+      "engine/integrity.json",
+    ]) {
+      assert.ok(existsSync(path.join(pkg, f)), `${f} missing from the package`);
+    }
+    // The same code as the page's, not a second copy that could drift.
+    for (const f of ["jikji.js", "worker.js", "pages.js"]) {
+      assert.equal(readFileSync(path.join(pkg, f), "utf8"), readFileSync(path.join(ROOT, "web", f), "utf8"), f);
+    }
+  });
+
+  test("the site searches the bundle with the documented API, filters included", async () => {
+    const page = await context.newPage();
+    const errors = [];
+    page.on("pageerror", (e) => errors.push(e.message));
+    page.on("console", (m) => m.type() === "error" && errors.push(m.text()));
+    await page.goto(`${url}/`);
+    await page.waitForFunction(() => document.getElementById("state").textContent !== "loading", null, { timeout: 120_000 });
+    assert.equal(await page.textContent("#state"), "done", errors.join("\n"));
+    const sources = await page.$$eval("#hits li", (lis) => lis.map((l) => l.textContent));
+    assert.equal(sources.length, 5);
+    assert.ok(sources[0].startsWith("1. 漢文 古典/"), sources.join(", "));
+
+    const r = await page.evaluate(async () => {
+      const j = window.site.jikji;
+      const q = "子曰 장인님";
+      const folder = async (folder) => (await j.search(q, { mode: "bm25", topK: 5, filters: { folder } })).hits;
+      const plain = (await j.search(q, { mode: "bm25", topK: 5 })).hits;
+      const han = await folder("1. 漢文 古典");
+      const online = await folder("99. 온라인 자료 (정리 X)");
+      const tier = (await j.search(q, { mode: "bm25", topK: 5, filters: { tier: [90, 99] } })).hits;
+      const ko = (await j.search("메밀꽃", { mode: "bm25", topK: 3, filters: { lang: "ko" } })).hits;
+      const none = (await j.search(q, { mode: "bm25", topK: 5, filters: { folder: "99. 온라인" } })).hits;
+      const strict = (await j.search(q, { mode: "bm25", topK: 5, minScore: 0.999 })).hits;
+      const hybrid = await j.search("the prince of Denmark", { mode: "hybrid", topK: 3, fusion: "rrf" });
+      const pick = (hs) => hs.map((h) => ({ source: h.source, tier: h.tier, lang: h.lang, score: h.score }));
+      return {
+        plain: pick(plain),
+        han: pick(han),
+        online: pick(online),
+        tier: pick(tier),
+        ko: pick(ko),
+        none: none.length,
+        strict: pick(strict),
+        hybrid: { mode: hybrid.mode, fusion: hybrid.fusion, hits: pick(hybrid.hits), model: hybrid.stats.model },
+        modelLoaded: j.modelLoaded,
+      };
+    });
+    log(`[package] unfiltered: ${r.plain.map((h) => h.source).join(", ")}`);
+    assert.equal(r.han.length, 5);
+    assert.ok(r.han.every((h) => h.source.startsWith("1. 漢文 古典/")), JSON.stringify(r.han));
+    assert.equal(r.online.length, 5);
+    assert.ok(r.online.every((h) => h.source.startsWith("99. 온라인 자료 (정리 X)/")), JSON.stringify(r.online));
+    assert.equal(r.tier.length, 5);
+    assert.ok(r.tier.every((h) => h.tier === 99), JSON.stringify(r.tier));
+    assert.equal(r.ko.length, 3);
+    assert.ok(r.ko.every((h) => h.lang === "ko"), JSON.stringify(r.ko));
+    assert.equal(r.none, 0, "folders match whole path components");
+    assert.ok(r.strict.every((h) => h.score >= 0.999), JSON.stringify(r.strict));
+    assert.ok(r.strict.length < r.plain.length, "minScore dropped nothing");
+    assert.equal(r.hybrid.mode, "hybrid");
+    assert.deepEqual(r.hybrid.fusion, { fusion: "rrf" });
+    assert.equal(r.hybrid.hits.length, 3);
+    assert.ok(r.modelLoaded, "the package's query model was loaded");
+    assert.ok(r.hybrid.model, "the hybrid query embedded through the package's query model");
+    await page.close();
+  });
+
+  test("jikji.d.ts type-checks a TypeScript site using the API and refuses misuses", () => {
+    writeFileSync(path.join(site, "check.ts"), CHECK_TS);
+    writeFileSync(
+      path.join(site, "tsconfig.json"),
+      JSON.stringify({
+        compilerOptions: { target: "es2022", module: "nodenext", moduleResolution: "nodenext", strict: true, noEmit: true, lib: ["es2022", "dom"], types: [] },
+        files: ["check.ts"],
+      }),
+    );
+    const tsc = spawnSync(process.execPath, [TSC, "--noEmit", "-p", site], { cwd: site, encoding: "utf8" });
+    assert.equal(tsc.status, 0, `tsc --noEmit failed:\n${tsc.stdout}${tsc.stderr}`);
+    // And a broken use is an error (the check is not vacuous).
+    writeFileSync(path.join(site, "check.ts"), CHECK_TS.replace("// @ts-expect-error: not a mode\n", ""));
+    const bad = spawnSync(process.execPath, [TSC, "--noEmit", "-p", site], { cwd: site, encoding: "utf8" });
+    assert.notEqual(bad.status, 0, "tsc accepted mode: \"fuzzy\"");
+    assert.match(bad.stdout, /fuzzy/);
+  });
+});
