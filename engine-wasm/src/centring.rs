@@ -206,10 +206,8 @@ pub fn write_runs<'a>(langs: impl IntoIterator<Item = Option<&'a str>>) -> Strin
 /// o[l]|` of its dequantized row `x̂_i` (4 bytes per chunk, one pass over the rows).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChunkCentring {
-    /// Per chunk: index into `offsets` (and `codes`), or [`u8::MAX`] for a chunk not centred.
+    /// Per chunk: index into `offsets`, or [`u8::MAX`] for a chunk not centred.
     langs: Vec<u8>,
-    /// Language codes, in the order of first appearance in `chunks` (as `offsets`).
-    codes: Vec<String>,
     /// Passage offsets, in the order of first appearance in `chunks`.
     offsets: Vec<Vec<f32>>,
     /// `n_i` per chunk (renormalising query sides), `None` with `shift`.
@@ -290,7 +288,6 @@ impl ChunkCentring {
         });
         Ok(Some(ChunkCentring {
             langs,
-            codes: codes.into_iter().map(str::to_string).collect(),
             offsets,
             norms,
         }))
@@ -306,18 +303,6 @@ pub struct DenseScorer<'a> {
     vectors: &'a Vectors,
     query: &'a [f32],
     centring: Option<(&'a ChunkCentring, Vec<f32>)>,
-    query_lang: QueryLang,
-}
-
-/// The query's language as [`DenseScorer::cross_lingual`] sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum QueryLang {
-    /// Not set, or [`detect_lang`] said `other`: no chunk counts as cross-lingual.
-    Unknown,
-    /// The index of the query's language among the bundle's chunk languages.
-    Index(u8),
-    /// A language none of the bundle's chunks has: every centred chunk is cross-lingual.
-    Absent,
 }
 
 impl<'a> DenseScorer<'a> {
@@ -341,40 +326,6 @@ impl<'a> DenseScorer<'a> {
             vectors,
             query,
             centring,
-            query_lang: QueryLang::Unknown,
-        }
-    }
-
-    /// The same scorer, told the query's language (`lang`, a [`detect_lang`] code of the
-    /// query text), so that [`Self::cross_lingual`] can answer. `other` (no script the
-    /// detector knows) leaves the language unknown.
-    pub fn with_query_lang(mut self, lang: &str) -> Self {
-        self.query_lang = match &self.centring {
-            _ if lang == "other" => QueryLang::Unknown,
-            None => QueryLang::Unknown,
-            Some((c, _)) => match c.codes.iter().position(|code| code == lang) {
-                Some(i) => QueryLang::Index(i as u8),
-                None => QueryLang::Absent,
-            },
-        };
-        self
-    }
-
-    /// True if chunk `i` (< [`Self::len`]) has a centring language (the bundle's
-    /// `model.centring.chunks`) and it is not the query's language set by
-    /// [`Self::with_query_lang`]. False without centring, for a chunk of code `-`, and when
-    /// the query's language is unknown. Weighted fusion counts BM25 for such a chunk only
-    /// as positive evidence ([`crate::fusion::fused_logit`]): a passage in another language
-    /// cannot share the query's words, so BM25's "no match" says nothing about it.
-    /// Panics if `i` is out of range.
-    pub fn cross_lingual(&self, i: usize) -> bool {
-        let Some((c, _)) = &self.centring else {
-            return false;
-        };
-        match (self.query_lang, c.langs[i]) {
-            (_, u8::MAX) | (QueryLang::Unknown, _) => false,
-            (QueryLang::Absent, _) => true,
-            (QueryLang::Index(q), l) => q != l,
         }
     }
 
@@ -531,36 +482,6 @@ mod tests {
         v1.method = METHOD_V1.into();
         v1.chunks = None;
         assert_eq!(ChunkCentring::of(&v1, &v).unwrap(), None);
-    }
-
-    #[test]
-    fn chunks_of_another_language_than_the_query_are_cross_lingual() {
-        let v = vectors(&[
-            vec![1.0, 0.0, 0.0],
-            vec![0.0, 1.0, 0.0],
-            vec![0.0, 0.0, 1.0],
-        ]);
-        let c = ChunkCentring::of(&record("shift", "en*1 zh*1 -*1"), &v)
-            .unwrap()
-            .unwrap();
-        let q = [1.0f32, 0.0, 0.0];
-        let of = |lang: Option<&str>| {
-            let s = DenseScorer::new(&v, Some(&c), &q);
-            let s = match lang {
-                Some(l) => s.with_query_lang(l),
-                None => s,
-            };
-            (0..3).map(|i| s.cross_lingual(i)).collect::<Vec<_>>()
-        };
-        assert_eq!(of(Some("en")), [false, true, false]);
-        assert_eq!(of(Some("zh")), [true, false, false]);
-        // A language no chunk has: every centred chunk; unknown or unset: none.
-        assert_eq!(of(Some("ko")), [true, true, false]);
-        assert_eq!(of(Some("other")), [false, false, false]);
-        assert_eq!(of(None), [false, false, false]);
-        // Without centring nothing is cross-lingual.
-        let plain = DenseScorer::new(&v, None, &q).with_query_lang("zh");
-        assert!((0..3).all(|i| !plain.cross_lingual(i)));
     }
 
     #[test]
