@@ -20,9 +20,10 @@
 //! a search computes.
 
 use jikji_embed::{Embedder, Prefix};
-use jikji_engine::centring::{ChunkCentring, DenseScorer};
+use jikji_engine::centring::{detect_lang, ChunkCentring, DenseScorer};
 use jikji_engine::fusion::{
-    bm25_normalised, bm25_upper_bound, dense_background, dense_z, weighted,
+    bm25_normalised, bm25_upper_bound, cross_lingual_docs, dense_background, dense_z, fused_logit,
+    weighted,
 };
 use jikji_engine::scores::{file_numbers, margin};
 use jikji_engine::search::{bm25, dense, rrf, Lexical};
@@ -642,20 +643,37 @@ pub fn fit(
     }
     cal.dense = Some(fit_platt(&dense_samples.plain));
     let (mut w_samples, mut r_samples) = (Samples::default(), Samples::default());
+    // Each chunk's text language, as the engine reads it from the columns page.
+    let mut langs: Vec<String> = Vec::new();
+    let mut chunk_lang: Vec<u32> = Vec::with_capacity(b.chunks().len());
+    for d in 0..b.chunks().len() as u32 {
+        let l = b.chunks().get(d)?.lang;
+        let i = match langs.iter().position(|x| *x == l) {
+            Some(i) => i,
+            None => {
+                langs.push(l);
+                langs.len() - 1
+            }
+        };
+        chunk_lang.push(i as u32);
+    }
+    let l_none = cal.bm25.logit(0.0);
     for (i, q) in queries.iter().enumerate() {
+        let q_lang = detect_lang(&q.text);
+        let cross = cross_lingual_docs(q_lang, &langs, &chunk_lang);
         let wrong = wrong_for(q);
         let (lex, ub) = &lists[i];
         let den = &dense_lists[i];
         let rnd = random_doc(q, &wrong);
         let sc = &scorers[i];
         let bg = dense_background(sc);
-        let w = weighted(lex, *ub, den, sc, &cal, NEGATIVE_DEPTH);
+        let w = weighted(lex, *ub, den, sc, &cal, &cross, NEGATIVE_DEPTH);
         let fused_of = |d: u32| {
             let l_b = cal.bm25.logit(bm25_normalised(score_in(lex, d), *ub));
             let l_d = cal
                 .dense
                 .map_or(0.0, |p| p.logit(dense_z(sc.score(d as usize), bg)));
-            (d, dense_weight * l_d + (1.0 - dense_weight) * l_b)
+            (d, fused_logit(l_b, l_d, l_none, dense_weight, cross(d)))
         };
         let (src, w_rnd) = (fused_of(q.doc), rnd.map(fused_of));
         w_samples.add(&w, &wrong, src, w_rnd, &file, i % 2 == 0);

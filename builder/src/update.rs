@@ -731,6 +731,14 @@ fn vectors(
             }
         }),
     )?;
+    // With a bundle prior the offsets are recomputed (below): they need the statistics
+    // even when no chunk was embedded (a file deleted).
+    let prior = info.centring.as_ref().and_then(|c| c.bundle_prior);
+    let stats = match (stats, prior, model_dir) {
+        (Some(s), _, _) => Some(s),
+        (None, Some(_), Some(dir)) => Some(centring_stats(info, dir, opts)?),
+        (None, _, _) => None,
+    };
     let mut info = info.clone();
     if let Some(c) = &mut info.centring {
         if c.method != jikji_engine::centring::METHOD {
@@ -761,9 +769,20 @@ fn vectors(
                 None => new_langs[&i].as_deref(),
             })
             .collect();
-        // The offsets of the languages the bundle now has: the recorded ones (a full build
-        // with a bundle prior would recompute them), the reference means for a new one.
-        let offsets = match stats {
+        // The offsets of the languages the bundle now has. With a bundle prior they are
+        // recomputed from the stored rows as a full build computes them (the rows, not the
+        // model's vectors, so old and new chunks count alike); without one, the recorded
+        // ones and the reference means for a language new to the bundle.
+        let settings = crate::lang_means::CentringSettings::of_record(c)?;
+        let offsets = match &stats {
+            Some(s) if settings.bundle_prior.is_some() => {
+                let stored = jikji_format::vectors::Vectors::open(&bytes)?;
+                let sources: Vec<&str> = records.iter().map(|r| r.source.as_str()).collect();
+                s.passage_offsets(&stored, &langs, &sources, settings)
+                    .into_iter()
+                    .map(|(l, o)| (l, crate::lang_means::rounded(&o)))
+                    .collect()
+            }
             Some(s) => s.recorded_offsets(c),
             None => c.passage.clone(),
         };

@@ -31,6 +31,32 @@ use lifecycle::Lifecycle;
 pub use filters::Filters;
 pub use search::{Expansion, Scored, FUSION_DEPTH, RRF_K};
 
+/// A bundle's per-chunk facets ([`jikji_format::paged::Facets`]), from its columns page or
+/// (format 1) its records: see [`Engine::facets`].
+pub(crate) enum FacetsOf<'a> {
+    /// A paged bundle's columns page.
+    Columns(std::sync::Arc<jikji_format::paged::Columns>),
+    /// Read from a format 1 bundle's records.
+    #[cfg(feature = "v1")]
+    Records(&'a jikji_format::paged::Facets),
+    #[cfg(not(feature = "v1"))]
+    #[allow(dead_code)]
+    Never(std::marker::PhantomData<&'a ()>),
+}
+
+impl FacetsOf<'_> {
+    /// The facets; `None` for a columns page written before the filter columns.
+    pub(crate) fn get(&self) -> Option<&jikji_format::paged::Facets> {
+        match self {
+            FacetsOf::Columns(c) => c.facets.as_ref(),
+            #[cfg(feature = "v1")]
+            FacetsOf::Records(f) => Some(f),
+            #[cfg(not(feature = "v1"))]
+            FacetsOf::Never(_) => None,
+        }
+    }
+}
+
 /// Most passes one query makes over a paged bundle (dictionary, postings, chunks, plus
 /// expansions: the Hanja pages, the typo dictionary and the terms it reaches).
 pub const MAX_ROUNDS: usize = 8;
@@ -372,6 +398,36 @@ impl Engine {
         &self.filters
     }
 
+    /// Per chunk its tier, text language and folder ([`FacetsOf::get`]): a paged bundle's
+    /// columns page (none when the page predates the filter columns), or every record of a
+    /// format 1 bundle (read once). Errors: a corrupt columns page or record; a format 1
+    /// bundle in a build without feature `v1`.
+    pub(crate) fn facets(&self) -> Result<FacetsOf<'_>, EngineError> {
+        match self.bundle.columns()? {
+            Some(c) => Ok(FacetsOf::Columns(c)),
+            None => {
+                #[cfg(feature = "v1")]
+                {
+                    self.v1_facets
+                        .get_or_init(|| filters::scan(&self.bundle).map_err(|e| e.to_string()))
+                        .as_ref()
+                        .map(FacetsOf::Records)
+                        .map_err(|e| {
+                            EngineError::Format(FormatError::corrupt(
+                                jikji_format::chunks::CHUNKS_FILE,
+                                0,
+                                e.clone(),
+                            ))
+                        })
+                }
+                #[cfg(not(feature = "v1"))]
+                Err(EngineError::Format(FormatError::V1NotBuilt {
+                    file: jikji_format::manifest::MANIFEST_FILE.into(),
+                }))
+            }
+        }
+    }
+
     /// Per doc, whether the filters allow it; `None` without filters. Reads the columns
     /// page (paged bundles) or every record (format 1, once).
     fn allowed(&self) -> Result<Option<std::sync::Arc<Vec<bool>>>, EngineError> {
@@ -384,32 +440,10 @@ impl Engine {
                 return Ok(Some(a.clone()));
             }
         }
-        let allowed = match self.bundle.columns()? {
-            Some(c) => self
-                .filters
-                .allowed(c.facets.as_ref().ok_or(EngineError::NoFilterColumns)?),
-            None => {
-                #[cfg(feature = "v1")]
-                {
-                    let f = self
-                        .v1_facets
-                        .get_or_init(|| filters::scan(&self.bundle).map_err(|e| e.to_string()))
-                        .as_ref()
-                        .map_err(|e| {
-                            EngineError::Format(FormatError::corrupt(
-                                jikji_format::chunks::CHUNKS_FILE,
-                                0,
-                                e.clone(),
-                            ))
-                        })?;
-                    self.filters.allowed(f)
-                }
-                #[cfg(not(feature = "v1"))]
-                return Err(EngineError::Format(FormatError::V1NotBuilt {
-                    file: jikji_format::manifest::MANIFEST_FILE.into(),
-                }));
-            }
-        };
+        let facets = self.facets()?;
+        let allowed = self
+            .filters
+            .allowed(facets.get().ok_or(EngineError::NoFilterColumns)?);
         let a = std::sync::Arc::new(allowed);
         *memo = Some((self.filters.clone(), a.clone()));
         Ok(Some(a))

@@ -62,13 +62,14 @@ pub fn pack_vectors(
     centring: Option<CentringSettings>,
 ) -> Result<EmbeddedVectors> {
     let mut model = model_info(model_dir)?;
+    let vectors_bin = write_vectors(jikji_embed::DIM, &stats.vectors)?;
     if let Some(c) = centring {
         let path = stats_path(model_dir, opts.lang_means.as_deref());
         let means = LoadedStats::load(&path, &model.sha256)?;
-        let (langs, offsets) = means.assign(&stats.vectors, texts, sources, c);
+        let rows = jikji_format::vectors::Vectors::open(&vectors_bin)?;
+        let (langs, offsets) = means.assign(&stats.vectors, &rows, texts, sources, c);
         model.centring = Some(means.record(c, offsets, &langs));
     }
-    let vectors_bin = write_vectors(jikji_embed::DIM, &stats.vectors)?;
     Ok(EmbeddedVectors {
         model,
         vectors_bin,

@@ -158,10 +158,9 @@ pub struct IndexArgs {
     #[arg(long, default_value_t = jikji_builder::lang_means::DEFAULT_ALPHA)]
     pub centring_alpha: f32,
     /// How many source files of a language weigh as much as the reference mean when the
-    /// bundle's own mean of that language is mixed in (`none`, the default: the reference
-    /// means alone; 50 measured best on mixed-language sets, but `jikji update` then keeps
-    /// the first build's offsets, so an update no longer equals a full rebuild).
-    #[arg(long, default_value = "none")]
+    /// bundle's own mean of that language (over its stored rows) is mixed in: 50, the
+    /// default, measured best on mixed-language sets; `none`: the reference means alone.
+    #[arg(long, default_value = "50")]
     pub centring_prior: String,
     /// Language statistics for the centring (default: lang-means.json in the model folder).
     #[arg(long)]
