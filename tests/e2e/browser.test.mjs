@@ -26,24 +26,15 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { chromium } from "playwright-core";
-import { CHROMIUM_ARGS, hookedWeb, pageName, startServer } from "./harness.mjs";
+import { CHROMIUM_ARGS, e2eBundle, hookedWeb, pageName, startServer } from "./harness.mjs";
 
 const execFileP = promisify(execFile);
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const fromRoot = (p) => path.resolve(ROOT, p);
 
-function defaultBundle() {
-  const dir = fromRoot("bundles");
-  if (!existsSync(dir)) return fromRoot("bundles/e2e");
-  const found = readdirSync(dir, { withFileTypes: true })
-    .filter((d) => d.isDirectory() && existsSync(path.join(dir, d.name, "jikji.json")))
-    .map((d) => d.name)
-    .sort();
-  return found.length ? path.join(dir, found[0]) : fromRoot("bundles/e2e");
-}
 
 const BIN = fromRoot(process.env.JIKJI_BIN || "target/release/jikji");
-const BUNDLE = process.env.JIKJI_E2E_BUNDLE ? fromRoot(process.env.JIKJI_E2E_BUNDLE) : defaultBundle();
+const BUNDLE = e2eBundle(ROOT);
 const MODEL = fromRoot(process.env.JIKJI_E2E_MODEL || "models/e5-small");
 const WEB = fromRoot(process.env.JIKJI_E2E_WEB || "web");
 const PKG = fromRoot(process.env.JIKJI_E2E_PKG || "pkg");

@@ -1,6 +1,25 @@
 // Shared by the browser test and the wasm bench: start `jikji serve`, launch Debian's Chromium.
 import { spawn } from "node:child_process";
+import { existsSync, readdirSync } from "node:fs";
+import path from "node:path";
 import { createInterface } from "node:readline";
+
+/**
+ * The bundle folder the browser tests search: `$JIKJI_E2E_BUNDLE` (relative to `root`, the
+ * repository), else the first folder of `root/bundles` (by name) holding a `jikji.json`, else
+ * `root/target/e2e-bundle` (what scripts/test builds).
+ */
+export function e2eBundle(root) {
+  if (process.env.JIKJI_E2E_BUNDLE) return path.resolve(root, process.env.JIKJI_E2E_BUNDLE);
+  const dir = path.join(root, "bundles");
+  const fallback = path.join(root, "target/e2e-bundle");
+  if (!existsSync(dir)) return fallback;
+  const found = readdirSync(dir, { withFileTypes: true })
+    .filter((d) => d.isDirectory() && existsSync(path.join(dir, d.name, "jikji.json")))
+    .map((d) => d.name)
+    .sort();
+  return found.length ? path.join(dir, found[0]) : fallback;
+}
 
 /**
  * The page name of a bundle page URL (`…/bundle/p/<name>`, format v2), or null for any other

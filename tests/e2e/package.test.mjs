@@ -21,7 +21,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
-import { CHROMIUM_ARGS } from "./harness.mjs";
+import { CHROMIUM_ARGS, e2eBundle } from "./harness.mjs";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, "../..");
@@ -29,15 +29,7 @@ const CHROMIUM = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
 const TSC = path.join(HERE, "node_modules/typescript/bin/tsc");
 const log = (...a) => console.error(...a);
 
-function defaultBundle() {
-  const dir = path.join(ROOT, "bundles");
-  if (!existsSync(dir)) return path.join(ROOT, "target/e2e-bundle");
-  const found = readdirSync(dir, { withFileTypes: true }).find(
-    (d) => d.isDirectory() && existsSync(path.join(dir, d.name, "jikji.json")),
-  );
-  return found ? path.join(dir, found.name) : path.join(ROOT, "target/e2e-bundle");
-}
-const BUNDLE = path.resolve(ROOT, process.env.JIKJI_E2E_BUNDLE || defaultBundle());
+const BUNDLE = e2eBundle(ROOT);
 
 /** The policy the package's README asks a site for, sent on every response. */
 const SITE_CSP = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; worker-src 'self'; connect-src 'self'; object-src 'none'";

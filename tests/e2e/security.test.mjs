@@ -15,7 +15,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
-import { CHROMIUM_ARGS, startServer } from "./harness.mjs";
+import { CHROMIUM_ARGS, e2eBundle, startServer } from "./harness.mjs";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, "../..");
@@ -25,15 +25,7 @@ const PKG = path.resolve(ROOT, process.env.JIKJI_E2E_PKG || "pkg");
 const WEB = path.resolve(ROOT, process.env.JIKJI_E2E_WEB || "web");
 const log = (...a) => console.error(...a);
 
-function defaultBundle() {
-  const dir = path.join(ROOT, "bundles");
-  if (!existsSync(dir)) return path.join(ROOT, "target/e2e-bundle");
-  const found = readdirSync(dir, { withFileTypes: true }).find(
-    (d) => d.isDirectory() && existsSync(path.join(dir, d.name, "jikji.json")),
-  );
-  return found ? path.join(dir, found.name) : path.join(ROOT, "target/e2e-bundle");
-}
-const BUNDLE = path.resolve(ROOT, process.env.JIKJI_E2E_BUNDLE || defaultBundle());
+const BUNDLE = e2eBundle(ROOT);
 
 describe("the page's origin limits, headers, test hook and integrity checks", { timeout: 300_000 }, () => {
   let work;
