@@ -47,7 +47,9 @@ pub const PSEUDO_QUERIES: usize = 300;
 /// could not place, so the dense fit came out with a negative slope), and fits are
 /// monotone (see [`fit_platt`]).
 /// v3: adds the margin-aware fits for reported scores ([`ScoreFits`]).
-pub const METHOD: &str = "platt-pseudo-queries-v3";
+/// v4: the weighted fusion's cross-lingual rule ([`jikji_engine::fusion::fused_logit`]),
+/// which the engine applies to v4 bundles only, so older bundles rank as they were built.
+pub const METHOD: &str = jikji_engine::fusion::CROSS_LINGUAL_METHOD;
 /// A query made from a span of chunk `doc`'s text (see [`pseudo_query`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PseudoQuery {

@@ -112,6 +112,20 @@ pub fn cross_lingual(query: &str, chunk: &str) -> bool {
     query != "other" && chunk != "other" && query != chunk
 }
 
+/// The calibration method (`calibration.method` in the manifest) from which on bundles are
+/// fitted, and searched, with the cross-lingual rule of [`fused_logit`]: a bundle calibrated
+/// before (`platt-pseudo-queries-v3` and older) is fused as it was built, in every read.
+pub const CROSS_LINGUAL_METHOD: &str = "platt-pseudo-queries-v4";
+
+/// True if a bundle calibrated with `method` fuses with the cross-lingual rule: a
+/// `platt-pseudo-queries-vN` method with N ≥ 4.
+pub fn cross_lingual_fusion(method: &str) -> bool {
+    method
+        .strip_prefix("platt-pseudo-queries-v")
+        .and_then(|n| n.parse::<u32>().ok())
+        .is_some_and(|n| n >= 4)
+}
+
 /// Smallest share of a bundle's chunks a language needs before [`fused_logit`]'s
 /// cross-lingual rule applies to it (for the query's language and the chunk's alike). A few
 /// chunks of another language in a one-language bundle are mostly stray text (a table of
@@ -247,6 +261,8 @@ mod tests {
         // A query language without chunks (ja): the plain fusion.
         let f = cross_lingual_docs("ja", &langs, &mixed);
         assert!((0..20).all(|d| !f(d)));
+        assert!(cross_lingual_fusion(CROSS_LINGUAL_METHOD));
+        assert!(!cross_lingual_fusion("platt-pseudo-queries-v3") && !cross_lingual_fusion("x"));
     }
 
     #[test]

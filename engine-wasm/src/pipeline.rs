@@ -194,12 +194,13 @@ impl Engine {
                     let v = b.vectors_checked()?.ok_or(EngineError::NoVectors(mode))?;
                     let q = qvec.ok_or(EngineError::NoModel(mode))?;
                     // Each candidate's text language against the query's (the columns
-                    // page, read for the lifecycle filters anyway); a bundle written
-                    // before the language column fuses every candidate as before.
+                    // page, read for the lifecycle filters anyway); a bundle calibrated
+                    // before the rule (method before v4) fuses every candidate as before.
                     let q_lang = crate::centring::detect_lang(query);
                     let facets = self.facets()?;
                     let by_lang = facets
                         .get()
+                        .filter(|_| fusion::cross_lingual_fusion(&c.method))
                         .map(|f| fusion::cross_lingual_docs(q_lang, &f.langs, &f.lang));
                     let cross = |d: u32| by_lang.as_ref().is_some_and(|f| f(d));
                     Fused {
