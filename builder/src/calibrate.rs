@@ -23,7 +23,7 @@ use jikji_embed::{Embedder, Prefix};
 use jikji_engine::centring::{detect_lang, ChunkCentring, DenseScorer};
 use jikji_engine::fusion::{
     bm25_normalised, bm25_upper_bound, cross_lingual_docs, dense_background, dense_z, fused_logit,
-    weighted,
+    substantial_languages, weighted,
 };
 use jikji_engine::scores::{file_numbers, margin};
 use jikji_engine::search::{bm25, dense, rrf, Lexical};
@@ -660,9 +660,10 @@ pub fn fit(
         chunk_lang.push(i as u32);
     }
     let l_none = cal.bm25.logit(0.0);
+    let shares = substantial_languages(&langs, &chunk_lang);
     for (i, q) in queries.iter().enumerate() {
         let q_lang = detect_lang(&q.text);
-        let cross = cross_lingual_docs(q_lang, &langs, &chunk_lang);
+        let cross = cross_lingual_docs(q_lang, &langs, &chunk_lang, &shares);
         let wrong = wrong_for(q);
         let (lex, ub) = &lists[i];
         let den = &dense_lists[i];

@@ -136,16 +136,11 @@ pub fn cross_lingual_fusion(method: &str) -> bool {
 /// 0.7660 with the rule). Measured in README, "Hybrid on the mixed set".
 pub const MIN_LANGUAGE_SHARE: f32 = 0.05;
 
-/// Per chunk, whether weighted fusion treats it as cross-lingual for a query of language
-/// `query`: `chunk_lang[d]` indexes `langs` (the bundle's per-chunk text languages, e.g. the
-/// columns page's facets); true when [`cross_lingual`] and both languages hold at least
-/// [`MIN_LANGUAGE_SHARE`] of the chunks. Returns a closure over doc ids (false for an id out
-/// of range).
-pub fn cross_lingual_docs<'a>(
-    query: &'a str,
-    langs: &'a [String],
-    chunk_lang: &'a [u32],
-) -> impl Fn(u32) -> bool + 'a {
+/// Per language of `langs` (a bundle's text languages, e.g. the columns page's facets),
+/// whether it holds at least [`MIN_LANGUAGE_SHARE`] of the chunks: `chunk_lang[d]` indexes
+/// `langs`. One pass over the chunks (O(n)); the engine keeps the result per bundle, so a
+/// query pays only [`cross_lingual_docs`]'s O(1) lookups. Shape: `langs.len()` flags.
+pub fn substantial_languages(langs: &[String], chunk_lang: &[u32]) -> Vec<bool> {
     let mut counts = vec![0usize; langs.len()];
     for &i in chunk_lang {
         if let Some(c) = counts.get_mut(i as usize) {
@@ -153,10 +148,23 @@ pub fn cross_lingual_docs<'a>(
         }
     }
     let min = MIN_LANGUAGE_SHARE * chunk_lang.len() as f32;
-    let substantial: Vec<bool> = counts.iter().map(|&c| c as f32 >= min && c > 0).collect();
+    counts.iter().map(|&c| c as f32 >= min && c > 0).collect()
+}
+
+/// Per chunk, whether weighted fusion treats it as cross-lingual for a query of language
+/// `query`: `chunk_lang[d]` indexes `langs` (the bundle's per-chunk text languages, e.g. the
+/// columns page's facets) and `substantial` is [`substantial_languages`] of the same two;
+/// true when [`cross_lingual`] and both languages hold at least [`MIN_LANGUAGE_SHARE`] of
+/// the chunks. Returns a closure over doc ids (false for an id out of range).
+pub fn cross_lingual_docs<'a>(
+    query: &'a str,
+    langs: &'a [String],
+    chunk_lang: &'a [u32],
+    substantial: &'a [bool],
+) -> impl Fn(u32) -> bool + 'a {
     let query_present = langs
         .iter()
-        .zip(&substantial)
+        .zip(substantial)
         .any(|(l, &ok)| ok && l == query);
     move |d: u32| {
         query_present
@@ -252,14 +260,17 @@ mod tests {
         let langs = ["zh".to_string(), "en".to_string(), "ko".to_string()];
         let mut few = vec![0u32; 38];
         few.extend([1, 2]);
-        let f = cross_lingual_docs("zh", &langs, &few);
+        let s_few = substantial_languages(&langs, &few);
+        assert_eq!(s_few, [true, false, false]);
+        let f = cross_lingual_docs("zh", &langs, &few, &s_few);
         assert!((0..40).all(|d| !f(d)));
         let mut mixed = vec![0u32; 15];
         mixed.extend([1; 5]);
-        let f = cross_lingual_docs("zh", &langs, &mixed);
+        let s_mixed = substantial_languages(&langs, &mixed);
+        let f = cross_lingual_docs("zh", &langs, &mixed, &s_mixed);
         assert!((0..15).all(|d| !f(d)) && (15..20).all(&f) && !f(99));
         // A query language without chunks (ja): the plain fusion.
-        let f = cross_lingual_docs("ja", &langs, &mixed);
+        let f = cross_lingual_docs("ja", &langs, &mixed, &s_mixed);
         assert!((0..20).all(|d| !f(d)));
         assert!(cross_lingual_fusion(CROSS_LINGUAL_METHOD));
         assert!(!cross_lingual_fusion("platt-pseudo-queries-v3") && !cross_lingual_fusion("x"));

@@ -279,6 +279,9 @@ pub struct Engine {
     #[cfg(feature = "v1")]
     v1_facets: OnceLock<Result<jikji_format::paged::Facets, String>>,
     lifecycle: OnceLock<Result<Lifecycle, String>>,
+    /// Per facets language, whether it holds [`fusion::MIN_LANGUAGE_SHARE`] of the chunks
+    /// ([`fusion::substantial_languages`]), counted once per bundle.
+    language_shares: OnceLock<std::sync::Arc<Vec<bool>>>,
     /// The bundle's per-chunk centring, decoded once the vectors are loaded (`None`: none).
     chunk_centring: OnceLock<Option<centring::ChunkCentring>>,
     fetched: std::sync::Mutex<FetchStats>,
@@ -322,6 +325,7 @@ impl Engine {
             #[cfg(feature = "v1")]
             v1_facets: OnceLock::new(),
             lifecycle: OnceLock::new(),
+            language_shares: OnceLock::new(),
             chunk_centring: OnceLock::new(),
             fetched: Default::default(),
         }
@@ -426,6 +430,21 @@ impl Engine {
                 }))
             }
         }
+    }
+
+    /// [`fusion::substantial_languages`] of `facets`, counted on first use and kept (the
+    /// facets are the bundle's, fixed while the engine lives); `None` when the facets have
+    /// no language column.
+    pub(crate) fn language_shares(
+        &self,
+        facets: &FacetsOf<'_>,
+    ) -> Option<std::sync::Arc<Vec<bool>>> {
+        if let Some(s) = self.language_shares.get() {
+            return Some(s.clone());
+        }
+        let f = facets.get()?;
+        let s = std::sync::Arc::new(fusion::substantial_languages(&f.langs, &f.lang));
+        Some(self.language_shares.get_or_init(|| s).clone())
     }
 
     /// Per doc, whether the filters allow it; `None` without filters. Reads the columns

@@ -198,10 +198,12 @@ impl Engine {
                     // before the rule (method before v4) fuses every candidate as before.
                     let q_lang = crate::centring::detect_lang(query);
                     let facets = self.facets()?;
+                    let shares = self.language_shares(&facets);
                     let by_lang = facets
                         .get()
+                        .zip(shares.as_deref())
                         .filter(|_| fusion::cross_lingual_fusion(&c.method))
-                        .map(|f| fusion::cross_lingual_docs(q_lang, &f.langs, &f.lang));
+                        .map(|(f, s)| fusion::cross_lingual_docs(q_lang, &f.langs, &f.lang, s));
                     let cross = |d: u32| by_lang.as_ref().is_some_and(|f| f(d));
                     Fused {
                         ranked: fusion::weighted(
