@@ -347,6 +347,21 @@ describe("Jikji search page in Chromium", { timeout: READY_MS + 20 * 60_000 }, (
     });
   }
 
+  // Issue 15 in the browser: a Korean rendering of 學而時習之 finds the 論語 chunk that holds it
+  // (the centring and the cross-lingual weighted fusion, both applied in the engine from what the
+  // bundle stores), with the same hits and scores as natively. Before issue 15 its hybrid top 3 were
+  // chunks of the Korean story.
+  test("cross-lingual hybrid: a Korean rendering finds 論語 學而 as natively", { timeout: SEARCH_MS * 2 }, async () => {
+    const q = "배우고 때때로 익히면 기쁘지 아니한가";
+    const [hits, native] = await Promise.all([searchInPage(page, q, "hybrid"), nativeSearch(q, "hybrid")]);
+    log(`[e2e] "${q}": ${hits.map((h) => `${h.id} (${h.score})`).join(", ")}`);
+    assertSameTop(hits, native, `hybrid "${q}"`);
+    assert.ok(
+      native.slice(0, 3).some((h) => h.source.endsWith("lunyu.md") && h.text.includes("學而時習之")),
+      `hybrid "${q}": the 學而 chunk is not in the top 3: ${native.slice(0, 3).map((h) => h.source).join(", ")}`,
+    );
+  });
+
   test("dense mode runs in the page", { timeout: SEARCH_MS * 2 }, async () => {
     const q = QUERIES[QUERIES.length - 1];
     const hits = await searchInPage(page, q, "dense");
