@@ -125,11 +125,15 @@ pub struct FacetValues {
 impl FacetValues {
     /// Counts `facets` (one entry per record).
     pub fn of(facets: &Facets) -> FacetValues {
-        let mut tiers = std::collections::BTreeMap::<u32, usize>::new();
+        // Sorted vectors, not BTreeMaps: the browser's engine wasm stays smaller.
+        let mut tiers: Vec<(u32, usize)> = Vec::new();
         let mut untiered = 0;
         for t in &facets.tier {
             match t {
-                Some(t) => *tiers.entry(*t).or_default() += 1,
+                Some(t) => match tiers.binary_search_by_key(t, |e| e.0) {
+                    Ok(i) => tiers[i].1 += 1,
+                    Err(i) => tiers.insert(i, (*t, 1)),
+                },
                 None => untiered += 1,
             }
         }
@@ -145,13 +149,14 @@ impl FacetValues {
                 *n += 1;
             }
         }
-        let mut folders = std::collections::BTreeMap::<String, usize>::new();
+        let mut folders: Vec<(String, usize)> = Vec::new();
         for (f, n) in facets.folders.iter().zip(folder_n) {
             let mut end = f.len();
             while end > 0 {
                 let up = &f[..end];
-                if !up.is_empty() {
-                    *folders.entry(up.to_string()).or_default() += n;
+                match folders.binary_search_by(|e| e.0.as_str().cmp(up)) {
+                    Ok(i) => folders[i].1 += n,
+                    Err(i) => folders.insert(i, (up.to_string(), n)),
                 }
                 end = up.rfind('/').unwrap_or(0);
             }
@@ -160,7 +165,7 @@ impl FacetValues {
         langs.retain(|(_, n)| *n > 0);
         langs.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         FacetValues {
-            tiers: tiers.into_iter().collect(),
+            tiers,
             untiered,
             langs,
             folders: folders.into_iter().filter(|(_, n)| *n > 0).collect(),

@@ -13,8 +13,6 @@
 //! removed and its whitespace runs (newlines included) collapsed to one space: the heading
 //! path is shown apart, as a breadcrumb.
 
-use std::collections::HashSet;
-
 use jikji_format::analyzer::{korean_stem, script_of, Analyzer, Script};
 
 /// Display width of a snippet window, in columns: a wide character ([`is_wide`]: CJK, Hangul, kana,
@@ -115,19 +113,41 @@ pub fn is_wide(c: char) -> bool {
 /// except that a Han or kana word of two or more characters gives only its bigrams (not the
 /// single characters a `han_unigrams` bundle also indexes, which would mark every occurrence
 /// of each character).
-pub fn mark_terms(analyzer: &Analyzer, query: &str) -> HashSet<String> {
-    let mut terms = HashSet::new();
+pub fn mark_terms(analyzer: &Analyzer, query: &str) -> Terms {
+    let mut terms = Vec::new();
     for (word, script) in analyzer.words(query) {
         if matches!(script, Script::Han | Script::Kana) && word.len() >= 2 {
             for w in word.windows(2) {
-                terms.insert(w.iter().collect());
+                terms.push(w.iter().collect());
             }
         } else {
             let w: String = word.iter().collect();
             terms.extend(analyzer.analyze(&w));
         }
     }
-    terms
+    terms.sort_unstable();
+    terms.dedup();
+    Terms(terms)
+}
+
+/// A query's mark terms ([`mark_terms`]), sorted (a sorted vector rather than a hash set: the
+/// browser's engine wasm stays smaller).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Terms(pub Vec<String>);
+
+impl Terms {
+    /// True if `t` is one of the terms.
+    pub fn contains(&self, t: &str) -> bool {
+        self.0.binary_search_by(|x| x.as_str().cmp(t)).is_ok()
+    }
+}
+
+/// `a` followed by `b`.
+fn concat2(a: &str, b: &str) -> String {
+    let mut s = String::with_capacity(a.len() + b.len());
+    s.push_str(a);
+    s.push_str(b);
+    s
 }
 
 /// A match: characters `start..end` of the display text, and which term.
@@ -141,7 +161,7 @@ struct Match {
 fn find_matches(
     analyzer: &Analyzer,
     chars: &[Ch],
-    terms: &HashSet<String>,
+    terms: &Terms,
     ids: &mut Vec<String>,
 ) -> Vec<Match> {
     let id_of = |t: &str, ids: &mut Vec<String>| match ids.iter().position(|x| x == t) {
@@ -185,7 +205,7 @@ fn find_matches(
                     continue;
                 }
                 if hangul {
-                    if let Some(stem) = korean_stem(&w).filter(|st| terms.contains(*st)) {
+                    if let Some(stem) = korean_stem(&w).filter(|st| terms.contains(st)) {
                         let n = stem.chars().count();
                         if n != 2 {
                             out.push(Match {
@@ -200,16 +220,12 @@ fn find_matches(
                 let mut j = s;
                 while j < i {
                     if j + 1 < i {
-                        let pair = format!("{}{}", chars[j].norm, chars[j + 1].norm);
+                        let pair = concat2(&chars[j].norm, &chars[j + 1].norm);
                         if terms.contains(&pair) {
                             // Consecutive matching bigrams (a longer query word) make one match.
                             let mut end = j + 2;
                             while end < i
-                                && terms.contains(&format!(
-                                    "{}{}",
-                                    chars[end - 1].norm,
-                                    chars[end].norm
-                                ))
+                                && terms.contains(&concat2(&chars[end - 1].norm, &chars[end].norm))
                             {
                                 end += 1;
                             }
