@@ -426,7 +426,9 @@ export class JikjiSearchElement extends HTMLElement {
         ? "Keyword search is ready. Semantic search downloads its model when you ask for it (Save-Data is on)."
         : "Keyword search is ready. Semantic search loads its model with your first dense or hybrid query.",
     );
-    if (this._input.value.trim() && this.mode !== "bm25") this._wantModel();
+    // A query given on load (?q=) asks for the model itself once its BM25 answer is shown (_run):
+    // not before, so that on a slow network the model's megabytes do not starve the pages of
+    // that first answer.
   }
 
   _saveData() {
