@@ -7,7 +7,8 @@
 //   j.loadModel();                                   // start the model download (optional)
 //   const r = await j.search("to be or not to be", { mode: "hybrid", topK: 10,
 //                            filters: { tier: "0-2", lang: ["ko", "en"], folder: "1. 漢文" } });
-//   // r = {query, mode, fusion, calibrated, hits: [{rank, id, score (calibrated, 0..1), raw_score, source, source_url, heading_path, tier, lang, text}],
+//   // r = {query, mode, fusion, calibrated, hits: [{rank, id, score (calibrated, 0..1), raw_score, source, source_url, heading_path, tier, lang, text,
+//   //      label (readable title), snippet: {parts (alternately plain and matched text), cut_start, cut_end}}],
 //   //      stats: {rounds, requests, pages, transfer, stored, raw, shared, transferEstimated, ms,
 //   //              dense/hybrid: model: {requests, transfer, …, rowPages}, embedMs, tokens}}
 //   const v = await j.search("學而時習之", { mode: "dense", vector: true });
@@ -321,6 +322,17 @@ export class Jikji {
    */
   cacheStats() {
     return this._call({ type: "cacheStats" });
+  }
+
+  /**
+   * The bundle's filter values and how many chunks have each (from its columns page, fetched
+   * if no search has read it yet): {tiers: [[tier, chunks], …] (by tier), untiered (chunks
+   * outside every tier folder), langs: [[lang, chunks], …] (most first), folders: [[folder,
+   * chunks], …] (every source folder and those above it, by name)}. Values for `filters`.
+   * @returns {Promise<Facets>}
+   */
+  facets() {
+    return this._call({ type: "facets" });
   }
 
   /** Stop the worker; pending calls reject. */

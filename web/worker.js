@@ -7,9 +7,12 @@
 //                             {id, type: "search", query, mode, topK, includeArchived, minScore?, fusion?,
 //                              filters?: {tier?: "N"|"A-B", lang?: "ko,en", folder?: string}, vector?}
 //                             {id, type: "cacheStats"}
+//                             {id, type: "facets"}
 // Replies (worker → main):    {id, ok: true, result}      open: {summary: JSON string, stats}
 //                                                         search: the SearchResult object + stats (+ queryVector,
 //                                                                 queryTokens when vector and dense/hybrid)
+//                                                         (each hit with label and snippet: addDisplay)
+//                                                         facets: {tiers, untiered, langs, folders}
 //                                                         cacheStats: {engine: {pages, bytes, hits, misses}, session,
 //                                                                      model: {requests, transfer, stored, cached, cachedBytes, rowPages},
 //                                                                      memory: {engine, model} (wasm memory bytes)}
@@ -603,6 +606,7 @@ async function search(id, query, mode, topK, includeArchived, minScore, fusion, 
     }
     const need = needOf(result);
     if (!need) {
+      addDisplay(engine, String(query), result);
       stats.ms = performance.now() - t0;
       tidyTimings();
       result.stats = stats;
@@ -633,6 +637,47 @@ async function search(id, query, mode, topK, includeArchived, minScore, fusion, 
   }
 }
 
+/**
+ * Adds to each hit its `label` (readable title) and `snippet` ({parts, cut_start, cut_end}:
+ * the window of its text around the best match, parts alternating unmarked and marked) from
+ * the engine's `display` (engine-wasm/src/snippet.rs). An engine without it adds nothing.
+ */
+function addDisplay(engine, query, result) {
+  if (typeof engine.display !== "function" || !Array.isArray(result?.hits)) return;
+  for (const h of result.hits) {
+    try {
+      const d = JSON.parse(engine.display(query, String(h.text ?? ""), String(h.source ?? ""), h.title == null ? undefined : String(h.title)));
+      h.label = d.label;
+      h.snippet = d.snippet;
+    } catch (e) {
+      console.warn(`snippet of chunk ${h.id}: ${errorMessage(e)}`);
+    }
+  }
+}
+
+/**
+ * The bundle's filter values: {tiers: [[tier, chunks]], untiered, langs: [[lang, chunks]],
+ * folders: [[folder, chunks]]}, fetching the columns page if the engine asks for it.
+ */
+async function facets() {
+  const engine = await getEngine();
+  if (!bundleOpen) throw new Error("open the bundle before asking for its filters");
+  if (typeof engine.facets !== "function") throw new Error("this build of the search engine has no facets(): rebuild pkg/ with scripts/build-wasm");
+  const stats = { rounds: 0, requests: 0, pages: 0, transfer: 0, stored: 0, raw: 0, shared: 0, transferEstimated: false };
+  for (let round = 0; ; round++) {
+    let result;
+    try {
+      result = JSON.parse(engine.facets());
+    } catch (e) {
+      throw new Error(`the bundle's filter values: ${errorMessage(e)}`);
+    }
+    const need = needOf(result);
+    if (!need) return result;
+    if (round >= MAX_ROUNDS) throw new Error(`the bundle's filter values still need ${need.join(", ")} after ${MAX_ROUNDS} rounds`);
+    await Promise.all(need.map((n) => ensurePage(engine, n, stats)));
+  }
+}
+
 async function cacheStats() {
   const engine = await getEngine();
   const e = bundleOpen ? JSON.parse(engine.cache_stats()) : null;
@@ -660,6 +705,9 @@ self.onmessage = async (ev) => {
         break;
       case "cacheStats":
         result = await cacheStats();
+        break;
+      case "facets":
+        result = await facets();
         break;
       default:
         throw new Error(`unknown request type ${JSON.stringify(type)}`);

@@ -105,6 +105,74 @@ impl Filters {
     }
 }
 
+/// The values a bundle's chunks take for each filter, with how many chunks (records) have
+/// each: what a search page offers as filter choices. Read from the facets
+/// ([`FacetValues::of`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FacetValues {
+    /// `(tier, chunks)` for every tier present, by tier.
+    pub tiers: Vec<(u32, usize)>,
+    /// Chunks outside every tier folder (no tier).
+    pub untiered: usize,
+    /// `(lang, chunks)` for every language present, most chunks first (then by name).
+    pub langs: Vec<(String, usize)>,
+    /// `(folder, chunks)` for every source folder and each folder above it (a folder filter
+    /// matches a folder and everything below it; the count is of chunks at or below it), by
+    /// name; the root (`""`) is left out.
+    pub folders: Vec<(String, usize)>,
+}
+
+impl FacetValues {
+    /// Counts `facets` (one entry per record).
+    pub fn of(facets: &Facets) -> FacetValues {
+        // Sorted vectors, not BTreeMaps: the browser's engine wasm stays smaller.
+        let mut tiers: Vec<(u32, usize)> = Vec::new();
+        let mut untiered = 0;
+        for t in &facets.tier {
+            match t {
+                Some(t) => match tiers.binary_search_by_key(t, |e| e.0) {
+                    Ok(i) => tiers[i].1 += 1,
+                    Err(i) => tiers.insert(i, (*t, 1)),
+                },
+                None => untiered += 1,
+            }
+        }
+        let mut lang_n = vec![0usize; facets.langs.len()];
+        for &l in &facets.lang {
+            if let Some(n) = lang_n.get_mut(l as usize) {
+                *n += 1;
+            }
+        }
+        let mut folder_n = vec![0usize; facets.folders.len()];
+        for &f in &facets.folder {
+            if let Some(n) = folder_n.get_mut(f as usize) {
+                *n += 1;
+            }
+        }
+        let mut folders: Vec<(String, usize)> = Vec::new();
+        for (f, n) in facets.folders.iter().zip(folder_n) {
+            let mut end = f.len();
+            while end > 0 {
+                let up = &f[..end];
+                match folders.binary_search_by(|e| e.0.as_str().cmp(up)) {
+                    Ok(i) => folders[i].1 += n,
+                    Err(i) => folders.insert(i, (up.to_string(), n)),
+                }
+                end = up.rfind('/').unwrap_or(0);
+            }
+        }
+        let mut langs: Vec<(String, usize)> = facets.langs.iter().cloned().zip(lang_n).collect();
+        langs.retain(|(_, n)| *n > 0);
+        langs.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        FacetValues {
+            tiers,
+            untiered,
+            langs,
+            folders: folders.into_iter().filter(|(_, n)| *n > 0).collect(),
+        }
+    }
+}
+
 /// True if folder `f` (a source path's folder, no slash at either end) is `prefix` or below
 /// it, by whole path components.
 fn in_folder(f: &str, prefix: &str) -> bool {
@@ -158,6 +226,23 @@ mod tests {
         assert!(!in_folder("1. Gutenberg classics", "1. Gutenberg"));
         assert!(!in_folder("", "1. Gutenberg"));
         assert!(in_folder("", "/"));
+    }
+
+    #[test]
+    fn facet_values_count_chunks_and_folders_above() {
+        let mut b = jikji_format::paged::FacetsBuilder::default();
+        b.push(Some(1), "ko", "1. a/x.md");
+        b.push(Some(1), "ko", "1. a/x.md");
+        b.push(Some(2), "en", "2. b/y.md");
+        b.push(None, "en", "z.md");
+        b.push(Some(3), "zh", "1. a/deep/w.md");
+        let v = FacetValues::of(&b.finish());
+        assert_eq!(v.tiers, [(1, 2), (2, 1), (3, 1)]);
+        assert_eq!(v.untiered, 1);
+        let langs: Vec<(&str, usize)> = v.langs.iter().map(|(l, n)| (l.as_str(), *n)).collect();
+        assert_eq!(langs, [("en", 2), ("ko", 2), ("zh", 1)]);
+        let folders: Vec<(&str, usize)> = v.folders.iter().map(|(f, n)| (f.as_str(), *n)).collect();
+        assert_eq!(folders, [("1. a", 3), ("1. a/deep", 1), ("2. b", 1)]);
     }
 
     #[test]

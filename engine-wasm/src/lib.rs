@@ -15,6 +15,7 @@ pub mod parents;
 mod pipeline;
 pub mod scores;
 pub mod search;
+pub mod snippet;
 #[cfg(target_arch = "wasm32")]
 mod wasm;
 
@@ -28,7 +29,7 @@ use serde::Serialize;
 
 use lifecycle::Lifecycle;
 
-pub use filters::Filters;
+pub use filters::{FacetValues, Filters};
 pub use search::{Expansion, Scored, FUSION_DEPTH, RRF_K};
 
 /// A bundle's per-chunk facets ([`jikji_format::paged::Facets`]), from its columns page or
@@ -466,6 +467,61 @@ impl Engine {
         let a = std::sync::Arc::new(allowed);
         *memo = Some((self.filters.clone(), a.clone()));
         Ok(Some(a))
+    }
+
+    /// The values the bundle's chunks take for each filter, with their chunk counts
+    /// ([`FacetValues`]): what a search page offers as tier, language and folder filters.
+    /// On a paged bundle this reads the columns page: natively from the bundle folder; in the
+    /// browser, while it is not in the cache, [`EngineError::NeedPages`] names it (add it and
+    /// call again). Errors: [`EngineError::NoFilterColumns`] for a bundle built before the
+    /// filter columns; a corrupt columns page.
+    pub fn facet_values(&self) -> Result<FacetValues, EngineError> {
+        for _ in 0..MAX_ROUNDS {
+            if let Some(c) = self.bundle.cache() {
+                c.clear_missing();
+            }
+            match self.facets() {
+                Ok(f) => {
+                    return f
+                        .get()
+                        .map(FacetValues::of)
+                        .ok_or(EngineError::NoFilterColumns)
+                }
+                Err(EngineError::Format(e)) if e.is_page_missing() => {
+                    let missing = self
+                        .bundle
+                        .cache()
+                        .map(|c| c.take_missing())
+                        .unwrap_or_default();
+                    if missing.is_empty() {
+                        return Err(e.into());
+                    }
+                    #[cfg(not(target_arch = "wasm32"))]
+                    if self.bundle.can_load_pages() {
+                        self.bundle.load_pages(&missing)?;
+                        continue;
+                    }
+                    return Err(EngineError::NeedPages(missing));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(EngineError::Format(FormatError::corrupt(
+            jikji_format::paged::ENTRY_FILE,
+            0,
+            "the columns page was still missing after it was loaded",
+        )))
+    }
+
+    /// The snippet of chunk text `text` for `query` ([`snippet::snippet`], with this bundle's
+    /// analyzer and [`snippet::SNIPPET_WIDTH`] columns).
+    pub fn snippet(&self, query: &str, text: &str) -> snippet::Snippet {
+        let analyzer = self.bundle.analyzer();
+        let s = snippet::snippet(analyzer, query, text, snippet::SNIPPET_WIDTH);
+        // A Unicode table the text needed and the query did not: not a page to fetch (the
+        // snippet falls back to ASCII lowercase for those characters).
+        let _ = analyzer.tables().take_missing();
+        s
     }
 
     fn lifecycle(&self) -> Result<&Lifecycle, EngineError> {

@@ -12,7 +12,8 @@
 use jikji_format::paged::CacheStats;
 use jikji_format::{Calibration, ChunkRecord, Manifest, MarginPlatt, ModelInfo, Platt};
 
-use crate::{Fusion, Hit, SearchResult};
+use crate::snippet::Snippet;
+use crate::{FacetValues, Fusion, Hit, SearchResult};
 
 /// Appends `s` as a JSON string.
 pub fn string(out: &mut String, s: &str) {
@@ -261,6 +262,71 @@ pub fn need(pages: &[String]) -> String {
     out
 }
 
+/// The JSON of a hit's display fields: `{"label": string, "snippet": {"parts": [string, …],
+/// "cut_start": bool, "cut_end": bool}}` ([`crate::snippet::label`], [`Snippet`]: `parts`
+/// alternate unmarked and marked text, the first unmarked).
+pub fn display(label: &str, s: &Snippet) -> String {
+    let mut out = String::with_capacity(64 + s.parts.iter().map(|p| p.len() + 4).sum::<usize>());
+    out.push('{');
+    key(&mut out, "label");
+    string(&mut out, label);
+    key(&mut out, "snippet");
+    out.push('{');
+    key(&mut out, "parts");
+    out.push('[');
+    for (i, p) in s.parts.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        string(&mut out, p);
+    }
+    out.push(']');
+    key(&mut out, "cut_start");
+    out.push_str(if s.cut_start { "true" } else { "false" });
+    key(&mut out, "cut_end");
+    out.push_str(if s.cut_end { "true" } else { "false" });
+    out.push_str("}}");
+    out
+}
+
+/// The JSON of a bundle's filter values: `{"tiers": [[tier, chunks], …], "untiered": chunks,
+/// "langs": [[lang, chunks], …], "folders": [[folder, chunks], …]}` ([`FacetValues`]).
+pub fn facets(v: &FacetValues) -> String {
+    let mut out = String::from("{");
+    key(&mut out, "tiers");
+    out.push('[');
+    for (i, (t, n)) in v.tiers.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push('[');
+        uint(&mut out, u64::from(*t));
+        out.push(',');
+        uint(&mut out, *n as u64);
+        out.push(']');
+    }
+    out.push(']');
+    key(&mut out, "untiered");
+    uint(&mut out, v.untiered as u64);
+    for (k, list) in [("langs", &v.langs), ("folders", &v.folders)] {
+        key(&mut out, k);
+        out.push('[');
+        for (i, (s, n)) in list.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push('[');
+            string(&mut out, s);
+            out.push(',');
+            uint(&mut out, *n as u64);
+            out.push(']');
+        }
+        out.push(']');
+    }
+    out.push('}');
+    out
+}
+
 /// `serde_json::to_string(stats)` of the page cache's counters.
 pub fn cache_stats(s: &CacheStats) -> String {
     let mut out = String::from("{");
@@ -401,6 +467,33 @@ pub fn summary(m: &Manifest, vectors: bool) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn display_and_facets_json_are_serde_json() {
+        let s = Snippet {
+            parts: vec!["a \"b\"\n".into(), "學而".into(), "".into()],
+            cut_start: true,
+            cut_end: false,
+        };
+        let v: serde_json::Value = serde_json::from_str(&display("Lunyu", &s)).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"label": "Lunyu", "snippet": {"parts": ["a \"b\"\n", "學而", ""],
+                "cut_start": true, "cut_end": false}})
+        );
+        let f = FacetValues {
+            tiers: vec![(1, 3), (99, 2)],
+            untiered: 1,
+            langs: vec![("zh".into(), 4)],
+            folders: vec![("1. 漢文".into(), 3)],
+        };
+        let v: serde_json::Value = serde_json::from_str(&facets(&f)).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"tiers": [[1, 3], [99, 2]], "untiered": 1, "langs": [["zh", 4]],
+                "folders": [["1. 漢文", 3]]})
+        );
+    }
+
     use super::*;
     use crate::Mode;
     use jikji_format::ConflictNote;

@@ -243,6 +243,44 @@ impl WasmEngine {
         self.engine.as_ref().is_some_and(|e| e.has_model())
     }
 
+    /// The bundle's filter values with their chunk counts, as JSON: `{"tiers": [[tier,
+    /// chunks], …], "untiered": n, "langs": [[lang, chunks], …], "folders": [[folder,
+    /// chunks], …]}` (`FacetValues`). While the columns page is not in the cache the answer is
+    /// `{"need": [its name]}`: add it and call again. Throws on a bundle built before the
+    /// filter columns ("rebuild it") or a corrupt columns page.
+    pub fn facets(&self) -> Result<String, JsError> {
+        let engine = self
+            .engine
+            .as_ref()
+            .ok_or_else(|| JsError::new("no bundle open"))?;
+        match engine.facet_values() {
+            Ok(v) => Ok(crate::out::facets(&v)),
+            Err(EngineError::NeedPages(pages)) => Ok(crate::out::need(&pages)),
+            Err(e) => Err(js_err(e)),
+        }
+    }
+
+    /// A hit's display fields as JSON, `{"label": string, "snippet": {"parts": [string, …],
+    /// "cut_start": bool, "cut_end": bool}}`: `label` its readable title (front matter
+    /// `title`, else from the file name of `source`), `snippet` the window of `text` around
+    /// its best match for `query` (at most 240 columns, a CJK character counting 2), its
+    /// `parts` alternating unmarked and marked text (the first unmarked), with the bundle's
+    /// analyzer (the `snippet` module of this crate). Throws only when no bundle is open.
+    pub fn display(
+        &self,
+        query: &str,
+        text: &str,
+        source: &str,
+        title: Option<String>,
+    ) -> Result<String, JsError> {
+        let engine = self
+            .engine
+            .as_ref()
+            .ok_or_else(|| JsError::new("no bundle open"))?;
+        let label = crate::snippet::label(source, title.as_deref());
+        Ok(crate::out::display(&label, &engine.snippet(query, text)))
+    }
+
     /// Runs a query, embedding it with the engine's own model for dense and hybrid (see
     /// `load_model`; without feature `embed` only `bm25` works here, use
     /// `search_with_vector`). `mode` is `bm25`, `dense` or `hybrid`. Returns the JSON of a

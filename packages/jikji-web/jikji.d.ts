@@ -96,6 +96,39 @@ export interface Hit {
   parent_id?: string;
   parent_doc?: number;
   conflicts?: ConflictNote[];
+  /**
+   * Readable title (from the engine, engine-wasm/src/snippet.rs): the front matter `title`, else
+   * the file name without folder, extension and leading number (`shakespeare-hamlet.txt` →
+   * `Shakespeare hamlet`).
+   */
+  label?: string;
+  /** The text window around the best match, its matched terms marked (from the engine). */
+  snippet?: Snippet;
+}
+
+/**
+ * A window of a hit's text (at most 240 columns, a CJK character counting 2), Markdown heading
+ * markers removed and whitespace collapsed, around the span holding the most distinct query terms.
+ */
+export interface Snippet {
+  /** Alternately unmarked and marked text, starting unmarked (possibly ""); joined, the window. */
+  parts: string[];
+  /** Text was cut before the window (show an ellipsis). */
+  cut_start: boolean;
+  /** Text was cut after the window. */
+  cut_end: boolean;
+}
+
+/** The filter values of a bundle with their chunk counts ({@link Jikji.facets}). */
+export interface Facets {
+  /** `[tier, chunks]` by tier. */
+  tiers: [number, number][];
+  /** Chunks outside every tier folder. */
+  untiered: number;
+  /** `[lang, chunks]`, most chunks first. */
+  langs: [string, number][];
+  /** `[folder, chunks]` for every source folder and each folder above it, by name. */
+  folders: [string, number][];
 }
 
 /** What one search fetched (worker-side counters). */
@@ -239,6 +272,8 @@ export class Jikji {
   search(query: string, options?: SearchOptions): Promise<SearchResult>;
   /** The engine's page cache and what this session fetched. */
   cacheStats(): Promise<CacheStats>;
+  /** The bundle's filter values (tiers, languages, folders) with their chunk counts. */
+  facets(): Promise<Facets>;
   /** Stops the worker; pending calls reject. */
   close(): void;
 }

@@ -80,18 +80,14 @@ export function startServer({ bin, bundle, web, pkg, model, cwd, log, tag = "e2e
 
 /**
  * The page's test hook, which the shipped page does not have: appended to web/app.js as the tests
- * serve it (the functions and bindings it names are app.js's module scope).
+ * serve it (`search` is app.js's <jikji-search> element; these are its public methods).
  */
 const TEST_HOOK = `
 window.jikjiPage = {
-  render: (result) => renderResults(result),
-  loadModel: () => {
-    modelConsent = true;
-    wantModel();
-    return modelLoading || Promise.resolve();
-  },
+  render: (result) => search.showResult(result),
+  loadModel: () => search.loadModel({ consent: true }),
   get jikji() {
-    return jikji;
+    return search.jikji;
   },
 };
 `;
@@ -99,9 +95,11 @@ window.jikjiPage = {
 /**
  * A copy of the page folder `web` in a new temp folder whose app.js has TEST_HOOK appended, to
  * serve instead of `web`: tests reach the page's Jikji instance and renderer as
- * `window.jikjiPage` (the shipped page exposes nothing). A copy rather than a playwright route,
- * because request interception turns Chromium's HTTP cache off (the second-visit tests need it).
- * Returns the folder's path (the caller removes it).
+ * `window.jikjiPage` (the shipped page exposes nothing). Its index.html turns the service worker
+ * off (<meta name="jikji-offline" content="off">), so the tests that count the page's requests
+ * and bytes see the network, not Cache Storage; offline.test.mjs turns it on with ?sw=on.
+ * A copy rather than a playwright route, because request interception turns Chromium's HTTP
+ * cache off (the second-visit tests need it). Returns the folder's path (the caller removes it).
  */
 export async function hookedWeb(web) {
   const { cp, mkdtemp, readFile, writeFile } = await import("node:fs/promises");
@@ -111,6 +109,11 @@ export async function hookedWeb(web) {
   await cp(web, dir, { recursive: true });
   const app = path.join(dir, "app.js");
   await writeFile(app, (await readFile(app, "utf8")) + TEST_HOOK);
+  const index = path.join(dir, "index.html");
+  const html = await readFile(index, "utf8");
+  const off = html.replace('<meta name="jikji-offline" content="on">', '<meta name="jikji-offline" content="off">');
+  if (off === html) throw new Error(`${index}: no <meta name="jikji-offline" content="on"> to turn off`);
+  await writeFile(index, off);
   return dir;
 }
 

@@ -90,9 +90,24 @@ try {
 }
 `;
 
+/** A page of the site using the component only: <jikji-search> from the package, its default styles. */
+const COMPONENT_HTML = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>A site with the component</title>
+<link rel="stylesheet" href="./site.css">
+<script type="module" src="./component.js"></script></head>
+<body><jikji-search bundle="bundle/" mode="bm25" model="none" top-k="5"></jikji-search></body></html>
+`;
+const COMPONENT_JS = `import "./node_modules/jikji-web/jikji-search.js";
+`;
+/** The site's theme: one custom property on an ancestor of the element. */
+const SITE_CSS = `body { --jikji-accent: rgb(0, 90, 0); }
+`;
+
 /** Uses the API as a TypeScript site would; each misuse must be refused by the types. */
 const CHECK_TS = `import { Jikji, JikjiError, checkOrigin } from "jikji-web";
-import type { Hit, SearchResult, ProgressEvent, Filters, LoadOptions } from "jikji-web";
+import type { Hit, SearchResult, ProgressEvent, Filters, LoadOptions, Facets } from "jikji-web";
+import type { JikjiSearchElement, JikjiStateDetail } from "jikji-web/search";
 
 const onProgress = (e: ProgressEvent): void => {
   if (e.phase === "query") console.log(e.rounds, e.requests);
@@ -134,8 +149,23 @@ async function misuses(j: Jikji): Promise<void> {
   await Jikji.load("/b/", { engine: "/e/" });
   void n;
 }
+async function component(): Promise<string> {
+  const box: JikjiSearchElement | null = document.querySelector("jikji-search");
+  if (!box) return "";
+  box.addEventListener("jikji-state", (e) => {
+    const d: JikjiStateDetail = e.detail;
+    console.log(d.state, d.model);
+  });
+  await box.search("學而", "bm25");
+  // @ts-expect-error: not a mode of the element either
+  await box.search("q", "fuzzy");
+  const f: Facets | undefined = await box.jikji?.facets();
+  const snippet = box.jikji ? (await box.jikji.search("q")).hits[0]?.snippet?.parts.join("") : "";
+  return (f?.langs[0]?.[0] ?? "") + (snippet ?? "") + box.mode;
+}
 void main;
 void misuses;
+void component;
 `;
 
 describe("the jikji-web package installed into another site", { timeout: 600_000 }, () => {
@@ -171,6 +201,9 @@ describe("the jikji-web package installed into another site", { timeout: 600_000
     if (npm.status !== 0) throw new Error(`npm install of the tarball failed:\n${npm.stderr}`);
     writeFileSync(path.join(site, "index.html"), INDEX_HTML);
     writeFileSync(path.join(site, "search.js"), SEARCH_JS);
+    writeFileSync(path.join(site, "component.html"), COMPONENT_HTML);
+    writeFileSync(path.join(site, "component.js"), COMPONENT_JS);
+    writeFileSync(path.join(site, "site.css"), SITE_CSS);
     server = await staticServer(site);
     url = `http://127.0.0.1:${server.address().port}`;
     profile = await mkdtemp(path.join(tmpdir(), "jikji-package-test-chromium-"));
@@ -199,11 +232,16 @@ describe("the jikji-web package installed into another site", { timeout: 600_000
       "engine/qmodel/jikji_query_model_wasm.js",
       "engine/qmodel/jikji_query_model_wasm_bg.wasm",
       "engine/integrity.json",
+      "jikji-search.js",
+      "jikji-search.d.ts",
+      "jikji-search.css",
     ]) {
       assert.ok(existsSync(path.join(pkg, f)), `${f} missing from the package`);
     }
     // The same code as the page's, not a second copy that could drift.
-    for (const f of ["jikji.js", "worker.js", "pages.js"]) {
+    assert.equal(manifest.exports["./search"].default, "./jikji-search.js");
+    assert.equal(manifest.exports["./search"].types, "./jikji-search.d.ts");
+    for (const f of ["jikji.js", "jikji-search.js", "jikji-search.css", "worker.js", "pages.js"]) {
       assert.equal(readFileSync(path.join(pkg, f), "utf8"), readFileSync(path.join(ROOT, "web", f), "utf8"), f);
     }
   });
@@ -262,6 +300,39 @@ describe("the jikji-web package installed into another site", { timeout: 600_000
     assert.equal(r.hybrid.hits.length, 3);
     assert.ok(r.modelLoaded, "the package's query model was loaded");
     assert.ok(r.hybrid.model, "the hybrid query embedded through the package's query model");
+    await page.close();
+  });
+
+  test("the site's <jikji-search> searches with the package's styles, themed by a custom property", async () => {
+    const page = await context.newPage();
+    const errors = [];
+    page.on("pageerror", (e) => errors.push(e.message));
+    await page.goto(`${url}/component.html`);
+    await page.waitForFunction(() => document.querySelector("jikji-search")?.dataset.state === "bm25-ready", null, { timeout: 120_000 });
+    await page.fill("jikji-search input[type=search]", "學而時習之");
+    await page.press("jikji-search input[type=search]", "Enter");
+    await page.waitForFunction(() => document.querySelector("jikji-search [role=listbox]")?.dataset.status === "done", null, { timeout: 60_000 });
+    const r = await page.evaluate(() => {
+      const list = document.querySelector("jikji-search [role=listbox]");
+      const first = list.querySelector("li");
+      const mode = document.querySelector("jikji-search .jk-modes input:checked + span");
+      return {
+        count: list.dataset.count,
+        title: first.querySelector(".hit-title .source").textContent,
+        marks: [...first.querySelectorAll(".hit-snippet mark")].map((m) => m.textContent),
+        accent: getComputedStyle(mode).backgroundColor,
+        ids: [...document.querySelectorAll("jikji-search [id]")].every((e) => e.id.startsWith("jikji-1-")),
+        stylesheet: [...document.querySelectorAll('link[rel="stylesheet"]')].map((l) => new URL(l.href).pathname),
+      };
+    });
+    log(`[package] component: ${JSON.stringify(r)}`);
+    assert.equal(r.count, "5");
+    assert.equal(r.title, "Lunyu");
+    assert.ok(r.marks.includes("學而時習之"), JSON.stringify(r.marks));
+    assert.deepEqual(r.stylesheet, ["/site.css", "/node_modules/jikji-web/jikji-search.css"]);
+    assert.equal(r.accent, "rgb(0, 90, 0)", "the --jikji-accent of the site");
+    assert.ok(r.ids, "inner ids are prefixed per instance");
+    assert.deepEqual(errors, []);
     await page.close();
   });
 
