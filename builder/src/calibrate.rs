@@ -728,6 +728,46 @@ pub fn calibrate(
     analyzer: AnalyzerOptions,
     bm25: Bm25Params,
 ) -> Result<Option<Calibration>> {
+    Ok(calibrate_with_queries(
+        terms_fst,
+        postings,
+        chunks_bin,
+        vectors_bin,
+        embedder,
+        centring,
+        threads,
+        analyzer,
+        bm25,
+    )?
+    .calibration)
+}
+
+/// What [`calibrate_with_queries`] gives: the calibration and the pseudo-query vectors it
+/// was fitted with.
+#[derive(Debug, Clone, Default)]
+pub struct Calibrated {
+    /// As [`calibrate`].
+    pub calibration: Option<Calibration>,
+    /// The pseudo-queries' embeddings, centred as the engine centres a query (`dim` each,
+    /// [`PSEUDO_QUERIES`] at most); empty without an embedder, vectors or enough chunks.
+    /// The dense index's build measures its default `nprobe` on them
+    /// ([`crate::ivf::choose_nprobe`]).
+    pub query_vectors: Vec<Vec<f32>>,
+}
+
+/// [`calibrate`], also returning the embedded pseudo-queries ([`Calibrated`]).
+#[allow(clippy::too_many_arguments)]
+pub fn calibrate_with_queries(
+    terms_fst: &[u8],
+    postings: &[u8],
+    chunks_bin: Vec<u8>,
+    vectors_bin: Option<Vec<u8>>,
+    embedder: Option<&Embedder>,
+    centring: Option<&Centring>,
+    threads: usize,
+    analyzer: AnalyzerOptions,
+    bm25: Bm25Params,
+) -> Result<Calibrated> {
     let lexical = LexicalIndex::open(terms_fst.to_vec(), postings.to_vec())?;
     let vectors = vectors_bin.map(|b| Vectors::open(&b)).transpose()?;
     let chunks = ChunkStore::open(chunks_bin)?;
@@ -762,6 +802,7 @@ pub fn calibrate(
         chunking: None,
         hanja: false,
         allow_ai_draft: false,
+        dense_index: None,
         pages: None,
     };
     let bundle = Bundle::from_parts(manifest, lexical, vectors, chunks, None)?;
@@ -770,7 +811,7 @@ pub fn calibrate(
     docs.sort_unstable();
     docs.dedup();
     if docs.len() < MIN_CALIBRATION_CHUNKS {
-        return Ok(None);
+        return Ok(Calibrated::default());
     }
     let qvecs = match (embedder, bundle.vectors()) {
         (Some(e), Some(_)) => {
@@ -796,12 +837,11 @@ pub fn calibrate(
         }
         _ => None,
     };
-    Ok(Some(fit(
-        &bundle,
-        &queries,
-        qvecs.as_deref(),
-        DEFAULT_DENSE_WEIGHT,
-    )?))
+    let calibration = fit(&bundle, &queries, qvecs.as_deref(), DEFAULT_DENSE_WEIGHT)?;
+    Ok(Calibrated {
+        calibration: Some(calibration),
+        query_vectors: qvecs.unwrap_or_default(),
+    })
 }
 
 /// Fewest distinct chunks that must yield pseudo-queries for a bundle to be calibrated

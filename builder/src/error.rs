@@ -278,6 +278,9 @@ pub enum BuildError {
     #[error(transparent)]
     QueryModel(#[from] jikji_query_model::ModelError),
 
+    /// The dense index could not be built ([`crate::ivf`]).
+    #[error("dense index: {0}")]
+    Ivf(String),
     /// The query-model pack stands for another model than the one the bundle's vectors were
     /// made with.
     #[error("query-model pack {dir}: made for model sha256 {pack}, but the bundle's vectors were made with {bundle_id} (sha256 {bundle})")]

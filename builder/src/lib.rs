@@ -16,6 +16,7 @@ pub mod eval;
 pub mod gaps;
 pub mod generations;
 pub mod ingest;
+pub mod ivf;
 pub mod lang;
 pub mod lang_means;
 pub mod npy;

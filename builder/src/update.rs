@@ -350,6 +350,7 @@ pub fn update_with(opts: &IngestOptions, u: &UpdateOptions) -> Result<UpdateRepo
     let small = (u.recalibrate == Recalibrate::WhenMoved)
         .then(|| old.small_change(&records, vectors.is_some()))
         .flatten();
+    let mut probe_queries = Vec::new();
     let calibration = if same_data {
         // The calibration is a function of the bundle's data files and the model: when
         // those are byte for byte the old bundle's (only the sources table changed, e.g. a
@@ -371,7 +372,31 @@ pub fn update_with(opts: &IngestOptions, u: &UpdateOptions) -> Result<UpdateRepo
         if let (Some(dir), None, Some(_)) = (model_dir, &embedder, &vectors) {
             embedder = Some(load_build_embedder(dir)?);
         }
-        crate::calibrate::calibrate(
+        let c = crate::calibrate::calibrate_with_queries(
+            &indexed.terms_fst,
+            &indexed.postings,
+            chunks_bin.clone(),
+            vectors.as_ref().map(|(_, bytes)| bytes.clone()),
+            embedder.as_ref(),
+            vectors.as_ref().and_then(|(m, _)| m.centring.as_ref()),
+            opts.threads,
+            settings.analyzer,
+            settings.bm25,
+        )?;
+        probe_queries = c.query_vectors;
+        c.calibration
+    };
+    if probe_queries.is_empty()
+        && vectors.is_some()
+        && settings.dense_index.nlist_for(records.len()).is_some()
+    {
+        // A kept calibration has no pseudo-query vectors, but the dense index's default
+        // nprobe is measured on them: embed the ones a full build would (same chunks, same
+        // seeds), so the update's index equals a full build's.
+        if let (Some(dir), None) = (model_dir, &embedder) {
+            embedder = Some(load_build_embedder(dir)?);
+        }
+        probe_queries = crate::calibrate::calibrate_with_queries(
             &indexed.terms_fst,
             &indexed.postings,
             chunks_bin,
@@ -382,7 +407,8 @@ pub fn update_with(opts: &IngestOptions, u: &UpdateOptions) -> Result<UpdateRepo
             settings.analyzer,
             settings.bm25,
         )?
-    };
+        .query_vectors;
+    }
     timed("calibrate", t, &mut report);
 
     let t = Instant::now();
@@ -399,6 +425,7 @@ pub fn update_with(opts: &IngestOptions, u: &UpdateOptions) -> Result<UpdateRepo
             vectors,
             sources,
             calibration,
+            probe_queries: &probe_queries,
             settings,
             query_model: opts.query_model.as_deref(),
             threads: opts.threads,

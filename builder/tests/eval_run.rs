@@ -27,6 +27,7 @@ fn options(tmp: &std::path::Path) -> EvalOptions {
         prefer_tier: None,
         filters: Default::default(),
         query_model: None,
+        nprobe: None,
     }
 }
 

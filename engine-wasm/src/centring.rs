@@ -203,15 +203,36 @@ pub fn write_runs<'a>(langs: impl IntoIterator<Item = Option<&'a str>>) -> Strin
 /// A bundle's per-chunk centring ([`METHOD`] records), decoded once per bundle: each
 /// chunk's language (an index into the offsets, or none), each language's passage offset
 /// `o[l]`, and, unless the query side is `shift`, each chunk's centred norm `n_i = |x̂_i −
-/// o[l]|` of its dequantized row `x̂_i` (4 bytes per chunk, one pass over the rows).
+/// o[l]|` of its dequantized row `x̂_i` (4 bytes per chunk, one pass over the rows). Without
+/// the rows ([`ChunkCentring::langs_of`], the paged dense index) the norms are computed
+/// from each row as it is scanned ([`RowScorer`]), by the same code, so the scores are
+/// bit for bit the same.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChunkCentring {
-    /// Per chunk: index into `offsets`, or [`u8::MAX`] for a chunk not centred.
     langs: Vec<u8>,
-    /// Passage offsets, in the order of first appearance in `chunks`.
     offsets: Vec<Vec<f32>>,
-    /// `n_i` per chunk (renormalising query sides), `None` with `shift`.
-    norms: Option<Vec<f32>>,
+    /// Query side `shift`: no normalisation (`n_i = 1`).
+    shift: bool,
+    /// `n_i` per chunk (NaN: no length), empty when not computed.
+    norms: Vec<f32>,
+}
+
+/// `|x̂ − o|` of the dequantized row `(scale, row)` and offset `o`, NaN when it is 0 or not
+/// finite (such a chunk then scores as if not centred).
+pub fn centred_norm(scale: f32, row: &[i8], o: &[f32]) -> f32 {
+    let n2: f32 = row
+        .iter()
+        .zip(o)
+        .map(|(q, o)| {
+            let d = f32::from(*q) * scale - o;
+            d * d
+        })
+        .sum();
+    if n2.is_finite() && n2 > 0.0 {
+        n2.sqrt()
+    } else {
+        f32::NAN
+    }
 }
 
 impl ChunkCentring {
@@ -221,6 +242,27 @@ impl ChunkCentring {
     /// ([`parse_runs`]), a language of `chunks` without a `passage` offset of `dim` finite
     /// numbers, more than 254 languages.
     pub fn of(c: &Centring, vectors: &Vectors) -> Result<Option<Self>, EngineError> {
+        let Some(mut out) = Self::langs_of(c, vectors.len(), vectors.dim())? else {
+            return Ok(None);
+        };
+        if !out.shift {
+            out.norms = (0..vectors.len())
+                .map(|i| match out.langs[i] {
+                    u8::MAX => 1.0,
+                    l => {
+                        let (scale, row) = vectors.row(i);
+                        centred_norm(scale, row, &out.offsets[usize::from(l)])
+                    }
+                })
+                .collect();
+        }
+        Ok(Some(out))
+    }
+
+    /// The languages and offsets of record `c` for a bundle of `n` chunks of dimension
+    /// `dim`, without the norms (no rows needed): what [`RowScorer`] scores with. Errors:
+    /// as [`ChunkCentring::of`].
+    pub fn langs_of(c: &Centring, n: usize, dim: usize) -> Result<Option<Self>, EngineError> {
         match c.method.as_str() {
             METHOD_V1 => return Ok(None),
             METHOD => {}
@@ -234,7 +276,6 @@ impl ChunkCentring {
             .chunks
             .as_deref()
             .ok_or_else(|| manifest_error(format!("model.centring ({METHOD}) has no chunks")))?;
-        let n = vectors.len();
         let mut codes: Vec<&str> = Vec::new();
         let mut offsets: Vec<Vec<f32>> = Vec::new();
         let mut langs = Vec::with_capacity(n);
@@ -249,7 +290,7 @@ impl ChunkCentring {
                         "model.centring.chunks names {code:?}, model.centring.passage has no offset for it"
                     ))
                 })?;
-                check_vector(&format!("model.centring.passage.{code}"), o, vectors.dim())?;
+                check_vector(&format!("model.centring.passage.{code}"), o, dim)?;
                 if codes.len() >= usize::from(u8::MAX) {
                     return Err(manifest_error(
                         "model.centring.chunks names more than 254 languages".into(),
@@ -261,36 +302,82 @@ impl ChunkCentring {
             };
             langs.extend(std::iter::repeat_n(idx, count));
         }
-        let norms = (c.query_side != "shift").then(|| {
-            (0..n)
-                .map(|i| match langs[i] {
-                    u8::MAX => 1.0,
-                    l => {
-                        let (scale, row) = vectors.row(i);
-                        let o = &offsets[usize::from(l)];
-                        let n2: f32 = row
-                            .iter()
-                            .zip(o)
-                            .map(|(q, o)| {
-                                let d = f32::from(*q) * scale - o;
-                                d * d
-                            })
-                            .sum();
-                        // A row equal to its offset keeps its raw score (as `centre`).
-                        if n2.is_finite() && n2 > 0.0 {
-                            n2.sqrt()
-                        } else {
-                            f32::NAN
-                        }
-                    }
-                })
-                .collect()
-        });
         Ok(Some(ChunkCentring {
             langs,
             offsets,
-            norms,
+            shift: c.query_side == "shift",
+            norms: Vec::new(),
         }))
+    }
+
+    /// The vector chunk `i`'s dense score is the dot product with (the query · it is the
+    /// score, up to float rounding): its dequantized row `(scale, row)` centred by its
+    /// language's offset and, unless `shift`, normalised; the row itself for a chunk that
+    /// is not centred or whose centred row has no length. The builder clusters these
+    /// (`jikji_builder::ivf`). Panics if `i` is out of range.
+    pub fn scoring_vector(&self, i: usize, scale: f32, row: &[i8]) -> Vec<f32> {
+        let x: Vec<f32> = row.iter().map(|&q| f32::from(q) * scale).collect();
+        let l = self.langs[i];
+        if l == u8::MAX {
+            return x;
+        }
+        let o = &self.offsets[usize::from(l)];
+        let d: Vec<f32> = x.iter().zip(o).map(|(a, b)| a - b).collect();
+        if self.shift {
+            return d;
+        }
+        let n = centred_norm(scale, row, o);
+        if n.is_nan() {
+            return x;
+        }
+        d.into_iter().map(|v| v / n).collect()
+    }
+
+    /// Number of chunks.
+    pub fn len(&self) -> usize {
+        self.langs.len()
+    }
+
+    /// True without chunks.
+    pub fn is_empty(&self) -> bool {
+        self.langs.is_empty()
+    }
+}
+
+/// The query side of the centred score: the query and `q·o[l]` per language.
+#[derive(Clone)]
+struct QueryCentring<'a> {
+    centring: &'a ChunkCentring,
+    qo: Vec<f32>,
+}
+
+impl<'a> QueryCentring<'a> {
+    fn new(centring: &'a ChunkCentring, query: &[f32]) -> Self {
+        let qo = centring
+            .offsets
+            .iter()
+            .map(|o| o.iter().zip(query).map(|(a, b)| a * b).sum())
+            .collect();
+        QueryCentring { centring, qo }
+    }
+
+    /// Chunk `i`'s score from its raw dot product `d`; `norm(o)` gives `n_i` for offset `o`.
+    fn score(&self, i: usize, d: f32, norm: impl FnOnce(&[f32]) -> f32) -> f32 {
+        let c = self.centring;
+        let l = c.langs[i];
+        if l == u8::MAX {
+            return d;
+        }
+        let s = d - self.qo[usize::from(l)];
+        if c.shift {
+            return s;
+        }
+        let n = norm(&c.offsets[usize::from(l)]);
+        if n.is_nan() {
+            d
+        } else {
+            s / n
+        }
     }
 }
 
@@ -302,30 +389,22 @@ impl ChunkCentring {
 pub struct DenseScorer<'a> {
     vectors: &'a Vectors,
     query: &'a [f32],
-    centring: Option<(&'a ChunkCentring, Vec<f32>)>,
+    centring: Option<QueryCentring<'a>>,
 }
 
 impl<'a> DenseScorer<'a> {
     /// A scorer of `query` (length `vectors.dim()`, already through [`centre_query`])
-    /// against `vectors`; `centring` the bundle's, if any. Computes `query·o[l]` for each
-    /// language once.
+    /// against `vectors`; `centring` the bundle's, if any ([`ChunkCentring::of`], with its
+    /// norms). Computes `query·o[l]` for each language once.
     pub fn new(
         vectors: &'a Vectors,
         centring: Option<&'a ChunkCentring>,
         query: &'a [f32],
     ) -> Self {
-        let centring = centring.map(|c| {
-            let qo = c
-                .offsets
-                .iter()
-                .map(|o| o.iter().zip(query).map(|(a, b)| a * b).sum())
-                .collect();
-            (c, qo)
-        });
         DenseScorer {
             vectors,
             query,
-            centring,
+            centring: centring.map(|c| QueryCentring::new(c, query)),
         }
     }
 
@@ -344,19 +423,48 @@ impl<'a> DenseScorer<'a> {
     /// of range.
     pub fn score(&self, i: usize) -> f32 {
         let d = self.vectors.dot(i, self.query);
-        let Some((c, qo)) = &self.centring else {
-            return d;
-        };
-        let l = c.langs[i];
-        if l == u8::MAX {
-            return d;
+        match &self.centring {
+            None => d,
+            Some(c) => c.score(i, d, |_| c.centring.norms[i]),
         }
-        let s = d - qo[usize::from(l)];
-        match &c.norms {
-            None => s,
-            Some(n) if n[i].is_nan() => d,
-            Some(n) => s / n[i],
+    }
+}
+
+/// The dense score of chunks whose rows come one at a time (the paged dense index's lists,
+/// [`crate::ivf`]): the same score as [`DenseScorer::score`] for the same row bytes, the
+/// norm `n_i` computed from the row ([`centred_norm`]).
+#[derive(Clone)]
+pub struct RowScorer<'a> {
+    query: &'a [f32],
+    centring: Option<QueryCentring<'a>>,
+}
+
+impl<'a> RowScorer<'a> {
+    /// A scorer of `query` (already through [`centre_query`]); `centring` the bundle's
+    /// ([`ChunkCentring::langs_of`] is enough), if any.
+    pub fn new(centring: Option<&'a ChunkCentring>, query: &'a [f32]) -> Self {
+        RowScorer {
+            query,
+            centring: centring.map(|c| QueryCentring::new(c, query)),
         }
+    }
+
+    /// The score of chunk `doc` whose row is row `j` of `rows`. Panics if `j` is out of
+    /// range or `doc` is not a chunk of the centring's bundle.
+    pub fn score(&self, doc: usize, rows: &Vectors, j: usize) -> f32 {
+        let d = rows.dot(j, self.query);
+        match &self.centring {
+            None => d,
+            Some(c) => c.score(doc, d, |o| {
+                let (scale, row) = rows.row(j);
+                centred_norm(scale, row, o)
+            }),
+        }
+    }
+
+    /// The query vector.
+    pub fn query(&self) -> &[f32] {
+        self.query
     }
 }
 

@@ -197,12 +197,48 @@ pub fn weighted(
     cross_lingual: &dyn Fn(u32) -> bool,
     k: usize,
 ) -> Vec<Scored> {
+    weighted_with(
+        lex,
+        upper_bound,
+        dense,
+        &DenseEvidence {
+            background: dense_background(scorer),
+            cos_of: &|d| scorer.score(d as usize),
+        },
+        cal,
+        cross_lingual,
+        k,
+    )
+}
+
+/// The dense side of [`weighted_with`] beyond the dense list: the query's background
+/// `(mean, std)` ([`dense_background`]) and the cosine of a chunk not in the list.
+pub struct DenseEvidence<'a> {
+    /// Mean and standard deviation of the query's scores over the background sample.
+    pub background: (f32, f32),
+    /// The cosine of chunk `d` (exact scan: computed; the paged dense index: the lowest
+    /// scanned score for a chunk it did not scan, `crate::ivf`).
+    pub cos_of: &'a dyn Fn(u32) -> f32,
+}
+
+/// [`weighted`] with the query's background and the cosines of chunks not in `dense`
+/// given by `evidence` ([`DenseEvidence`]).
+pub fn weighted_with(
+    lex: &[Scored],
+    upper_bound: f32,
+    dense: &[Scored],
+    evidence: &DenseEvidence,
+    cal: &Calibration,
+    cross_lingual: &dyn Fn(u32) -> bool,
+    k: usize,
+) -> Vec<Scored> {
     let Some(dense_cal) = cal.dense else {
         return top_k(lex.to_vec(), k);
     };
     let w = cal.dense_weight.clamp(0.0, 1.0);
     let l_none = cal.bm25.logit(0.0);
-    let bg = dense_background(scorer);
+    let bg = evidence.background;
+    let cos_of = evidence.cos_of;
     let lex_map: HashMap<u32, f32> = lex.iter().copied().collect();
     let dense_map: HashMap<u32, f32> = dense.iter().copied().collect();
     let mut docs: Vec<u32> = lex.iter().chain(dense).map(|s| s.0).collect();
@@ -213,10 +249,7 @@ pub fn weighted(
         .map(|d| {
             let b = lex_map.get(&d).copied().unwrap_or(0.0);
             let l_b = cal.bm25.logit(bm25_normalised(b, upper_bound));
-            let cos = dense_map
-                .get(&d)
-                .copied()
-                .unwrap_or_else(|| scorer.score(d as usize));
+            let cos = dense_map.get(&d).copied().unwrap_or_else(|| cos_of(d));
             let l_d = dense_cal.logit(dense_z(cos, bg));
             (d, fused_logit(l_b, l_d, l_none, w, cross_lingual(d)))
         })

@@ -9,6 +9,7 @@
 pub mod centring;
 pub mod filters;
 pub mod fusion;
+pub mod ivf;
 mod lifecycle;
 pub mod out;
 pub mod parents;
@@ -285,6 +286,12 @@ pub struct Engine {
     language_shares: OnceLock<std::sync::Arc<Vec<bool>>>,
     /// The bundle's per-chunk centring, decoded once the vectors are loaded (`None`: none).
     chunk_centring: OnceLock<Option<centring::ChunkCentring>>,
+    /// The centring's languages and offsets without norms (the dense index's scan).
+    chunk_langs: OnceLock<Option<centring::ChunkCentring>>,
+    /// Lists a dense query scans (`None`: the index's `nprobe`).
+    nprobe: Option<usize>,
+    /// Scan every vector even when the bundle has a dense index.
+    exact_dense: bool,
     fetched: std::sync::Mutex<FetchStats>,
 }
 
@@ -328,6 +335,9 @@ impl Engine {
             lifecycle: OnceLock::new(),
             language_shares: OnceLock::new(),
             chunk_centring: OnceLock::new(),
+            chunk_langs: OnceLock::new(),
+            nprobe: None,
+            exact_dense: false,
             fetched: Default::default(),
         }
     }
@@ -564,6 +574,45 @@ impl Engine {
             None => None,
         };
         Ok(self.chunk_centring.get_or_init(|| c).as_ref())
+    }
+
+    /// The bundle's per-chunk centring languages and offsets without norms (decoded on
+    /// first use; the dense index's scan computes each norm from its row). Errors: as
+    /// [`Engine::chunk_centring`].
+    fn chunk_langs(&self) -> Result<Option<&centring::ChunkCentring>, EngineError> {
+        if let Some(c) = self.chunk_langs.get() {
+            return Ok(c.as_ref());
+        }
+        let m = self.bundle.manifest();
+        let dim = self.bundle.pages().map_or(0, |p| p.dim);
+        let c = match m.model.as_ref().and_then(|m| m.centring.as_ref()) {
+            Some(c) => centring::ChunkCentring::langs_of(c, m.counts.chunks, dim)?,
+            None => None,
+        };
+        Ok(self.chunk_langs.get_or_init(|| c).as_ref())
+    }
+
+    /// The dense index dense queries go through: the paged bundle's `pages.ivf`, unless
+    /// [`Engine::set_exact_dense`] asked for the exact scan (or the bundle is read whole).
+    pub fn dense_index(&self) -> Option<&jikji_format::paged::ivf::IvfRoot> {
+        if self.exact_dense || !self.bundle.is_paged() {
+            return None;
+        }
+        self.bundle.pages().and_then(|p| p.ivf.as_ref())
+    }
+
+    /// Lists a dense query scans through the dense index (`None`: the index's `nprobe`,
+    /// recorded by the builder; values are clamped to `1..=nlist`). More lists: higher
+    /// recall against the exact scan, more bytes per query (each list is one page of its
+    /// chunks' int8 rows). No effect without a dense index.
+    pub fn set_nprobe(&mut self, nprobe: Option<usize>) {
+        self.nprobe = nprobe;
+    }
+
+    /// `true`: dense queries scan every vector page even when the bundle has a dense index
+    /// (the reference its recall is measured against); `false` (default): through the index.
+    pub fn set_exact_dense(&mut self, exact: bool) {
+        self.exact_dense = exact;
     }
 
     /// The dense scorer of query vector `q` against the bundle's `vectors`, with its
@@ -868,7 +917,14 @@ impl Engine {
             Err(EngineError::Format(e)) if e.is_page_missing() => {
                 // The columns page is not loaded yet: rank anyway, so the dictionary pages
                 // this query needs are asked for in the same round.
-                let _ = self.rankers(query, qvec, mode, top_k.max(scores::MARGIN_DEPTH), None);
+                let _ = self.rankers(
+                    query,
+                    qvec,
+                    mode,
+                    top_k.max(scores::MARGIN_DEPTH),
+                    top_k,
+                    None,
+                );
                 return Err(e.into());
             }
             Err(e) => return Err(e),
@@ -879,7 +935,9 @@ impl Engine {
         // Preferring a tier looks past the top_k-th hit for the hits that tie with it.
         let deep = top_k.saturating_add(self.prefer_tier.map_or(0, |_| pipeline::TIE_DEPTH));
         let depth = pipeline::Depth::of(self, deep, excluded);
-        let lists = self.rankers(query, qvec, mode, depth.rank, allow)?;
+        // The dense index keeps the hits asked for (children: before collapsing) full.
+        let fill = parents::rank_depth(&self.bundle, depth.results);
+        let lists = self.rankers(query, qvec, mode, depth.rank, fill, allow)?;
         let fused = self.fuse(query, qvec, mode, lists, depth.rank)?;
         let ranked = pipeline::filter(self, fused.ranked, depth, life, opts, excluded)?;
         let mut scored = pipeline::calibrate(&ranked, fused.scale, depth, life);

@@ -58,15 +58,27 @@ impl Depth {
 pub(crate) enum Lists {
     /// BM25 mode: the BM25 list, `rank` deep.
     Bm25(Vec<Scored>),
-    /// Dense mode: the dense list (cosines), `rank` deep.
-    Dense(Vec<Scored>),
+    /// Dense mode: the dense list (cosines), `rank` deep, and how it was found.
+    Dense(Vec<Scored>, DenseSide),
     /// Hybrid mode: both lists, `max(rank, FUSION_DEPTH)` deep.
     Hybrid {
         /// BM25 list (raw BM25 scores).
         bm25: Vec<Scored>,
         /// Dense list (cosines).
         dense: Vec<Scored>,
+        /// How the dense list was found.
+        side: DenseSide,
     },
+}
+
+/// How a dense list was found: the exact scan (every row is at hand for the background and
+/// for fused chunks that are not in the list) or the paged dense index (scores of the
+/// scanned chunks and the background sample only, [`crate::ivf`]).
+pub(crate) enum DenseSide {
+    /// Every row scanned.
+    Exact,
+    /// Through the dense index.
+    Ivf(crate::ivf::IvfScan),
 }
 
 /// Stage 3's output: one ranked list and how its raw scores become calibrated scores.
@@ -80,17 +92,34 @@ pub(crate) struct Fused {
 }
 
 impl Engine {
-    /// The query's dense list, `k` deep: cosines of the query vector with every chunk.
-    /// Errors: [`EngineError::NoVectors`], [`EngineError::NoModel`] (no query vector),
-    /// [`EngineError::Dimension`].
+    /// The query's dense list, `k` deep: cosines of the query vector with every chunk
+    /// (exact scan), or with the chunks of the lists the dense index probes (a paged bundle
+    /// with `pages.ivf`, unless [`Engine::set_exact_dense`]), of the chunks `allow` lets
+    /// through (`None`: all); the dense index reads lists until `fill` allowed chunks were
+    /// scanned. Errors: [`EngineError::NoVectors`], [`EngineError::NoModel`] (no query
+    /// vector), [`EngineError::Dimension`], PageMissing, a corrupt page.
     fn dense_list(
         &self,
         qvec: Option<&[f32]>,
         mode: Mode,
         k: usize,
+        fill: usize,
         allow: Option<&[bool]>,
-    ) -> Result<Vec<Scored>, EngineError> {
+    ) -> Result<(Vec<Scored>, DenseSide), EngineError> {
         let q = qvec.ok_or(EngineError::NoModel(mode))?;
+        if let Some(root) = self.dense_index() {
+            let dim = self.bundle.pages().map_or(0, |p| p.dim);
+            if q.len() != dim {
+                return Err(EngineError::Dimension {
+                    expected: dim,
+                    actual: q.len(),
+                });
+            }
+            let scorer = crate::centring::RowScorer::new(self.chunk_langs()?, q);
+            let nprobe = self.nprobe.unwrap_or(root.nprobe);
+            let scan = crate::ivf::scan(&self.bundle, root, &scorer, k, nprobe, fill, allow)?;
+            return Ok((scan.ranked.clone(), DenseSide::Ivf(scan)));
+        }
         let v = self
             .bundle
             .vectors_checked()?
@@ -101,18 +130,25 @@ impl Engine {
                 actual: q.len(),
             });
         }
-        Ok(search::dense(&self.scorer(v, q)?, k, allow))
+        Ok((
+            search::dense(&self.scorer(v, q)?, k, allow),
+            DenseSide::Exact,
+        ))
     }
 
     /// Stage 2: the mode's ranked lists, `k` (= [`Depth::rank`]) deep, hybrid's at least
     /// [`FUSION_DEPTH`], of the chunks `allow` lets through (`None`: all). BM25 runs with
-    /// this engine's expansion weights.
+    /// this engine's expansion weights. A dense scan through the dense index skips the
+    /// chunks `allow` leaves out while scanning and reads more lists while fewer than
+    /// `fill` allowed chunks were scanned (see [`crate::ivf::scan`]), so the filters never
+    /// empty its ranking.
     pub(crate) fn rankers(
         &self,
         query: &str,
         qvec: Option<&[f32]>,
         mode: Mode,
         k: usize,
+        fill: usize,
         allow: Option<&[bool]>,
     ) -> Result<Lists, EngineError> {
         let lex = search::Lexical {
@@ -121,17 +157,19 @@ impl Engine {
         };
         Ok(match mode {
             Mode::Bm25 => Lists::Bm25(search::bm25(&lex, query, k)?),
-            Mode::Dense => Lists::Dense(self.dense_list(qvec, mode, k, allow)?),
+            Mode::Dense => {
+                let (list, side) = self.dense_list(qvec, mode, k, fill, allow)?;
+                Lists::Dense(list, side)
+            }
             Mode::Hybrid => {
                 let depth = k.max(FUSION_DEPTH);
                 // Both rankers run before either error is returned, so that a paged
                 // bundle reports the pages of both in one round.
                 let bm25 = search::bm25(&lex, query, depth);
-                let dense = self.dense_list(qvec, mode, depth, allow);
-                Lists::Hybrid {
-                    bm25: bm25?,
-                    dense: dense?,
-                }
+                let dense = self.dense_list(qvec, mode, depth, fill, allow);
+                let bm25 = bm25?;
+                let (dense, side) = dense?;
+                Lists::Hybrid { bm25, dense, side }
             }
         })
     }
@@ -176,23 +214,21 @@ impl Engine {
                 };
                 fused(lex, scale)
             }
-            Lists::Dense(den) => fused(den, self.dense_scale(cal, qvec)?),
+            Lists::Dense(den, side) => fused(den, self.dense_scale(cal, qvec, &side)?),
             // No chunk shares a term with the query (e.g. a Chinese question on an
             // English bundle): BM25 gives no evidence either way, so its low log-odds
             // would only drag every fused score under 0.3 (measured on xquad-zh →
             // xquad-en). The ranking is dense's in every fusion anyway.
-            Lists::Hybrid { bm25, dense } if bm25.is_empty() => fused(
+            Lists::Hybrid { bm25, dense, side } if bm25.is_empty() => fused(
                 dense.into_iter().take(k).collect(),
-                self.dense_scale(cal, qvec)?,
+                self.dense_scale(cal, qvec, &side)?,
             ),
-            Lists::Hybrid { bm25, dense } => match (self.fusion, cal) {
+            Lists::Hybrid { bm25, dense, side } => match (self.fusion, cal) {
                 (Fusion::Weighted { dense_weight }, Some(c)) if c.dense.is_some() => {
                     let c = Calibration {
                         dense_weight,
                         ..c.clone()
                     };
-                    let v = b.vectors_checked()?.ok_or(EngineError::NoVectors(mode))?;
-                    let q = qvec.ok_or(EngineError::NoModel(mode))?;
                     // Each candidate's text language against the query's (the columns
                     // page, read for the lifecycle filters anyway); a bundle calibrated
                     // before the rule (method before v4) fuses every candidate as before.
@@ -205,16 +241,35 @@ impl Engine {
                         .filter(|_| fusion::cross_lingual_fusion(&c.method))
                         .map(|(f, s)| fusion::cross_lingual_docs(q_lang, &f.langs, &f.lang, s));
                     let cross = |d: u32| by_lang.as_ref().is_some_and(|f| f(d));
-                    Fused {
-                        ranked: fusion::weighted(
+                    let ranked = match &side {
+                        DenseSide::Exact => {
+                            let v = b.vectors_checked()?.ok_or(EngineError::NoVectors(mode))?;
+                            let q = qvec.ok_or(EngineError::NoModel(mode))?;
+                            fusion::weighted(
+                                &bm25,
+                                upper_bound()?,
+                                &dense,
+                                &self.scorer(v, q)?,
+                                &c,
+                                &cross,
+                                k,
+                            )
+                        }
+                        DenseSide::Ivf(scan) => fusion::weighted_with(
                             &bm25,
                             upper_bound()?,
                             &dense,
-                            &self.scorer(v, q)?,
+                            &fusion::DenseEvidence {
+                                background: scan.background,
+                                cos_of: &|d| scan.score_of(d),
+                            },
                             &c,
                             &cross,
                             k,
                         ),
+                    };
+                    Fused {
+                        ranked,
                         scale: c.weighted.map(|p| Scale {
                             input: Input::Raw,
                             plain: p,
@@ -242,13 +297,17 @@ impl Engine {
         &self,
         cal: Option<&Calibration>,
         qvec: Option<&[f32]>,
+        side: &DenseSide,
     ) -> Result<Option<Scale>, EngineError> {
         let Some(p) = cal.and_then(|c| c.dense) else {
             return Ok(None);
         };
-        let background = match (self.bundle.vectors(), qvec) {
-            (Some(v), Some(q)) => fusion::dense_background(&self.scorer(v, q)?),
-            _ => (0.0, 1.0),
+        let background = match side {
+            DenseSide::Ivf(scan) => scan.background,
+            DenseSide::Exact => match (self.bundle.vectors(), qvec) {
+                (Some(v), Some(q)) => fusion::dense_background(&self.scorer(v, q)?),
+                _ => (0.0, 1.0),
+            },
         };
         Ok(Some(Scale {
             input: Input::Dense { background },

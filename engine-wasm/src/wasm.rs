@@ -237,6 +237,17 @@ impl WasmEngine {
         Ok(())
     }
 
+    /// Dense index lists a dense or hybrid query scans (0: the bundle's `pages.ivf.nprobe`;
+    /// clamped to the number of lists). More lists: closer to the exact scan, more bytes.
+    /// Throws if no bundle is open. No effect on a bundle without a dense index.
+    pub fn set_nprobe(&mut self, nprobe: u32) -> Result<(), JsError> {
+        self.engine
+            .as_mut()
+            .ok_or_else(|| JsError::new("no bundle open"))?
+            .set_nprobe((nprobe > 0).then_some(nprobe as usize));
+        Ok(())
+    }
+
     /// True if this engine's own query embedder is loaded (`load_model`, feature `embed`);
     /// always false in the browser build, whose embedder is the separate `jikji-query-model-wasm`.
     pub fn has_model(&self) -> bool {

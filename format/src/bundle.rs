@@ -1038,6 +1038,7 @@ impl TestBundle {
             chunking: None,
             hanja: true,
             allow_ai_draft: false,
+            dense_index: None,
             pages: None,
         };
         let json = serde_json::to_vec_pretty(&manifest).map_err(|source| FormatError::Json {

@@ -231,6 +231,11 @@ pub struct Manifest {
     /// (`--allow-ai-draft`); `jikji update` keeps admitting them. Absent: false.
     #[serde(default)]
     pub allow_ai_draft: bool,
+    /// The dense index asked for (`--dense-index`: `exact`, `ivf`, `ivf:NLIST` or `auto`);
+    /// what was built is `pages.ivf` (absent: exact scan). `jikji update` asks for the
+    /// same. Absent (bundles before issue 14): `auto`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dense_index: Option<String>,
     /// Format 2 (paged) bundles only: the roots of the pages under `p/` (see
     /// [`crate::paged::PagesRoot`]); absent in format 1 manifests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -471,6 +476,7 @@ impl FromJson for Manifest {
             chunking: o.req("chunking")?,
             hanja: o.or("hanja", yes)?,
             allow_ai_draft: o.or("allow_ai_draft", || false)?,
+            dense_index: o.req("dense_index")?,
             pages: o.req("pages")?,
         })
     }

@@ -58,6 +58,45 @@ pub struct EvalOptions {
     /// by it ([`crate::query_model::PackEmbedder`], the browser's code) instead of tract;
     /// the corpus is still embedded with `model`.
     pub query_model: Option<PathBuf>,
+    /// Dense index lists per dense query (`None`: the bundle's `nprobe`).
+    pub nprobe: Option<usize>,
+}
+
+/// Chunks the dense-index comparison asks for ([`IndexRow`]): a visitor's top 10 plus the
+/// duplicates of documents; the eval's own rows ask 300 (documents for R@100), which
+/// through the index would scan lists until 300 chunks are found.
+pub const COMPARE_DEPTH: usize = 30;
+
+/// A dense or hybrid ranking through the bundle's dense index, against the exact scan of
+/// the same bundle in the same run (every query cold: the page cache emptied before it).
+#[derive(Debug, Clone, Serialize)]
+pub struct IndexRow {
+    /// Lists of the index.
+    pub nlist: usize,
+    /// Lists a query starts with (scans more when filters leave fewer than asked).
+    pub nprobe: usize,
+    /// How the builder chose the bundle's default `nprobe` (`pages.ivf.nprobe_from`).
+    pub nprobe_from: Option<String>,
+    /// Mean over the queries of |top-10 chunks ∩ exact top-10| / |exact top-10|.
+    pub recall_10_vs_exact: f64,
+    /// Metrics through the index, documents ranked from the first [`COMPARE_DEPTH`] chunks
+    /// (nDCG@10 and MRR@10 are what a visitor's top 10 gets; R@100 is cut by the depth).
+    pub index: Metrics,
+    /// The exact scan's metrics on the same queries, at the same depth.
+    pub exact: Metrics,
+    /// Mean bytes of list pages (`j`) per query, as stored (= transferred).
+    pub list_bytes_mean: f64,
+    /// Bytes of the centroid (`g`) and background sample (`w`) pages, fetched once.
+    pub centroid_bytes: u64,
+    /// Bytes of the vector pages (`v`) the exact scan reads per query.
+    pub exact_vector_bytes: u64,
+    /// Median rounds after the entry of a cold query through the index.
+    pub rounds_median: f64,
+    /// Median query time in ms through the index / with the exact scan (cold cache: page
+    /// reads from disk included, query embedding excluded).
+    pub median_ms: f64,
+    /// The exact scan's median ms.
+    pub exact_median_ms: f64,
 }
 
 /// One evaluated ranking: a mode (and fusion, for hybrid).
@@ -77,6 +116,9 @@ pub struct ModeRow {
     pub top1_ece: f64,
     /// Queries with no hit at all.
     pub no_hit: usize,
+    /// Through the bundle's dense index: recall against the exact scan, bytes, rounds
+    /// (dense and hybrid rows of a bundle with one).
+    pub dense_index: Option<IndexRow>,
 }
 
 /// What [`run`] measured.
@@ -184,8 +226,17 @@ pub fn run(dir: &Path, o: &EvalOptions) -> Result<EvalReport> {
     let built = build_files(&files, &ingest, &o.settings)?;
     let build_s = t.elapsed().as_secs_f64();
     // Read whole (every page, verified): the folder is removed right after. Paged and
-    // whole reads answer identically (engine-wasm/tests/compat_v2.rs).
-    let opened = jikji_format::Bundle::open_dir(&out).map(Engine::new);
+    // whole reads answer identically (engine-wasm/tests/compat_v2.rs). A bundle with a
+    // dense index is read paged (the index is read through the page cache), and the
+    // folder removed after the queries.
+    let has_index = built_has_index(&out);
+    let opened: Result<Engine> = if has_index {
+        Engine::open_dir_paged(&out).map_err(Into::into)
+    } else {
+        jikji_format::Bundle::open_dir(&out)
+            .map(Engine::new)
+            .map_err(Into::into)
+    };
     let bytes: u64 = walkdir::WalkDir::new(&out)
         .into_iter()
         .filter_map(|e| e.ok())
@@ -193,12 +244,19 @@ pub fn run(dir: &Path, o: &EvalOptions) -> Result<EvalReport> {
         .filter_map(|e| e.metadata().ok())
         .map(|m| m.len())
         .sum();
-    let _ = std::fs::remove_dir_all(&out);
-    let mut engine = opened?;
-    if needs_model && o.query_model.is_none() {
-        engine.set_embedder(load_build_embedder(&o.model)?);
+    if !has_index {
+        let _ = std::fs::remove_dir_all(&out);
     }
-    let measured = evaluate(&mut engine, &mut set, o, |h| h.source.clone())?;
+    let measured = opened.and_then(|mut engine| {
+        if needs_model && o.query_model.is_none() {
+            engine.set_embedder(load_build_embedder(&o.model)?);
+        }
+        engine.set_nprobe(o.nprobe);
+        let m = evaluate(&mut engine, &mut set, o, |h| h.source.clone())?;
+        Ok((m, engine))
+    });
+    let _ = std::fs::remove_dir_all(&out);
+    let (measured, engine) = measured?;
     let m = engine.bundle().manifest();
     Ok(EvalReport {
         documents: set.corpus.len(),
@@ -208,6 +266,15 @@ pub fn run(dir: &Path, o: &EvalOptions) -> Result<EvalReport> {
         build_phases: built.seconds.clone(),
         ..report(dir, o, m, measured)
     })
+}
+
+/// True if the bundle folder `dir` has a dense index (`pages.ivf` in its entry).
+fn built_has_index(dir: &Path) -> bool {
+    std::fs::read(dir.join(jikji_format::paged::ENTRY_FILE))
+        .ok()
+        .and_then(|b| jikji_format::Manifest::parse(&b).ok())
+        .and_then(|m| m.pages)
+        .is_some_and(|p| p.ivf.is_some())
 }
 
 /// Evaluates an existing bundle (`jikji eval --bundle BUNDLE DIR`): `dir` holds
@@ -505,10 +572,64 @@ fn evaluate(
         let mut top1 = Vec::new();
         let mut no_hit = 0usize;
         let mut ms = Vec::new();
+        let index = (mode != Mode::Bm25)
+            .then(|| {
+                engine
+                    .dense_index()
+                    .map(|r| (r.nlist, r.nprobe, r.nprobe_from.clone()))
+            })
+            .flatten();
+        let mut vs = IndexTally::default();
+        if index.is_some() {
+            engine.set_cache_budget(0);
+        }
         for ((qid, q), qv) in judged.iter().zip(&qvecs) {
             let t = Instant::now();
             let r = engine.search_with_vector(q, qv.as_deref(), mode, 300)?;
             ms.push(t.elapsed().as_secs_f64() * 1e3);
+            if index.is_some() {
+                // What a visitor's query does: COMPARE_DEPTH chunks through the index, then
+                // the exact scan to the same depth.
+                let t = Instant::now();
+                let r = engine.search_with_vector(q, qv.as_deref(), mode, COMPARE_DEPTH)?;
+                vs.ms.push(t.elapsed().as_secs_f64() * 1e3);
+                let f = engine.last_fetch();
+                let kind = |k: &str| f.by_kind.get(k).map_or(0, |b| b.1);
+                vs.list_bytes.push(kind("j") as f64);
+                vs.centroid_bytes = vs.centroid_bytes.max(kind("g") + kind("w"));
+                vs.rounds.push(f.rounds as f64);
+                engine.set_exact_dense(true);
+                let t = Instant::now();
+                let ex = engine.search_with_vector(q, qv.as_deref(), mode, COMPARE_DEPTH);
+                vs.exact_ms.push(t.elapsed().as_secs_f64() * 1e3);
+                engine.set_exact_dense(false);
+                let ex = ex?;
+                vs.exact_vector_bytes = vs
+                    .exact_vector_bytes
+                    .max(engine.last_fetch().by_kind.get("v").map_or(0, |b| b.1));
+                let mut seen = HashSet::new();
+                let ids: Vec<String> = r
+                    .hits
+                    .iter()
+                    .map(&key)
+                    .filter(|d| seen.insert(d.clone()))
+                    .collect();
+                vs.index.push(metrics(&ids, &set.qrels[qid]));
+                let top: HashSet<&str> = r.hits.iter().take(10).map(|h| h.id.as_str()).collect();
+                let ex_top: Vec<&str> = ex.hits.iter().take(10).map(|h| h.id.as_str()).collect();
+                if !ex_top.is_empty() {
+                    let hit = ex_top.iter().filter(|id| top.contains(*id)).count();
+                    vs.recall.push(hit as f64 / ex_top.len() as f64);
+                }
+                let mut seen = HashSet::new();
+                let ids: Vec<String> = ex
+                    .hits
+                    .iter()
+                    .map(&key)
+                    .filter(|d| seen.insert(d.clone()))
+                    .collect();
+                vs.exact.push(metrics(&ids, &set.qrels[qid]));
+            }
             let mut seen = HashSet::new();
             let ranked: Vec<(String, f32)> = r
                 .hits
@@ -535,7 +656,13 @@ fn evaluate(
             per_query.push(metrics(&ids, judged));
         }
         ms.sort_by(f64::total_cmp);
+        if index.is_some() {
+            engine.set_cache_budget(jikji_format::paged::cache::DEFAULT_BUDGET);
+        }
+        let dense_index =
+            index.map(|(nlist, nprobe, from)| vs.row(nlist, o.nprobe.unwrap_or(nprobe), from));
         rows.push(ModeRow {
+            dense_index,
             mode: label,
             metrics: mean(&per_query),
             median_ms: percentile(&ms, 0.5),
@@ -553,6 +680,49 @@ fn evaluate(
         embed_median_ms: percentile(&embed_ms, 0.5),
         rows,
     })
+}
+
+/// Per-query measurements of a ranking through the dense index.
+#[derive(Default)]
+struct IndexTally {
+    recall: Vec<f64>,
+    index: Vec<Metrics>,
+    ms: Vec<f64>,
+    exact: Vec<Metrics>,
+    list_bytes: Vec<f64>,
+    centroid_bytes: u64,
+    exact_vector_bytes: u64,
+    rounds: Vec<f64>,
+    exact_ms: Vec<f64>,
+}
+
+impl IndexTally {
+    fn row(mut self, nlist: usize, nprobe: usize, nprobe_from: Option<String>) -> IndexRow {
+        let avg = |v: &[f64]| {
+            if v.is_empty() {
+                0.0
+            } else {
+                v.iter().sum::<f64>() / v.len() as f64
+            }
+        };
+        self.rounds.sort_by(f64::total_cmp);
+        self.exact_ms.sort_by(f64::total_cmp);
+        self.ms.sort_by(f64::total_cmp);
+        IndexRow {
+            nlist,
+            nprobe: nprobe.clamp(1, nlist),
+            nprobe_from,
+            recall_10_vs_exact: avg(&self.recall),
+            exact: mean(&self.exact),
+            index: mean(&self.index),
+            list_bytes_mean: avg(&self.list_bytes),
+            centroid_bytes: self.centroid_bytes,
+            exact_vector_bytes: self.exact_vector_bytes,
+            rounds_median: percentile(&self.rounds, 0.5),
+            median_ms: percentile(&self.ms, 0.5),
+            exact_median_ms: percentile(&self.exact_ms, 0.5),
+        }
+    }
 }
 
 impl EvalReport {
@@ -643,6 +813,27 @@ impl EvalReport {
                 bands.join("  "),
                 no_hit
             );
+            if let Some(i) = &r.dense_index {
+                let _ = writeln!(
+                    s,
+                    "  dense index nlist {} nprobe {}: recall@10 vs exact {:.4}, nDCG@10 {:.4} vs exact {:.4} (Δ {:+.4}, top {COMPARE_DEPTH} chunks); \
+                     list bytes/query {:.0}, centroids+sample {} B once, exact scan {} B/query; \
+                     rounds (cold) median {:.0}; median ms {:.2} (exact {:.2}, both cold); default nprobe from {}",
+                    i.nlist,
+                    i.nprobe,
+                    i.recall_10_vs_exact,
+                    i.index.ndcg_10,
+                    i.exact.ndcg_10,
+                    i.index.ndcg_10 - i.exact.ndcg_10,
+                    i.list_bytes_mean,
+                    i.centroid_bytes,
+                    i.exact_vector_bytes,
+                    i.rounds_median,
+                    i.median_ms,
+                    i.exact_median_ms,
+                    i.nprobe_from.as_deref().unwrap_or("(not recorded)")
+                );
+            }
         }
         s
     }

@@ -63,6 +63,8 @@ pub struct BundleSettings {
     /// Per-language centring of the vectors ([`crate::lang_means`]); `None` (`--centring
     /// off`) stores them as the model gives them. Only used when the bundle is embedded.
     pub centring: Option<CentringSettings>,
+    /// The dense index to write ([`crate::ivf::DenseIndex`], default `auto`).
+    pub dense_index: crate::ivf::DenseIndex,
 }
 
 impl Default for BundleSettings {
@@ -77,6 +79,7 @@ impl Default for BundleSettings {
             bm25: Bm25Params::default(),
             allow_ai_draft: false,
             centring: Some(CentringSettings::default()),
+            dense_index: crate::ivf::DenseIndex::Auto,
         }
     }
 }
@@ -110,6 +113,12 @@ impl BundleSettings {
             hanja: m.hanja,
             bm25: m.bm25,
             allow_ai_draft: m.allow_ai_draft,
+            dense_index: match m.dense_index.as_deref() {
+                None => crate::ivf::DenseIndex::Auto,
+                Some(s) => crate::ivf::DenseIndex::parse(s).ok_or_else(|| {
+                    BuildError::Ivf(format!("manifest.json: unknown dense_index {s:?}"))
+                })?,
+            },
             // A bundle without vectors records no centring (it has nothing to centre): it
             // reads as the default, which is what `jikji build` was given unless `--centring`.
             centring: match &m.model {
@@ -362,7 +371,7 @@ pub fn build_files(
     if let (Some(dir), None) = (&opts.model_dir, &embedder) {
         embedder = Some(load_build_embedder(dir)?);
     }
-    let calibration = crate::calibrate::calibrate(
+    let calibrated = crate::calibrate::calibrate_with_queries(
         &indexed.terms_fst,
         &indexed.postings,
         jikji_format::chunks::write_chunks(&chunked.records)?,
@@ -395,7 +404,8 @@ pub fn build_files(
             indexed,
             vectors: embedded.map(|e| (e.model, e.vectors_bin)),
             sources: chunked.sources,
-            calibration,
+            calibration: calibrated.calibration,
+            probe_queries: &calibrated.query_vectors,
             settings: *settings,
             query_model: opts.query_model.as_deref(),
             threads: opts.threads,

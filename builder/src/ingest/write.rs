@@ -33,6 +33,10 @@ pub struct BundleParts<'a> {
     pub sources: Vec<SourceEntry>,
     /// Score calibration ([`crate::calibrate`]).
     pub calibration: Option<jikji_format::Calibration>,
+    /// The calibration's pseudo-query vectors ([`crate::calibrate::Calibrated`]): the dense
+    /// index's default `nprobe` is the fewest lists whose recall on them reaches
+    /// [`crate::ivf::PROBE_RECALL_TARGET`]; empty: [`crate::ivf::default_nprobe`].
+    pub probe_queries: &'a [Vec<f32>],
     /// The settings the bundle was built with (recorded in the manifest).
     pub settings: BundleSettings,
     /// A query-model pack folder: a bundle with vectors then carries its pages
@@ -40,6 +44,82 @@ pub struct BundleParts<'a> {
     pub query_model: Option<&'a Path>,
     /// Threads for counting the chunks' tokens (the row order of the query model's pages).
     pub threads: usize,
+}
+
+/// The seed of the dense index's k-means (fixed: a rebuild of the same rows gives the same
+/// pages).
+pub const IVF_SEED: u64 = 0x6a696b6a69; // "jikji"
+
+/// Builds the dense index of `v` ([`crate::ivf::build`], `nlist` lists) in the centred
+/// space of `model`'s centring and hands its pages to `sink`. The default `nprobe`: the
+/// fewest lists whose recall@[`crate::ivf::PROBE_DEPTH`] against the exact scan reaches
+/// [`crate::ivf::PROBE_RECALL_TARGET`] on `queries` (the calibration's pseudo-queries,
+/// centred; [`crate::ivf::choose_nprobe`]), or [`crate::ivf::default_nprobe`] without
+/// them; `nprobe_from` in the entry says which.
+fn write_dense_index(
+    v: &Vectors,
+    model: &ModelInfo,
+    nlist: usize,
+    queries: &[Vec<f32>],
+    threads: usize,
+    sink: &mut dyn FnMut(jikji_format::paged::page::Encoded) -> jikji_format::Result<()>,
+) -> Result<jikji_format::paged::ivf::IvfRoot> {
+    let engine_error = |e: jikji_engine::EngineError| crate::error::BuildError::Ivf(e.to_string());
+    let centring = match &model.centring {
+        Some(c) => jikji_engine::centring::ChunkCentring::langs_of(c, v.len(), v.dim())
+            .map_err(engine_error)?,
+        None => None,
+    };
+    let ivf = crate::ivf::build(v, centring.as_ref(), nlist, IVF_SEED, threads)?;
+    let queries: Vec<&Vec<f32>> = queries.iter().filter(|q| q.len() == v.dim()).collect();
+    let (nprobe, nprobe_from) = if queries.is_empty() {
+        let p = crate::ivf::default_nprobe(ivf.lists.len());
+        (p, format!("share {}", crate::ivf::DEFAULT_PROBE_SHARE))
+    } else {
+        // The engine's exact score (with the centred norms of every row).
+        let full = match &model.centring {
+            Some(c) => jikji_engine::centring::ChunkCentring::of(c, v).map_err(engine_error)?,
+            None => None,
+        };
+        let scorers: Vec<jikji_engine::centring::DenseScorer> = queries
+            .iter()
+            .map(|q| jikji_engine::centring::DenseScorer::new(v, full.as_ref(), q))
+            .collect();
+        let cents = Vectors::open(&jikji_format::vectors::write_vectors(
+            v.dim(),
+            &ivf.centroids,
+        )?)?;
+        let owned: Vec<Vec<f32>> = queries.iter().map(|q| q.to_vec()).collect();
+        let curve = crate::ivf::recall_curve(
+            &ivf,
+            &cents,
+            v.len(),
+            &owned,
+            &|qi, d| scorers[qi].score(d),
+            crate::ivf::PROBE_DEPTH,
+        );
+        let (p, r) = crate::ivf::choose_nprobe(&curve, crate::ivf::PROBE_RECALL_TARGET);
+        (
+            p,
+            format!(
+                "pseudo-queries: recall@{} {r:.4} over {} (target {})",
+                crate::ivf::PROBE_DEPTH,
+                owned.len(),
+                crate::ivf::PROBE_RECALL_TARGET
+            ),
+        )
+    };
+    let mut root = jikji_format::paged::ivf::write_pages(
+        &jikji_format::paged::ivf::IvfParts {
+            centroids: &ivf.centroids,
+            lists: &ivf.lists,
+            nprobe,
+        },
+        v,
+        sink,
+    )?;
+    root.nprobe_from = Some(nprobe_from);
+    Ok(root)
 }
 
 /// Writes a bundle atomically at `out`, as a paged bundle (format 2: `jikji.json` and
@@ -82,6 +162,24 @@ pub fn write_bundle(out: &Path, p: BundleParts) -> Result<(Manifest, Vec<(String
             Ok(())
         },
     )?;
+    if let (Some(v), Some((model, _))) = (&vectors, &p.vectors) {
+        if let Some(nlist) = p.settings.dense_index.nlist_for(v.len()) {
+            root.ivf = Some(write_dense_index(
+                v,
+                model,
+                nlist,
+                p.probe_queries,
+                p.threads,
+                &mut |page| {
+                    w.add_page(&page.name, &page.bytes)?;
+                    *per_kind
+                        .entry(format!("p/{}-*", &page.name[..1]))
+                        .or_default() += page.bytes.len() as u64;
+                    Ok(())
+                },
+            )?);
+        }
+    }
     drop((lexical, store, hanja, vectors));
     if let (Some(dir), Some((model, _))) = (p.query_model, &p.vectors) {
         let texts: Vec<&str> = p.records.iter().map(|r| r.text.as_str()).collect();
@@ -131,6 +229,7 @@ pub fn write_bundle(out: &Path, p: BundleParts) -> Result<(Manifest, Vec<(String
         chunking: Some(p.chunking),
         hanja: s.hanja,
         allow_ai_draft: s.allow_ai_draft,
+        dense_index: Some(s.dense_index.name()),
         pages: Some(root),
     };
     let sources = manifest.sources.clone();

@@ -20,6 +20,7 @@ pub mod cache;
 pub mod columns;
 pub mod dict;
 pub mod expand;
+pub mod ivf;
 pub mod page;
 pub mod qmodel;
 
@@ -123,6 +124,11 @@ pub struct PagesRoot {
     /// while a query-model pack was present; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub query_model: Option<qmodel::QueryModelRoot>,
+    /// The dense index ([`ivf`], issue 14), in bundles with vectors built with
+    /// `--dense-index ivf` (or `auto` choosing it); absent: dense queries scan every vector
+    /// page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ivf: Option<ivf::IvfRoot>,
     /// The analyzer's Unicode table pages ([`crate::unicode`]); absent in bundles written
     /// before them (an engine without compiled-in tables then refuses texts that need them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -195,6 +201,7 @@ impl crate::json::FromJson for PagesRoot {
             expand: o.req("expand")?,
             query_model: o.req("query_model")?,
             unicode: o.req("unicode")?,
+            ivf: o.req("ivf")?,
         })
     }
 }
@@ -478,6 +485,7 @@ pub fn write_pages_with(
         expand,
         query_model: None,
         unicode,
+        ivf: None,
     })
 }
 
@@ -522,6 +530,12 @@ pub fn check_root(root: &PagesRoot, chunks: usize, parents: usize) -> Result<()>
                 v.pages, v.per_page, root.dim
             ));
         }
+    }
+    if let Some(i) = &root.ivf {
+        if root.vectors.is_none() {
+            return bad("a dense index (pages.ivf) without vectors".into());
+        }
+        i.check(chunks)?;
     }
     if root.dict_keys.windows(2).any(|w| w[0] >= w[1]) || root.dict_keys.len() != root.dict.pages {
         return bad("dictionary blocks are not in term order, or not one key per block".into());
@@ -990,6 +1004,9 @@ pub fn all_pages(root: &PagesRoot) -> Vec<String> {
     if let Some(u) = &root.unicode {
         out.push(u.nfkc.clone());
         out.push(u.t2s.clone());
+    }
+    if let Some(i) = &root.ivf {
+        out.extend(i.all_pages());
     }
     out
 }

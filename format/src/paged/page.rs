@@ -62,6 +62,12 @@ pub enum Kind {
     /// One of the analyzer's Unicode tables ([`crate::unicode`]): NFKC + lowercase, or
     /// Traditional → Simplified.
     Unicode,
+    /// Dense index centroids ([`super::ivf`]).
+    Centroids,
+    /// Dense index lists: doc ids and their int8 rows ([`super::ivf`]).
+    Lists,
+    /// Dense background sample rows ([`super::ivf`]).
+    Sample,
 }
 
 impl Kind {
@@ -82,6 +88,9 @@ impl Kind {
             Kind::RowMap => b'u',
             Kind::Rows => b'r',
             Kind::Unicode => b'n',
+            Kind::Centroids => b'g',
+            Kind::Lists => b'j',
+            Kind::Sample => b'w',
         }
     }
 
@@ -109,6 +118,9 @@ impl Kind {
             b'u' => Kind::RowMap,
             b'r' => Kind::Rows,
             b'n' => Kind::Unicode,
+            b'g' => Kind::Centroids,
+            b'j' => Kind::Lists,
+            b'w' => Kind::Sample,
             _ => return None,
         })
     }

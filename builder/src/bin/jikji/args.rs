@@ -165,6 +165,12 @@ pub struct IndexArgs {
     /// Language statistics for the centring (default: lang-means.json in the model folder).
     #[arg(long)]
     pub lang_means: Option<PathBuf>,
+    /// Dense index (issue 14): `exact` scans every vector; `ivf` (or `ivf:NLIST`) writes a
+    /// paged IVF index (round(2·√chunks) lists by default), so a dense query fetches the
+    /// centroids and a share of the lists instead of every vector page; `auto` (default)
+    /// writes it from 100,000 chunks on (docs/design/dense-index.md).
+    #[arg(long, default_value = "auto", value_name = "exact|ivf|ivf:NLIST|auto")]
+    pub dense_index: String,
 }
 
 impl IndexArgs {
@@ -215,6 +221,14 @@ impl IndexArgs {
             bm25: self.bm25()?,
             allow_ai_draft,
             centring: self.centring()?,
+            dense_index: jikji_builder::ivf::DenseIndex::parse(&self.dense_index).ok_or_else(
+                || {
+                    anyhow::anyhow!(
+                        "--dense-index must be exact, ivf, ivf:NLIST (NLIST ≥ 1) or auto, got {:?}",
+                        self.dense_index
+                    )
+                },
+            )?,
         })
     }
 

@@ -83,6 +83,11 @@ pub struct Args {
     /// corpus is still embedded with --model. Refused when it stands for another model.
     #[arg(long, value_name = "DIR")]
     query_model: Option<PathBuf>,
+    /// Dense index lists per dense query (default: the bundle's nprobe); with a dense index
+    /// (`--dense-index ivf`) every dense and hybrid row also reports recall@10 against the
+    /// exact scan, bytes and rounds.
+    #[arg(long)]
+    nprobe: Option<usize>,
 }
 
 /// Runs the set and prints the report.
@@ -119,11 +124,13 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         prefer_tier: a.prefer_tier,
         filters: a.filter.filters()?,
         query_model: a.query_model,
+        nprobe: a.nprobe,
     };
     anyhow::ensure!(
         a.bundle.is_some() || opts.filters.is_empty(),
         "--tier, --lang and --folder filter an existing bundle: give it with --bundle"
     );
+    anyhow::ensure!(a.nprobe != Some(0), "--nprobe must be at least 1");
     let report = match &a.bundle {
         Some(b) => jikji_builder::eval::run_bundle(b, &a.dir, &opts)?,
         None => run_eval(&a.dir, &opts)?,

@@ -66,6 +66,13 @@ pub struct Args {
     /// visitor's first query).
     #[arg(long, requires = "fetch_stats")]
     cold: bool,
+    /// Dense index lists to scan per dense query (default: the bundle's `pages.ivf.nprobe`;
+    /// clamped to 1..=nlist). More lists: closer to the exact scan, more bytes.
+    #[arg(long)]
+    nprobe: Option<usize>,
+    /// Scan every vector even when the bundle has a dense index (the exact reference).
+    #[arg(long)]
+    exact_dense: bool,
 }
 
 /// Runs every query and prints the results.
@@ -95,6 +102,9 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     engine.set_min_score(a.min_score);
     engine.set_prefer_tier(a.prefer_tier);
     engine.set_filters(a.filter.filters()?);
+    anyhow::ensure!(a.nprobe != Some(0), "--nprobe must be at least 1");
+    engine.set_nprobe(a.nprobe);
+    engine.set_exact_dense(a.exact_dense);
     engine.set_search_options(SearchOptions {
         now_ms: Some(a.clock.now_ms()?),
         include_archived: a.include_archived,

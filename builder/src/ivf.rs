@@ -1,0 +1,428 @@
+//! The dense index's build (issue 14): spherical k-means (Dhillon & Modha 2001, "Concept
+//! decompositions for large sparse text data using clustering") over the chunks' *scoring
+//! vectors* (the int8 rows dequantized and centred as the engine scores them,
+//! [`ChunkCentring::scoring_vector`]), seeded and deterministic, then every chunk assigned
+//! to its nearest centroid. The pages are laid out by [`jikji_format::paged::ivf`]; the
+//! engine reads them in `jikji_engine::ivf`. Design and measurements:
+//! `docs/design/dense-index.md`.
+//!
+//! `jikji update` rebuilds the index fully (the same k-means on the updated rows), so an
+//! update equals a full build of the same corpus; re-assigning only new vectors is not done.
+
+use jikji_engine::centring::ChunkCentring;
+use jikji_format::vectors::Vectors;
+
+use crate::error::{BuildError, Result};
+
+/// Below this many chunks `--dense-index auto` keeps the exact scan. The cost model
+/// (`docs/design/dense-index.md` §3): a dense query costs the exact scan `n·(dim + 4)` bytes
+/// (every `v` page, one round), the index `f·n·(dim + 5)` bytes of lists plus the centroids
+/// once (`nlist·(dim + 4)`) and one more round, where `f` is the share of chunks scanned
+/// for recall@10 ≥ 0.95 and nDCG@10 within 0.003 of exact (measured 0.25–0.4 on the eval
+/// sets, [`DEFAULT_PROBE_SHARE`]). Both are bytes the browser fetches once per query and
+/// the index saves at most `(1 − f)` of them, for the round trip and a recall loss; below
+/// 100,000 chunks (39 MB of `v` pages, the size where an exact scan stops fitting a phone's
+/// page-cache budget of 32 MiB) the exact scan is kept.
+pub const AUTO_MIN_CHUNKS: usize = 100_000;
+
+/// The share of lists a query probes by default (`nprobe = ⌈share · nlist⌉`), measured on
+/// the eval sets (README, "Dense index (issue 14)").
+pub const DEFAULT_PROBE_SHARE: f64 = 0.25;
+
+/// k-means iterations at most (it stops earlier when no assignment changes).
+pub const MAX_ITERATIONS: usize = 25;
+
+/// Training points per list at most: larger corpora train on an evenly spaced sample and
+/// then assign every chunk.
+pub const TRAIN_PER_LIST: usize = 256;
+
+/// Which dense index a build writes (`--dense-index`), recorded in the manifest
+/// (`dense_index`) so `jikji update` makes the same choice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DenseIndex {
+    /// Exact scan only (no index pages).
+    Exact,
+    /// The IVF index, with `nlist` lists (`None`: [`default_nlist`]).
+    Ivf {
+        /// Number of lists.
+        nlist: Option<usize>,
+    },
+    /// IVF from [`AUTO_MIN_CHUNKS`] chunks on, else exact (default).
+    #[default]
+    Auto,
+}
+
+impl DenseIndex {
+    /// Parses `exact`, `ivf`, `ivf:NLIST` or `auto`; `None` otherwise.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "exact" => Some(DenseIndex::Exact),
+            "auto" => Some(DenseIndex::Auto),
+            "ivf" => Some(DenseIndex::Ivf { nlist: None }),
+            _ => {
+                let n: usize = s.strip_prefix("ivf:")?.parse().ok()?;
+                (n > 0).then_some(DenseIndex::Ivf { nlist: Some(n) })
+            }
+        }
+    }
+
+    /// The name [`DenseIndex::parse`] reads back.
+    pub fn name(self) -> String {
+        match self {
+            DenseIndex::Exact => "exact".into(),
+            DenseIndex::Auto => "auto".into(),
+            DenseIndex::Ivf { nlist: None } => "ivf".into(),
+            DenseIndex::Ivf { nlist: Some(n) } => format!("ivf:{n}"),
+        }
+    }
+
+    /// The number of lists to build for `n` chunks, or `None` for the exact scan.
+    pub fn nlist_for(self, n: usize) -> Option<usize> {
+        if n == 0 {
+            return None;
+        }
+        match self {
+            DenseIndex::Exact => None,
+            DenseIndex::Auto if n < AUTO_MIN_CHUNKS => None,
+            DenseIndex::Auto | DenseIndex::Ivf { nlist: None } => Some(default_nlist(n)),
+            DenseIndex::Ivf { nlist: Some(l) } => Some(l.clamp(1, n)),
+        }
+    }
+}
+
+/// `round(2·√n)` lists, at least 1 and at most `n`: lists of ~√n/2 chunks (SciFact's 22,121
+/// chunks: 297 lists of ~75).
+pub fn default_nlist(n: usize) -> usize {
+    ((2.0 * (n as f64).sqrt()).round() as usize).clamp(1, n.max(1))
+}
+
+/// `⌈DEFAULT_PROBE_SHARE · nlist⌉`, at least 1.
+pub fn default_nprobe(nlist: usize) -> usize {
+    ((DEFAULT_PROBE_SHARE * nlist as f64).ceil() as usize).clamp(1, nlist.max(1))
+}
+
+/// The index: a normalised centroid per list and each list's chunks (ascending).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ivf {
+    /// One per list, `dim` long, L2-normalised (zero if its list has no length).
+    pub centroids: Vec<Vec<f32>>,
+    /// Doc ids of each list, ascending; every chunk is in exactly one list.
+    pub lists: Vec<Vec<u32>>,
+}
+
+/// A splitmix64 step (Steele, Lea & Flood 2014): the seeded, platform-independent random
+/// numbers of the initial centroids.
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+fn normalise(v: &mut [f32]) {
+    let n = dot(v, v).sqrt();
+    if n.is_finite() && n > 0.0 {
+        v.iter_mut().for_each(|x| *x /= n);
+    }
+}
+
+/// The nearest centroid of each point (largest dot product, ties to the lower list), on
+/// `threads` threads.
+fn assign(points: &[Vec<f32>], centroids: &[Vec<f32>], threads: usize) -> Vec<(u32, f32)> {
+    let per = points.len().div_ceil(threads.max(1)).max(1);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = points
+            .chunks(per)
+            .map(|part| {
+                s.spawn(move || {
+                    part.iter()
+                        .map(|p| {
+                            let mut best = (0u32, f32::NEG_INFINITY);
+                            for (j, c) in centroids.iter().enumerate() {
+                                let d = dot(p, c);
+                                if d > best.1 {
+                                    best = (j as u32, d);
+                                }
+                            }
+                            best
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("k-means worker panicked"))
+            .collect()
+    })
+}
+
+/// Normalised means of `points` by `labels` over `k` lists; an empty list is reseeded with
+/// the point least similar to its own centroid (`sims`) that no earlier reseed took.
+fn update(points: &[Vec<f32>], labels: &[(u32, f32)], k: usize, dim: usize) -> Vec<Vec<f32>> {
+    let mut sums = vec![vec![0f32; dim]; k];
+    let mut counts = vec![0usize; k];
+    for (p, &(l, _)) in points.iter().zip(labels) {
+        counts[l as usize] += 1;
+        sums[l as usize]
+            .iter_mut()
+            .zip(p)
+            .for_each(|(s, x)| *s += x);
+    }
+    let mut far: Vec<usize> = (0..points.len()).collect();
+    far.sort_by(|&a, &b| labels[a].1.total_cmp(&labels[b].1).then(a.cmp(&b)));
+    let mut far = far.into_iter();
+    for (j, s) in sums.iter_mut().enumerate() {
+        if counts[j] == 0 {
+            if let Some(i) = far.next() {
+                s.clone_from(&points[i]);
+            }
+        }
+        normalise(s);
+    }
+    sums
+}
+
+/// Builds the index of `vectors` (doc id = row) with `nlist` lists (clamped to `1..=n`):
+/// scoring vectors by `centring` (the bundle's, [`ChunkCentring::langs_of`]; `None`: the
+/// rows), k-means seeded by `seed` (farthest-point seeding) on at most [`TRAIN_PER_LIST`]` · nlist` evenly spaced
+/// chunks for at most [`MAX_ITERATIONS`] rounds, then every chunk assigned and the
+/// centroids recomputed from their lists. Deterministic for the same inputs whatever
+/// `threads` is. Errors: no vectors.
+pub fn build(
+    vectors: &Vectors,
+    centring: Option<&ChunkCentring>,
+    nlist: usize,
+    seed: u64,
+    threads: usize,
+) -> Result<Ivf> {
+    let n = vectors.len();
+    if n == 0 {
+        return Err(BuildError::Ivf("no vectors to index".into()));
+    }
+    let dim = vectors.dim();
+    let k = nlist.clamp(1, n);
+    let points: Vec<Vec<f32>> = (0..n)
+        .map(|i| {
+            let (scale, row) = vectors.row(i);
+            match centring {
+                Some(c) => c.scoring_vector(i, scale, row),
+                None => vectors.get(i),
+            }
+        })
+        .collect();
+    let train_n = n.min(TRAIN_PER_LIST.saturating_mul(k));
+    let train: Vec<Vec<f32>> = (0..train_n)
+        .map(|t| points[t * n / train_n].clone())
+        .collect();
+    // Initial centroids: farthest-point seeding (Gonzalez 1985; k-means++ without the
+    // randomness) over at most 32·k evenly spaced training points, the first chosen by
+    // `seed`: each next centroid is the point least similar to every centroid so far.
+    let m = train.len().min(32usize.saturating_mul(k));
+    let cand: Vec<&Vec<f32>> = (0..m).map(|t| &train[t * train.len() / m]).collect();
+    let mut state = seed;
+    let first = (splitmix(&mut state) % m as u64) as usize;
+    let mut best = vec![f32::NEG_INFINITY; m];
+    let mut chosen = vec![first];
+    while chosen.len() < k {
+        let last = cand[*chosen.last().expect("one chosen")];
+        for (b, c) in best.iter_mut().zip(&cand) {
+            *b = b.max(dot(last, c));
+        }
+        for &c in &chosen {
+            best[c] = f32::INFINITY;
+        }
+        let next = (0..m)
+            .min_by(|&a, &b| best[a].total_cmp(&best[b]).then(a.cmp(&b)))
+            .expect("candidates");
+        chosen.push(next);
+    }
+    let mut centroids: Vec<Vec<f32>> = chosen
+        .iter()
+        .map(|&i| {
+            let mut c = cand[i].clone();
+            normalise(&mut c);
+            c
+        })
+        .collect();
+    let mut labels: Vec<(u32, f32)> = Vec::new();
+    for _ in 0..MAX_ITERATIONS {
+        let next = assign(&train, &centroids, threads);
+        let same = next.iter().map(|l| l.0).eq(labels.iter().map(|l| l.0));
+        labels = next;
+        if same {
+            break;
+        }
+        centroids = update(&train, &labels, k, dim);
+    }
+    let all = assign(&points, &centroids, threads);
+    let centroids = update(&points, &all, k, dim);
+    let mut lists = vec![Vec::new(); k];
+    for (doc, &(l, _)) in all.iter().enumerate() {
+        lists[l as usize].push(doc as u32);
+    }
+    Ok(Ivf { centroids, lists })
+}
+
+/// Recall@[`PROBE_DEPTH`] against the exact scan that the builder's default `nprobe` must
+/// reach on the calibration's pseudo-queries ([`choose_nprobe`]). Above the target's 0.95
+/// because pseudo-queries (spans of a chunk's own text) find their lists more easily than
+/// real questions do (measured on the eval sets: README, "Dense index (issue 14)").
+pub const PROBE_RECALL_TARGET: f64 = 0.99;
+
+/// Depth of the recall [`choose_nprobe`] measures: 10 (the target's recall@10).
+pub const PROBE_DEPTH: usize = 10;
+
+/// Mean recall@`depth` against the exact scan of `queries` through `ivf`, for every `nprobe`
+/// from 1 to `nlist` (entry `p − 1`). `score(q, doc)` is a query's exact score of a chunk
+/// (the engine's centred score) and `centroids` the centroids as the pages store them (so
+/// the lists are ranked as the engine ranks them, ties to the lower list). A chunk of the
+/// exact top `depth` is found at `nprobe = p` iff its list is among the `p` best: the
+/// scanned chunks keep their exact scores, so every found one stays in the top `depth`
+/// (ties aside). Queries with no chunk count as recall 1. Cost: one exact scan per query.
+pub fn recall_curve(
+    ivf: &Ivf,
+    centroids: &Vectors,
+    n: usize,
+    queries: &[Vec<f32>],
+    score: &(dyn Fn(usize, usize) -> f32 + Sync),
+    depth: usize,
+) -> Vec<f64> {
+    let nlist = ivf.lists.len();
+    let mut list_of = vec![0usize; n];
+    for (j, l) in ivf.lists.iter().enumerate() {
+        for &d in l {
+            if let Some(x) = list_of.get_mut(d as usize) {
+                *x = j;
+            }
+        }
+    }
+    let mut found = vec![0f64; nlist];
+    let mut counted = 0usize;
+    for (qi, q) in queries.iter().enumerate() {
+        let mut exact: Vec<(usize, f32)> = (0..n).map(|d| (d, score(qi, d))).collect();
+        let k = depth.min(n);
+        if k == 0 {
+            continue;
+        }
+        exact.select_nth_unstable_by(k - 1, |a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let mut order: Vec<(usize, f32)> = (0..nlist).map(|j| (j, centroids.dot(j, q))).collect();
+        order.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let mut rank = vec![0usize; nlist];
+        for (r, (j, _)) in order.iter().enumerate() {
+            rank[*j] = r;
+        }
+        counted += 1;
+        // found[p − 1] += share of the top k whose list ranks below p.
+        for &(d, _) in &exact[..k] {
+            found[rank[list_of[d]]] += 1.0 / k as f64;
+        }
+    }
+    if counted == 0 {
+        return vec![1.0; nlist];
+    }
+    let mut acc = 0.0;
+    found
+        .iter()
+        .map(|f| {
+            acc += f;
+            (acc / counted as f64).min(1.0)
+        })
+        .collect()
+}
+
+/// The fewest lists whose recall in `curve` ([`recall_curve`]) reaches `target`, and the
+/// recall there; `nlist` (the exact ranking) when none does.
+pub fn choose_nprobe(curve: &[f64], target: f64) -> (usize, f64) {
+    curve.iter().position(|&r| r >= target - 1e-9).map_or(
+        (curve.len().max(1), curve.last().copied().unwrap_or(1.0)),
+        |p| (p + 1, curve[p]),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jikji_format::vectors::write_vectors;
+
+    fn clustered(n: usize) -> Vectors {
+        // Four directions, each point a small deterministic perturbation of one.
+        let mut s = 7u64;
+        let rows: Vec<Vec<f32>> = (0..n)
+            .map(|i| {
+                let mut v = vec![0f32; 8];
+                v[i % 4] = 1.0;
+                for x in v.iter_mut() {
+                    *x += (splitmix(&mut s) % 1000) as f32 / 10_000.0;
+                }
+                normalise(&mut v);
+                v
+            })
+            .collect();
+        Vectors::open(&write_vectors(8, &rows).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn clusters_are_found_and_partition_the_chunks() {
+        let v = clustered(200);
+        let ivf = build(&v, None, 4, 1, 3).unwrap();
+        let mut all: Vec<u32> = ivf.lists.concat();
+        all.sort_unstable();
+        assert_eq!(all, (0..200).collect::<Vec<u32>>());
+        for l in &ivf.lists {
+            assert_eq!(l.len(), 50, "{:?}", ivf.lists);
+            assert!(l.iter().all(|d| d % 4 == l[0] % 4));
+        }
+        // The same index whatever the thread count.
+        assert_eq!(build(&v, None, 4, 1, 1).unwrap(), ivf);
+    }
+
+    #[test]
+    fn settings_parse_and_choose() {
+        for s in ["exact", "auto", "ivf", "ivf:64"] {
+            assert_eq!(DenseIndex::parse(s).unwrap().name(), s);
+        }
+        assert!(DenseIndex::parse("ivf:0").is_none() && DenseIndex::parse("hnsw").is_none());
+        assert_eq!(DenseIndex::Auto.nlist_for(5_000), None);
+        assert_eq!(DenseIndex::Auto.nlist_for(1_000_000), Some(2000));
+        assert_eq!(DenseIndex::Ivf { nlist: None }.nlist_for(22_121), Some(297));
+        assert_eq!(DenseIndex::Ivf { nlist: Some(50) }.nlist_for(10), Some(10));
+        assert_eq!(DenseIndex::Exact.nlist_for(1_000_000), None);
+        assert_eq!(default_nprobe(297), 75);
+    }
+
+    #[test]
+    fn the_recall_curve_counts_the_lists_of_the_exact_top() {
+        let v = clustered(200);
+        let ivf = build(&v, None, 4, 1, 3).unwrap();
+        let cents = Vectors::open(&write_vectors(8, &ivf.centroids).unwrap()).unwrap();
+        // Queries on a cluster direction: their exact top 10 lie in one list.
+        let queries: Vec<Vec<f32>> = (0..4)
+            .map(|d| {
+                let mut q = vec![0f32; 8];
+                q[d] = 1.0;
+                q
+            })
+            .collect();
+        let score = |qi: usize, d: usize| v.dot(d, &queries[qi]);
+        let curve = recall_curve(&ivf, &cents, 200, &queries, &score, 10);
+        assert_eq!(curve, vec![1.0; 4]);
+        assert_eq!(choose_nprobe(&curve, 0.99), (1, 1.0));
+        // A query between two directions needs both lists for its top 20.
+        let mut q = vec![0f32; 8];
+        q[0] = 1.0;
+        q[1] = 1.0;
+        normalise(&mut q);
+        let both = [q];
+        let score = |_: usize, d: usize| v.dot(d, &both[0]);
+        let curve = recall_curve(&ivf, &cents, 200, &both, &score, 100);
+        assert!(curve[0] < 0.9 && curve[1] == 1.0, "{curve:?}");
+        assert_eq!(choose_nprobe(&curve, 0.99).0, 2);
+        assert_eq!(choose_nprobe(&[0.5, 0.7], 0.99), (2, 0.7));
+    }
+}

@@ -1,0 +1,391 @@
+//! The paged dense index (issue 14, `pages.ivf`): searching through it equals the exact
+//! scan when every list is probed, a scanned chunk scores bit for bit as in the exact
+//! scan, the lifecycle and the tier/language filters keep the top-k full (applied while
+//! scanning, with the one mask the exact scan uses), hostile list pages are refused with
+//! the page's name, and `jikji update` rebuilds the index as a full build does.
+//!
+//! The first three tests index the frozen centring fixture (`format/tests/compat/
+//! v2-centring`: real e5 vectors, `shift` centring, query vectors in `queries.json`), so
+//! they need no model; the last three build the service-docs fixture with the model.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use jikji_builder::ingest::{build, BundleSettings, IngestOptions};
+use jikji_builder::ivf::DenseIndex;
+use jikji_engine::centring::ChunkCentring;
+use jikji_engine::{Engine, EngineError, Mode, SearchOptions};
+use jikji_format::paged::{ivf, page};
+use jikji_format::Bundle;
+
+fn compat(name: &str) -> PathBuf {
+    common::root().join("format/tests/compat").join(name)
+}
+
+#[derive(serde::Deserialize)]
+struct Query {
+    text: String,
+    vector: Vec<f32>,
+}
+
+fn queries() -> Vec<Query> {
+    serde_json::from_slice(&std::fs::read(compat("v2-centring/queries.json")).unwrap()).unwrap()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    for e in walkdir::WalkDir::new(from) {
+        let e = e.unwrap();
+        let dst = to.join(e.path().strip_prefix(from).unwrap());
+        if e.file_type().is_dir() {
+            std::fs::create_dir_all(&dst).unwrap();
+        } else {
+            std::fs::copy(e.path(), &dst).unwrap();
+        }
+    }
+}
+
+/// A copy of the centring fixture under `dir` with a dense index of `nlist` lists (default
+/// `nprobe` 1) written by the builder's code: its pages under `p/`, `pages.ivf` in the entry.
+fn indexed_fixture(dir: &Path, nlist: usize) -> PathBuf {
+    let out = dir.join("bundle");
+    copy_dir(&compat("v2-centring/bundle"), &out);
+    let whole = Bundle::open_dir(&out).unwrap();
+    let v = whole.vectors().unwrap();
+    let model = whole.manifest().model.as_ref().unwrap();
+    let centring =
+        ChunkCentring::langs_of(model.centring.as_ref().unwrap(), v.len(), v.dim()).unwrap();
+    let index = jikji_builder::ivf::build(v, centring.as_ref(), nlist, 1, 2).unwrap();
+    let root = ivf::write_pages(
+        &ivf::IvfParts {
+            centroids: &index.centroids,
+            lists: &index.lists,
+            nprobe: 1,
+        },
+        v,
+        &mut |p| {
+            std::fs::write(out.join("p").join(&p.name), &p.bytes).unwrap();
+            Ok(())
+        },
+    )
+    .unwrap();
+    let entry_path = out.join("jikji.json");
+    let mut entry: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&entry_path).unwrap()).unwrap();
+    entry["pages"]["ivf"] = serde_json::to_value(&root).unwrap();
+    std::fs::write(&entry_path, serde_json::to_vec(&entry).unwrap()).unwrap();
+    out
+}
+
+fn ivf_root(dir: &Path) -> ivf::IvfRoot {
+    let e = Engine::open_dir_paged(dir).unwrap();
+    e.dense_index().unwrap().clone()
+}
+
+#[test]
+fn ivf_probing_every_list_equals_the_exact_scan() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = indexed_fixture(tmp.path(), 4);
+    let root = ivf_root(&dir);
+    assert_eq!(
+        (root.nlist, root.nprobe, root.codes.as_str()),
+        (4, 1, "int8")
+    );
+    let whole = Engine::open_dir(&dir).unwrap();
+    let mut paged = Engine::open_dir_paged(&dir).unwrap();
+    paged.set_cache_budget(0); // every query cold: its fetch stats count every page
+    for q in queries() {
+        for mode in [Mode::Dense, Mode::Hybrid] {
+            let exact = whole
+                .search_with_vector(&q.text, Some(&q.vector), mode, 10)
+                .unwrap();
+            paged.set_nprobe(Some(4));
+            // Fewer lists than the ranking needs: the scan reads more (the top-k stays full).
+            let all = paged
+                .search_with_vector(&q.text, Some(&q.vector), mode, 10)
+                .unwrap();
+            assert_eq!(all.hits, exact.hits, "{} {mode}: every list probed", q.text);
+            let f = paged.last_fetch();
+            assert!(
+                !f.by_kind.contains_key("v"),
+                "{}: the index read vector pages {:?}",
+                q.text,
+                f.by_kind
+            );
+            assert_eq!(f.by_kind.get("j").map(|k| k.0), Some(4), "{:?}", f.by_kind);
+        }
+    }
+}
+
+#[test]
+fn ivf_through_the_browser_loop_equals_the_native_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = indexed_fixture(tmp.path(), 3);
+    let native = Engine::open_dir_paged(&dir).unwrap();
+    let entry = std::fs::read(dir.join("jikji.json")).unwrap();
+    let browser = Engine::open_entry(&entry).unwrap();
+    for q in queries() {
+        for mode in [Mode::Dense, Mode::Hybrid] {
+            let want = native
+                .search_with_vector(&q.text, Some(&q.vector), mode, 10)
+                .unwrap();
+            let mut rounds = 0;
+            let got = loop {
+                match browser.search_with_vector(&q.text, Some(&q.vector), mode, 10) {
+                    Ok(r) => break r,
+                    Err(EngineError::NeedPages(names)) => {
+                        rounds += 1;
+                        assert!(rounds <= 4, "{}: too many rounds", q.text);
+                        assert!(names.iter().all(|n| !n.starts_with("v-")), "{names:?}");
+                        for n in names {
+                            let stored = std::fs::read(dir.join("p").join(&n)).unwrap();
+                            let raw = page::decode_stored(&n, &stored).unwrap();
+                            let mut bytes = stored[..page::HEADER_LEN].to_vec();
+                            bytes.extend_from_slice(&raw);
+                            browser.add_page(&n, &bytes).unwrap();
+                        }
+                    }
+                    Err(e) => panic!("{}: {e}", q.text),
+                }
+            };
+            assert_eq!(got.hits, want.hits, "{} {mode}", q.text);
+        }
+    }
+}
+
+#[test]
+fn hostile_list_pages_are_refused_naming_the_page() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = indexed_fixture(tmp.path(), 2);
+    let root = ivf_root(&dir);
+    let q = &queries()[0];
+    for (what, body) in [
+        ("a count beyond the page", {
+            let mut b = vec![0xff, 0xff, 0xff, 0xff, 0x0f];
+            b.extend_from_slice(&[1; 64]);
+            b
+        }),
+        ("a doc id past the chunks", {
+            let mut b = vec![1, 200];
+            b.extend(jikji_format::vectors::write_vectors(384, &[vec![0.0; 384]]).unwrap());
+            b
+        }),
+        ("rows of another dimension", {
+            let mut b = vec![1, 0];
+            b.extend(jikji_format::vectors::write_vectors(3, &[vec![0.0; 3]]).unwrap());
+            b
+        }),
+    ] {
+        // Valid pages (header, digest, name) with a hostile body, for both lists.
+        for j in 0..2 {
+            let name = root.list_page(j);
+            let p = page::encode_numbered(page::Kind::Lists, &root.lists.gen, j as u32, &body);
+            std::fs::write(dir.join("p").join(&name), &p.bytes).unwrap();
+        }
+        let e = Engine::open_dir_paged(&dir).unwrap();
+        let err = e
+            .search_with_vector(&q.text, Some(&q.vector), Mode::Dense, 10)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("p/j-"), "{what}: {err}");
+    }
+}
+
+fn service_corpus(dir: &Path) -> PathBuf {
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/service-docs");
+    let to = dir.join("corpus");
+    copy_dir(&from, &to);
+    to
+}
+
+fn with_model(corpus: &Path, out: &Path) -> IngestOptions {
+    IngestOptions {
+        model_dir: Some(common::model_dir()),
+        cache_dir: Some(common::cache_dir()),
+        threads: 2,
+        ..IngestOptions::new(corpus, out)
+    }
+}
+
+fn ivf_settings(nlist: usize) -> BundleSettings {
+    BundleSettings {
+        dense_index: DenseIndex::Ivf { nlist: Some(nlist) },
+        ..BundleSettings::default()
+    }
+}
+
+#[test]
+fn ivf_filters_keep_the_top_k_full() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = service_corpus(tmp.path());
+    let out = tmp.path().join("bundle");
+    build(&with_model(&corpus, &out), &ivf_settings(usize::MAX)).unwrap();
+    let whole = Engine::open_dir(&out).unwrap();
+    let mut paged = Engine::open_dir_paged(&out).unwrap();
+    let root = paged.dense_index().unwrap().clone();
+    let n = whole.bundle().manifest().counts.chunks;
+    assert_eq!(root.nlist, n, "one chunk per list");
+    paged.set_nprobe(Some(1));
+    let v = whole.bundle().vectors().unwrap();
+    let opts = SearchOptions::default(); // archived chunks left out
+    let allowed = whole
+        .search_with_options("q", Some(&v.get(0)), Mode::Dense, n, &opts)
+        .unwrap()
+        .hits
+        .len();
+    assert!(allowed < n, "the fixture has archived versions");
+    for doc in 0..n {
+        let q = v.get(doc);
+        let exact = whole
+            .search_with_options("q", Some(&q), Mode::Dense, allowed, &opts)
+            .unwrap();
+        let got = paged
+            .search_with_options("q", Some(&q), Mode::Dense, allowed, &opts)
+            .unwrap();
+        assert_eq!(
+            got.hits.len(),
+            allowed,
+            "query = chunk {doc}: top-k not full"
+        );
+        assert_eq!(got.hits, exact.hits, "query = chunk {doc}");
+    }
+}
+
+#[test]
+fn update_rebuilds_the_dense_index_as_a_full_build() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = service_corpus(tmp.path());
+    let bundle = tmp.path().join("bundle");
+    build(&with_model(&corpus, &bundle), &ivf_settings(3)).unwrap();
+    let plan = std::fs::read_to_string(corpus.join("1. platform/plan_v2.md")).unwrap();
+    std::fs::write(
+        corpus.join("1. platform/plan_v3.md"),
+        plan.replace("version: 2", "version: 3")
+            .replace("200 GB", "500 GB"),
+    )
+    .unwrap();
+    std::fs::remove_file(corpus.join("1. platform/backups.md")).unwrap();
+    let r = jikji_builder::update::update(&with_model(&corpus, &bundle), false).unwrap();
+    assert!(r.written);
+    let full = tmp.path().join("full");
+    build(&with_model(&corpus, &full), &ivf_settings(3)).unwrap();
+    let (a, b) = (ivf_root(&bundle), ivf_root(&full));
+    assert_eq!(a, b, "the updated index's pages are the full build's");
+    for name in a.all_pages() {
+        assert_eq!(
+            std::fs::read(bundle.join("p").join(&name)).unwrap(),
+            std::fs::read(full.join("p").join(&name)).unwrap(),
+            "{name}"
+        );
+    }
+    let m = Bundle::open_dir(&bundle).unwrap();
+    assert_eq!(m.manifest().dense_index.as_deref(), Some("ivf:3"));
+    let (ea, eb) = (
+        Engine::open_dir_paged(&bundle).unwrap(),
+        Engine::open_dir_paged(&full).unwrap(),
+    );
+    let v = m.vectors().unwrap();
+    for doc in 0..v.len() {
+        let q = v.get(doc);
+        for mode in [Mode::Dense, Mode::Hybrid] {
+            assert_eq!(
+                ea.search_with_vector("backup plan", Some(&q), mode, 5)
+                    .unwrap()
+                    .hits,
+                eb.search_with_vector("backup plan", Some(&q), mode, 5)
+                    .unwrap()
+                    .hits,
+                "chunk {doc} {mode}"
+            );
+        }
+    }
+}
+
+/// The service docs plus a Chinese and a Korean file in the tier-2 folder, so the tier and
+/// language filters each leave out a part of every list order.
+fn mixed_corpus(dir: &Path) -> PathBuf {
+    let corpus = service_corpus(dir);
+    std::fs::write(
+        corpus.join("2. support/help-zh.md"),
+        "Source: https://docs.example.com/zh/help\n\n# 常见问题\n\n备份每天凌晨两点运行，保留三十天。存储按月计费，每个项目包含二百GB对象存储。\n\n\
+         ## 账户\n\n忘记密码时，请在登录页面点击重置链接，系统会发送邮件。\n",
+    )
+    .unwrap();
+    std::fs::write(
+        corpus.join("2. support/help-ko.md"),
+        "Source: https://docs.example.com/ko/help\n\n# 자주 묻는 질문\n\n백업은 매일 새벽 두 시에 실행되며 삼십 일 동안 보관됩니다. 저장 공간은 매달 청구됩니다.\n\n\
+         ## 계정\n\n비밀번호를 잊으면 로그인 화면에서 재설정 링크를 누르세요. 메일이 발송됩니다.\n",
+    )
+    .unwrap();
+    corpus
+}
+
+#[test]
+fn ivf_tier_and_language_filters_keep_the_top_k_full() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = mixed_corpus(tmp.path());
+    let out = tmp.path().join("bundle");
+    build(&with_model(&corpus, &out), &ivf_settings(usize::MAX)).unwrap();
+    let mut whole = Engine::open_dir(&out).unwrap();
+    let mut paged = Engine::open_dir_paged(&out).unwrap();
+    let n = whole.bundle().manifest().counts.chunks;
+    assert_eq!(paged.dense_index().unwrap().nlist, n, "one chunk per list");
+    // One list per query: every other allowed chunk is in a list the scan must add.
+    paged.set_nprobe(Some(1));
+    let qs: Vec<Vec<f32>> = {
+        let v = whole.bundle().vectors().unwrap();
+        (0..n).map(|d| v.get(d)).collect()
+    };
+    let opts = SearchOptions::default(); // archived chunks left out as well
+    let filters = [
+        jikji_engine::Filters {
+            tier: Some((1, 1)),
+            ..Default::default()
+        },
+        jikji_engine::Filters {
+            langs: vec!["zh".into(), "ko".into()],
+            ..Default::default()
+        },
+        jikji_engine::Filters {
+            tier: Some((2, 2)),
+            langs: vec!["en".into()],
+            ..Default::default()
+        },
+    ];
+    for f in filters {
+        whole.set_filters(f.clone());
+        paged.set_filters(f.clone());
+        let allowed = whole
+            .search_with_options("q", Some(&qs[0]), Mode::Dense, n, &opts)
+            .unwrap()
+            .hits
+            .len();
+        assert!(allowed > 0 && allowed < n, "{f:?} leaves {allowed} of {n}");
+        for (doc, q) in qs.iter().enumerate() {
+            let q = q.clone();
+            let exact = whole
+                .search_with_options("q", Some(&q), Mode::Dense, allowed, &opts)
+                .unwrap();
+            let got = paged
+                .search_with_options("q", Some(&q), Mode::Dense, allowed, &opts)
+                .unwrap();
+            assert_eq!(
+                got.hits.len(),
+                allowed,
+                "{f:?}, query = chunk {doc}: not full"
+            );
+            assert_eq!(got.hits, exact.hits, "{f:?}, query = chunk {doc}");
+            let hybrid = paged
+                .search_with_options("backup storage", Some(&q), Mode::Hybrid, allowed, &opts)
+                .unwrap();
+            let exact_hybrid = whole
+                .search_with_options("backup storage", Some(&q), Mode::Hybrid, allowed, &opts)
+                .unwrap();
+            assert_eq!(
+                hybrid.hits.len(),
+                exact_hybrid.hits.len(),
+                "{f:?}, hybrid, query = chunk {doc}: not full"
+            );
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! Dense search through a paged bundle's dense index (issue 14; pages:
+//! [`jikji_format::paged::ivf`], design `docs/design/dense-index.md`).
+//!
+//! A query (centred as for the exact scan, [`crate::centring::centre_query`]) reads in its
+//! first round the centroid pages and the background sample page (cached after the first
+//! query), ranks the lists by `q·c_j` (centroids live in the space of the centred score,
+//! see the format module), and reads in its second round the pages of the `nprobe` best
+//! lists. Each listed chunk is scored with [`RowScorer`], exactly the exact scan's score
+//! for the same row bytes. Chunks the search filters leave out (tier, language, folder: the
+//! one mask of [`crate::Filters::allowed`] that the exact scan and BM25 also skip by) are
+//! skipped while scanning and take no ranking slot; when fewer allowed chunks than the hits
+//! asked for were scanned, more lists are read (one more round: at least twice as many,
+//! more when most chunks were left out), so the ranking stays full when the bundle has that
+//! many allowed chunks. The lifecycle filters (archived, expired) stay where the exact scan
+//! has them (stage 4 of [`crate::pipeline`]); the hits asked for (`fill`) include the
+//! number of chunks they leave out, as the exact scan's depth does.
+//!
+//! Hybrid fusion needs a dense score for BM25 hits that were not scanned: they get the
+//! lowest score scanned ([`IvfScan::score_of`]), a floor under every scanned chunk (those
+//! chunks lie in lists whose centroids the query is farther from).
+
+use std::collections::HashMap;
+
+use jikji_format::paged::ivf::{self, IvfRoot, ListPage};
+use jikji_format::{Bundle, FormatError};
+
+use crate::centring::RowScorer;
+use crate::search::{allows, top_k, Scored};
+use crate::EngineError;
+
+/// The outcome of one dense scan through the index.
+pub(crate) struct IvfScan {
+    /// The `k` best allowed chunks, best first.
+    pub ranked: Vec<Scored>,
+    /// Every scanned chunk's score (allowed or not).
+    pub scanned: HashMap<u32, f32>,
+    /// The lowest scanned score (0 when nothing was scanned).
+    pub floor: f32,
+    /// Mean and standard deviation of the background sample's scores (as
+    /// [`crate::fusion::dense_background`] of an exact scan).
+    pub background: (f32, f32),
+}
+
+impl IvfScan {
+    /// The dense score of `doc`: scanned, else the floor.
+    pub fn score_of(&self, doc: u32) -> f32 {
+        self.scanned.get(&doc).copied().unwrap_or(self.floor)
+    }
+}
+
+/// The lists of `root` ranked for the query of `scorer`: `(list, q·c)`, best first, ties by
+/// list number. Errors: PageMissing (a centroid page not loaded: recorded), DataCorruption.
+fn ranked_lists(
+    bundle: &Bundle,
+    root: &IvfRoot,
+    scorer: &RowScorer,
+    dim: usize,
+) -> Result<Vec<(u32, f32)>, EngineError> {
+    let cache = bundle.cache().ok_or_else(not_paged)?;
+    // Ask for every centroid page and the sample page before failing, so they come in one
+    // round.
+    let bodies: Vec<_> = (0..root.centroids.pages)
+        .map(|n| cache.get(&root.centroid_page(n)))
+        .collect();
+    let sample = cache.get(&root.sample_page());
+    if bodies.iter().any(Option::is_none) || sample.is_none() {
+        return Err(FormatError::PageMissing {
+            name: root.centroid_page(0),
+        }
+        .into());
+    }
+    let q = scorer.query();
+    let mut out = Vec::with_capacity(root.nlist);
+    for (n, body) in bodies.into_iter().enumerate() {
+        let body = body.expect("checked");
+        let rows = ivf::centroids_on_page(root, n);
+        let c = ivf::open_rows(&root.centroid_page(n), &body, rows, dim)?;
+        for j in 0..rows {
+            out.push(((n * ivf::CENTROIDS_PER_PAGE + j) as u32, c.dot(j, q)));
+        }
+    }
+    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    Ok(out)
+}
+
+/// The background `(mean, std)` of the query over the sample page (floored at 1e-4, as
+/// [`crate::fusion::dense_background`]).
+fn background(
+    bundle: &Bundle,
+    root: &IvfRoot,
+    scorer: &RowScorer,
+    chunks: usize,
+    dim: usize,
+) -> Result<(f32, f32), EngineError> {
+    let cache = bundle.cache().ok_or_else(not_paged)?;
+    let name = root.sample_page();
+    let body = cache.require(&name)?;
+    let docs: Vec<usize> = ivf::sample_docs(chunks).collect();
+    if docs.is_empty() {
+        return Ok((0.0, 1.0));
+    }
+    let rows = ivf::open_rows(&name, &body, docs.len(), dim)?;
+    let xs: Vec<f32> = docs
+        .iter()
+        .enumerate()
+        .map(|(j, &d)| scorer.score(d, &rows, j))
+        .collect();
+    let take = xs.len() as f32;
+    let mean = xs.iter().sum::<f32>() / take;
+    let var = xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f32>() / take;
+    Ok((mean, var.sqrt().max(1e-4)))
+}
+
+/// Scans the index for the `k` best chunks `allow` lets through (`None`: all,
+/// [`crate::search::allows`]), starting with `nprobe` lists
+/// (clamped to `1..=nlist`) and reading more while fewer than `min(k, max(fill, chunks of
+/// the first nprobe lists))` allowed chunks were scanned: the filters never make the
+/// ranking shorter than the unfiltered scan of those lists, nor shorter than `fill` (the
+/// hits asked for). Errors: PageMissing (pages recorded in the cache: the caller
+/// fetches them and runs the pass again), DataCorruption naming a page.
+pub(crate) fn scan(
+    bundle: &Bundle,
+    root: &IvfRoot,
+    scorer: &RowScorer,
+    k: usize,
+    nprobe: usize,
+    fill: usize,
+    allow: Option<&[bool]>,
+) -> Result<IvfScan, EngineError> {
+    let chunks = bundle.manifest().counts.chunks;
+    let dim = bundle.pages().map_or(0, |p| p.dim);
+    let order = ranked_lists(bundle, root, scorer, dim)?;
+    let background = background(bundle, root, scorer, chunks, dim)?;
+    let cache = bundle.cache().ok_or_else(not_paged)?;
+    let mut probe = nprobe.clamp(1, root.nlist);
+    let mut target = None;
+    loop {
+        let probed = &order[..probe.min(order.len())];
+        let bodies: Vec<_> = probed
+            .iter()
+            .map(|(j, _)| cache.get(&root.list_page(*j as usize)))
+            .collect();
+        if bodies.iter().any(Option::is_none) {
+            return Err(FormatError::PageMissing {
+                name: root.list_page(probed[0].0 as usize),
+            }
+            .into());
+        }
+        let mut scanned = HashMap::new();
+        let mut allowed = Vec::new();
+        for ((j, _), body) in probed.iter().zip(bodies) {
+            let name = root.list_page(*j as usize);
+            let list = ListPage::open(&name, &body.expect("checked"), chunks, dim)?;
+            for (i, &doc) in list.docs.iter().enumerate() {
+                let s = scorer.score(doc as usize, &list.rows, i);
+                scanned.insert(doc, s);
+                if allows(allow, doc) {
+                    allowed.push((doc, s));
+                }
+            }
+        }
+        let want = *target.get_or_insert(k.min(fill.max(scanned.len())));
+        if allowed.len() >= want || probed.len() == order.len() {
+            let floor = scanned.values().copied().fold(f32::INFINITY, f32::min);
+            return Ok(IvfScan {
+                ranked: top_k(allowed, k),
+                floor: if floor.is_finite() { floor } else { 0.0 },
+                scanned,
+                background,
+            });
+        }
+        // Too few allowed chunks: read more lists in one more round, as many as the share
+        // of allowed chunks so far suggests (at least twice as many), so that a filter
+        // leaving out most chunks costs a few rounds, not one per list.
+        let ratio = want.div_ceil(allowed.len().max(1));
+        probe = probe.saturating_mul(2).max(probe.saturating_mul(ratio));
+    }
+}
+
+fn not_paged() -> EngineError {
+    EngineError::Format(FormatError::InvalidInput(
+        "the dense index is read through a paged bundle".into(),
+    ))
+}
