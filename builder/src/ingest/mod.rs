@@ -360,7 +360,10 @@ pub fn build_files(
 
     let t = Instant::now();
     if let (Some(dir), None) = (&opts.model_dir, &embedder) {
-        embedder = Some(load_build_embedder(dir)?);
+        embedder = Some(crate::encoder::Encoder::load(
+            dir,
+            &model_info(dir)?.sha256,
+        )?);
     }
     let calibration = crate::calibrate::calibrate(
         &indexed.terms_fst,
