@@ -19,7 +19,9 @@
 //! engine's own public functions (listed in `jikji_engine::scores`), so the fit sees what
 //! a search computes.
 
-use jikji_embed::{Embedder, Prefix};
+use jikji_embed::Prefix;
+
+use crate::encoder::Encoder;
 use jikji_engine::centring::{detect_lang, ChunkCentring, DenseScorer};
 use jikji_engine::fusion::{
     bm25_normalised, bm25_upper_bound, cross_lingual_docs, dense_background, dense_z, fused_logit,
@@ -722,7 +724,7 @@ pub fn calibrate(
     postings: &[u8],
     chunks_bin: Vec<u8>,
     vectors_bin: Option<Vec<u8>>,
-    embedder: Option<&Embedder>,
+    embedder: Option<&Encoder>,
     centring: Option<&Centring>,
     threads: usize,
     analyzer: AnalyzerOptions,
@@ -817,11 +819,13 @@ pub fn calibrate_with_queries(
         (Some(e), Some(_)) => {
             let texts: Vec<&str> = queries.iter().map(|q| q.text.as_str()).collect();
             let raw = e
-                .embed_many(&texts, Prefix::Query, threads, &|_| {})
-                .map_err(|source| BuildError::Embedding {
-                    what: "calibration queries",
-                    source,
-                })?
+                .embed_many(
+                    &texts,
+                    Prefix::Query,
+                    threads,
+                    "calibration queries",
+                    &|_| {},
+                )?
                 .vectors;
             // Centred as the engine will centre a query (no change with `shift`).
             let centred = texts

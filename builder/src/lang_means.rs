@@ -599,14 +599,15 @@ pub fn compute(
         )?;
         let e = match &mut embedder {
             Some(e) => e,
-            None => embedder.insert(crate::ingest::load_build_embedder(model_dir)?),
+            None => embedder.insert(crate::encoder::Encoder::load(model_dir, &info.sha256)?),
         };
-        let queries = e
-            .embed_many(&texts, jikji_embed::Prefix::Query, threads, &|_| {})
-            .map_err(|source| BuildError::Embedding {
-                what: "reference texts",
-                source,
-            })?;
+        let queries = e.embed_many(
+            &texts,
+            jikji_embed::Prefix::Query,
+            threads,
+            "reference texts",
+            &|_| {},
+        )?;
         languages.insert(
             lang,
             LangMean {

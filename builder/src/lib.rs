@@ -11,6 +11,7 @@ pub mod chunker;
 pub mod conflicts;
 pub mod corpus;
 pub mod dedup;
+pub mod encoder;
 pub mod error;
 pub mod eval;
 pub mod gaps;

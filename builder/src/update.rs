@@ -54,9 +54,7 @@ use crate::error::{BuildError, Result};
 use crate::ingest::chunk::{chunk_file, source_entry, updated_of};
 use crate::ingest::embed::embed_passages;
 use crate::ingest::write::{write_bundle, BundleParts};
-use crate::ingest::{
-    checked_corpus, index, load_build_embedder, model_info, BundleSettings, Chunking, IngestOptions,
-};
+use crate::ingest::{checked_corpus, index, model_info, BundleSettings, Chunking, IngestOptions};
 
 /// What an update did.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -370,7 +368,10 @@ pub fn update_with(opts: &IngestOptions, u: &UpdateOptions) -> Result<UpdateRepo
         // Otherwise it is fitted on the whole new bundle exactly as `jikji build` does
         // (its pseudo-queries are spread over all chunks, so it cannot be patched).
         if let (Some(dir), None, Some(_)) = (model_dir, &embedder, &vectors) {
-            embedder = Some(load_build_embedder(dir)?);
+            embedder = Some(crate::encoder::Encoder::load(
+                dir,
+                &model_info(dir)?.sha256,
+            )?);
         }
         let c = crate::calibrate::calibrate_with_queries(
             &indexed.terms_fst,
@@ -693,7 +694,7 @@ fn vectors(
     from_old: &[Option<usize>],
     model_dir: Option<&Path>,
     opts: &IngestOptions,
-    embedder: &mut Option<jikji_embed::Embedder>,
+    embedder: &mut Option<crate::encoder::Encoder>,
     report: &mut UpdateReport,
 ) -> Result<Option<(jikji_format::ModelInfo, Vec<u8>)>> {
     let (Some(ov), Some(info)) = (old.bundle.vectors(), &old.bundle.manifest().model) else {

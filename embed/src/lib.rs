@@ -258,6 +258,20 @@ impl EmbedTokenizer {
         Ok(self.tokenize(text, prefix)?.ids)
     }
 
+    /// [`EmbedTokenizer::token_ids`] and whether the text was longer than [`MAX_TOKENS`]
+    /// tokens (its tail dropped), from one tokenization.
+    ///
+    /// # Errors
+    /// [`EmbedError::Tokenizer`] if the text cannot be encoded.
+    pub fn token_ids_truncated(
+        &self,
+        text: &str,
+        prefix: Prefix,
+    ) -> Result<(Vec<u32>, bool), EmbedError> {
+        let t = self.tokenize(text, prefix)?;
+        Ok((t.ids, t.truncated))
+    }
+
     /// Number of tokens of `prefix + text`, including `<s>` and `</s>`, **before** truncation.
     ///
     /// # Errors

@@ -33,6 +33,8 @@ pub mod e5s1;
 pub mod kernels;
 pub mod pack;
 pub mod paged;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod passage;
 pub mod tokenizer;
 
 use kernels::{attention, gelu_erf, layer_norm, matmul_q4, mean_pool_l2, Q4Matrix};

@@ -102,3 +102,90 @@ fn bad_token_ids_and_lengths_are_errors() {
     max[511] = 2;
     assert_eq!(m.embed_ids(&max, &rows).unwrap().len(), 384);
 }
+
+/// Passages of every eval set's corpus (the first 3 documents of each, `passage: ` prefix,
+/// up to 512 tokens: long ones truncated as the builder truncates) through the passage
+/// encoder, packed several to a pass, on every kernel the CPU has: each vector against
+/// tract's (cosine ≥ 0.999, max abs diff ≤ 1e-3), and packed equals alone.
+#[test]
+fn passage_encoder_agrees_with_tract_on_eval_passages() {
+    use jikji_query_model::passage::{Isa, PassageModel};
+    let Some((m, rows)) = load_pack() else { return };
+    let Some(tract) = load_tract() else { return };
+    let root = shared_dir().join("eval");
+    let mut texts = Vec::new();
+    for e in std::fs::read_dir(&root).unwrap() {
+        let p = e.unwrap().path().join("corpus.jsonl");
+        let Ok(t) = std::fs::read_to_string(&p) else {
+            continue;
+        };
+        for l in t.lines().filter(|l| !l.trim().is_empty()).take(3) {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            texts.push(v["text"].as_str().unwrap_or_default().to_string());
+        }
+    }
+    assert!(texts.len() >= 6, "eval corpora under {}", root.display());
+    let tok = tract.tokenizer();
+    let ids: Vec<Vec<u32>> = texts
+        .iter()
+        .map(|t| tok.token_ids(t, Prefix::Passage).unwrap())
+        .collect();
+    let seqs: Vec<&[u32]> = ids.iter().map(Vec::as_slice).collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let want = tract
+        .embed_many(&refs, Prefix::Passage, 2, &|_| {})
+        .unwrap()
+        .vectors;
+    for isa in [Isa::detect(), Isa::Avx2, Isa::Portable] {
+        let pm = PassageModel::with_isa(&m, rows.clone(), isa);
+        let got = pm.embed_many(&seqs, 2, &|_| {}).unwrap();
+        let (mut worst_cos, mut worst_diff) = (1.0f32, 0.0f32);
+        for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+            let cos = dot(w, g);
+            let diff = max_abs_diff(w, g);
+            assert!(
+                cos >= 0.999 && diff <= 1e-3,
+                "{:?} passage {i} ({} tokens): cosine {cos}, max abs diff {diff}",
+                pm.isa(),
+                ids[i].len()
+            );
+            worst_cos = worst_cos.min(cos);
+            worst_diff = worst_diff.max(diff);
+        }
+        eprintln!(
+            "{:?}: {} passages, min cosine {worst_cos:.7}, max abs diff {worst_diff:.2e}",
+            pm.isa(),
+            got.len()
+        );
+        // Packed with others or alone: the same vector (attention never crosses sequences).
+        for i in [0, seqs.len() / 2, seqs.len() - 1] {
+            let alone = pm.embed_packed(&[seqs[i]]).unwrap();
+            assert!(max_abs_diff(&alone[0], &got[i]) < 1e-5, "passage {i}");
+        }
+    }
+}
+
+#[test]
+fn passage_encoder_refuses_bad_ids_and_lengths() {
+    use jikji_query_model::passage::PassageModel;
+    let Some((m, rows)) = load_pack() else { return };
+    let pm = PassageModel::new(&m, rows);
+    let e = pm
+        .embed_packed(&[&[0, 5, 2], &[0, 250_002, 2]])
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("token id 250002 at position 1"),
+        "{e}"
+    );
+    let long = vec![5u32; 513];
+    assert!(pm
+        .embed_packed(&[&long])
+        .unwrap_err()
+        .to_string()
+        .contains("513 tokens"));
+    assert!(pm
+        .embed_many(&[&[0, 5, 2], &[]], 2, &|_| {})
+        .unwrap_err()
+        .to_string()
+        .contains("0 tokens"));
+}

@@ -27,6 +27,7 @@ use anyhow::Context;
 use clap::Parser;
 use jikji_builder::chunker::{chunk_text, ChunkParams};
 use jikji_builder::corpus::{scan, CheckOptions};
+use jikji_builder::encoder::Encoder;
 use jikji_builder::eval::percentile;
 use jikji_builder::ingest::{build, load_build_embedder, BundleSettings, IngestOptions};
 use jikji_embed::Prefix;
@@ -62,6 +63,20 @@ struct EmbedArgs {
     /// Threads (default: all cores).
     #[arg(long)]
     threads: Option<usize>,
+    /// `build`: what `jikji build` embeds with (`Encoder::load`: the pack's passage encoder
+    /// when the model's pack is beside it); `tract`: the tract embedder
+    /// (`load_build_embedder`) even then.
+    #[arg(long, default_value = "build")]
+    engine: String,
+}
+
+/// User + system CPU seconds of this process so far (`getrusage`).
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(u.ru_utime) + tv(u.ru_stime)
 }
 
 /// `jikji-bench embed`.
@@ -86,20 +101,27 @@ fn embed_bench(a: EmbedArgs) -> anyhow::Result<()> {
     }
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let t = Instant::now();
-    let embedder = load_build_embedder(&a.model)?;
+    let info = jikji_builder::ingest::model_info(&a.model)?;
+    let encoder = match a.engine.as_str() {
+        "build" => Encoder::load(&a.model, &info.sha256)?,
+        "tract" => Encoder::Tract(Box::new(load_build_embedder(&a.model)?)),
+        other => anyhow::bail!("--engine {other}: expected build or tract"),
+    };
     let load_s = t.elapsed().as_secs_f64();
+    let cpu0 = cpu_seconds();
     let t = Instant::now();
-    let out = embedder
-        .embed_many(&refs, Prefix::Passage, threads, &|_| {})
+    let out = encoder
+        .embed_many(&refs, Prefix::Passage, threads, "chunks", &|_| {})
         .context("embedding")?;
     let secs = t.elapsed().as_secs_f64();
+    let cpu = cpu_seconds() - cpu0;
     let tokens: usize = out.tokens.iter().sum();
     if let Some(p) = &a.out {
         jikji_builder::npy::write_f32(p, &out.vectors, jikji_embed::DIM)?;
     }
     println!(
         "{}",
-        json!({"engine": "jikji", "threads": threads, "chunks": refs.len(), "tokens": tokens,
+        json!({"engine": format!("jikji {encoder:?}"), "threads": threads, "cpu_seconds": cpu, "chunks": refs.len(), "tokens": tokens,
                "seconds": secs, "chunks_per_s": refs.len() as f64 / secs,
                "tokens_per_s": tokens as f64 / secs, "model_load_s": load_s})
     );

@@ -5,6 +5,8 @@ use std::path::Path;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use jikji_embed::{Embedder, Prefix};
+
+use crate::encoder::Encoder;
 use jikji_format::vectors::write_vectors;
 use jikji_format::{sha256_hex, ModelInfo};
 
@@ -33,7 +35,7 @@ pub fn embed_vectors(
     model_dir: &Path,
     opts: &IngestOptions,
     centring: Option<CentringSettings>,
-    embedder: &mut Option<Embedder>,
+    embedder: &mut Option<Encoder>,
 ) -> Result<EmbeddedVectors> {
     let stats = embed_passages(
         texts,
@@ -145,7 +147,7 @@ pub fn embed_passages(
     cache_dir: Option<&Path>,
     threads: usize,
     progress: bool,
-    embedder: &mut Option<Embedder>,
+    embedder: &mut Option<Encoder>,
 ) -> Result<Embedded> {
     let info = model_info(model_dir)?;
     let mut cache = VectorCache::open(cache_dir, &info.sha256)?;
@@ -159,21 +161,16 @@ pub fn embed_passages(
     if !missing.is_empty() {
         let embedder = match embedder {
             Some(e) => e,
-            None => embedder.insert(load_build_embedder(model_dir)?),
+            None => embedder.insert(Encoder::load(model_dir, &info.sha256)?),
         };
         let bar = progress_bar(progress, missing.len() as u64, "embedding");
         // Flush the cache after every group so an interrupted build keeps what it embedded.
         let mut done = 0;
         for group in missing.chunks(FLUSH_EVERY) {
             let todo: Vec<&str> = group.iter().map(|&i| texts[i]).collect();
-            let out = embedder
-                .embed_many(&todo, Prefix::Passage, threads, &|n| {
-                    bar.set_position((done + n) as u64)
-                })
-                .map_err(|source| BuildError::Embedding {
-                    what: "chunks",
-                    source,
-                })?;
+            let out = embedder.embed_many(&todo, Prefix::Passage, threads, "chunks", &|n| {
+                bar.set_position((done + n) as u64)
+            })?;
             for (j, &i) in group.iter().enumerate() {
                 let entry = CacheEntry {
                     tokens: out.tokens[j] as u32,

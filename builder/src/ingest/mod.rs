@@ -369,7 +369,10 @@ pub fn build_files(
 
     let t = Instant::now();
     if let (Some(dir), None) = (&opts.model_dir, &embedder) {
-        embedder = Some(load_build_embedder(dir)?);
+        embedder = Some(crate::encoder::Encoder::load(
+            dir,
+            &model_info(dir)?.sha256,
+        )?);
     }
     let calibrated = crate::calibrate::calibrate_with_queries(
         &indexed.terms_fst,

@@ -1,0 +1,138 @@
+//! The builder's text encoder: what `jikji build`, `jikji update`, the calibration and the
+//! language statistics embed chunks and pseudo-queries with.
+//!
+//! Two engines give the same vectors (cosine ≥ 0.999 required; measured max abs diff ~4e-7):
+//! - [`Encoder::Pack`]: the model's query-model pack (`models/e5-small-pack`, found beside the
+//!   model folder as the bundle's query-model pages are, and only when its `pack.json` names
+//!   this model's `model.onnx` SHA-256) run by [`jikji_query_model::passage::PassageModel`]:
+//!   weights dequantised once into f32 panels, sequences packed without padding, AVX-512 /
+//!   AVX2 kernels. The default when the pack is there (README, issue 17: throughput against
+//!   onnxruntime);
+//! - [`Encoder::Tract`]: `model-int8.onnx` (else `model.onnx`) under tract
+//!   ([`crate::ingest::load_build_embedder`]), when there is no matching pack, or when the
+//!   environment variable [`ENCODER_ENV`] is `tract` (benches compare the two that way).
+//!
+//! Both tokenize with the model's `tokenizer.json` (`jikji_embed::EmbedTokenizer`), so token
+//! counts and truncation are identical.
+
+use std::path::Path;
+
+use jikji_embed::{EmbedTokenizer, Embedded, Embedder, Prefix};
+use jikji_query_model::passage::PassageModel;
+use jikji_query_model::{QueryModel, QueryPack};
+
+use crate::error::{BuildError, Result};
+
+/// `JIKJI_ENCODER=tract` makes [`Encoder::load`] choose tract even when a pack is there.
+pub const ENCODER_ENV: &str = "JIKJI_ENCODER";
+
+/// The passage engine of [`Encoder::Pack`]: the tokenizer and the encoder.
+pub struct PackEncoder {
+    tokenizer: EmbedTokenizer,
+    model: PassageModel,
+}
+
+/// One thread's share of the tokenized texts: ids and truncation flag per text.
+type TokenizedPart = std::result::Result<Vec<(Vec<u32>, bool)>, jikji_embed::EmbedError>;
+
+/// One of the two engines (module docs).
+pub enum Encoder {
+    /// tract on the ONNX graph.
+    Tract(Box<Embedder>),
+    /// The pack's passage encoder.
+    Pack(Box<PackEncoder>),
+}
+
+impl std::fmt::Debug for Encoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Encoder::Tract(_) => f.write_str("Encoder::Tract"),
+            Encoder::Pack(p) => write!(f, "Encoder::Pack({:?})", p.model.isa()),
+        }
+    }
+}
+
+impl Encoder {
+    /// The encoder for the model folder `dir`: [`Encoder::Pack`] when the pack beside it
+    /// ([`crate::ingest::default_query_model`]) names `model_sha256` (the SHA-256 of `dir`'s
+    /// `model.onnx`, [`crate::ingest::model_info`]) and [`ENCODER_ENV`] is not `tract`, else
+    /// [`Encoder::Tract`].
+    /// Errors: a model or pack file missing or malformed ([`BuildError::LoadModel`],
+    /// [`BuildError::QueryModel`], [`BuildError::Io`]).
+    pub fn load(dir: &Path, model_sha256: &str) -> Result<Self> {
+        let tract_asked = std::env::var(ENCODER_ENV).is_ok_and(|v| v == "tract");
+        if let Some(pack) = crate::ingest::default_query_model(dir).filter(|_| !tract_asked) {
+            let info = QueryPack::read_info(&pack)?;
+            if info.model_sha256 == model_sha256 {
+                let tok = dir.join("tokenizer.json");
+                let bytes = std::fs::read(&tok).map_err(|e| BuildError::io("reading", &tok, e))?;
+                let tokenizer =
+                    EmbedTokenizer::from_bytes(&bytes).map_err(|source| BuildError::LoadModel {
+                        path: tok.clone(),
+                        source,
+                    })?;
+                let (m, rows) = QueryModel::from_pack_dir(&pack)?;
+                let model = PassageModel::new(&m, rows);
+                return Ok(Encoder::Pack(Box::new(PackEncoder { tokenizer, model })));
+            }
+        }
+        Ok(Encoder::Tract(Box::new(
+            crate::ingest::load_build_embedder(dir)?,
+        )))
+    }
+
+    /// Embeds `texts` (each with `prefix`) on `threads` threads; vectors, token counts and
+    /// truncation flags in input order, as [`Embedder::embed_many`] gives them.
+    /// `on_progress(n)`: texts finished so far. `what` names the texts in errors
+    /// ([`BuildError::Embedding`], [`BuildError::QueryModel`]).
+    pub fn embed_many(
+        &self,
+        texts: &[&str],
+        prefix: Prefix,
+        threads: usize,
+        what: &'static str,
+        on_progress: &(dyn Fn(usize) + Sync),
+    ) -> Result<Embedded> {
+        match self {
+            Encoder::Tract(e) => e
+                .embed_many(texts, prefix, threads, on_progress)
+                .map_err(|source| BuildError::Embedding { what, source }),
+            Encoder::Pack(p) => {
+                // Tokenized on the threads too (a few % of the work).
+                let per = texts.len().div_ceil(threads.max(1)).max(1);
+                let parts: Vec<TokenizedPart> = std::thread::scope(|s| {
+                    let handles: Vec<_> = texts
+                        .chunks(per)
+                        .map(|chunk| {
+                            s.spawn(move || {
+                                chunk
+                                    .iter()
+                                    .map(|t| p.tokenizer.token_ids_truncated(t, prefix))
+                                    .collect()
+                            })
+                        })
+                        .collect();
+                    handles
+                        .into_iter()
+                        .map(|h| h.join().expect("tokenizer thread panicked"))
+                        .collect()
+                });
+                let mut ids = Vec::with_capacity(texts.len());
+                let mut truncated = Vec::with_capacity(texts.len());
+                for part in parts {
+                    for (v, tr) in part.map_err(|source| BuildError::Embedding { what, source })? {
+                        ids.push(v);
+                        truncated.push(tr);
+                    }
+                }
+                let seqs: Vec<&[u32]> = ids.iter().map(Vec::as_slice).collect();
+                let vectors = p.model.embed_many(&seqs, threads, on_progress)?;
+                Ok(Embedded {
+                    vectors,
+                    tokens: ids.iter().map(Vec::len).collect(),
+                    truncated,
+                })
+            }
+        }
+    }
+}

@@ -1,0 +1,847 @@
+//! The forward pass for **many passages at once**, natively (the builder's embedding of book
+//! chunks): the same network as [`QueryModel::embed_ids`], laid out for throughput.
+//!
+//! - the linear layers' Q4_0 weights are dequantised **once** at load time into f32 panels of
+//!   [`NR`] output columns (`[N / NR][K][NR]`, ~85 MB for e5-small), multiplied by a
+//!   register-blocked kernel ([`MR`] tokens × [`NR`] outputs; AVX-512F or AVX2 + FMA chosen at
+//!   run time, plain Rust elsewhere);
+//! - Q, K and V are one fused `[3H × H]` matmul;
+//! - sequences are **never padded**: several are packed one after another into one token
+//!   matrix for the linear layers (whose rows are independent), and attention runs per
+//!   sequence over its own positions, so no position is masked and none is wasted;
+//! - softmax's `exp` and GELU's `erf` are branch-free polynomials that the compiler vectorises
+//!   ([`exp_approx`], [`erf_approx`]; errors bounded in the unit tests against f64).
+//!
+//! Vectors equal [`QueryModel::embed_ids`]'s (and the ONNX model's) up to f32 rounding: the
+//! same weights, summed in another order (tests: `tests/agree.rs`).
+
+// Kernels index several arrays by the same lane or row number; iterators would hide the tiling.
+#![allow(clippy::needless_range_loop)]
+
+use crate::kernels::{dequant_row, layer_norm, Q4Matrix};
+use crate::{Config, ModelError, QueryModel, RowSource, RowTable, MAX_TOKENS};
+
+/// Output columns per weight panel (two AVX-512 registers, four AVX2 registers).
+pub const NR: usize = 32;
+/// Tokens per register tile.
+pub const MR: usize = 8;
+
+/// Tokens packed into one forward pass by [`PassageModel::embed_many`] (several short
+/// sequences share it; a longer sequence goes alone): large enough that each weight panel,
+/// once in cache, serves many tokens; small enough that one thread's activations
+/// (`tokens × 1536` floats for the FFN) stay a few MB.
+pub const PACK_TOKENS: usize = 1024;
+
+/// A weight matrix `N × K` (out × in) in f32 panels of [`NR`] outputs: element `(n, k)` is at
+/// `(n / NR) · K · NR + k · NR + n % NR`. `N` is a multiple of [`NR`].
+struct Panels {
+    n: usize,
+    k: usize,
+    w: Vec<f32>,
+    bias: Vec<f32>,
+}
+
+impl Panels {
+    /// Dequantises the Q4_0 matrices `parts` (stacked along N, all with the same K) and their
+    /// biases into panels.
+    fn from_q4(parts: &[&(Q4Matrix, Vec<f32>)]) -> Self {
+        let k = parts[0].0.cols;
+        let n: usize = parts.iter().map(|p| p.0.rows).sum();
+        assert!(n.is_multiple_of(NR), "N = {n} is not a multiple of {NR}");
+        let mut w = vec![0f32; n * k];
+        let mut bias = Vec::with_capacity(n);
+        let mut row = vec![0f32; k];
+        let mut o = 0;
+        for (m, b) in parts.iter().map(|p| (&p.0, &p.1)) {
+            assert_eq!(m.cols, k);
+            let rb = Q4Matrix::row_bytes(k);
+            for r in 0..m.rows {
+                dequant_row(&m.bytes[r * rb..(r + 1) * rb], &mut row);
+                let (p, c) = (o / NR, o % NR);
+                for (kk, v) in row.iter().enumerate() {
+                    w[p * k * NR + kk * NR + c] = *v;
+                }
+                o += 1;
+            }
+            bias.extend_from_slice(b);
+        }
+        Panels { n, k, w, bias }
+    }
+}
+
+struct PLayer {
+    qkv: Panels,
+    ao: Panels,
+    aln: (Vec<f32>, Vec<f32>),
+    fi: Panels,
+    fo: Panels,
+    oln: (Vec<f32>, Vec<f32>),
+}
+
+/// The passage encoder: [`QueryModel`]'s weights dequantised into matmul panels, plus the
+/// token rows. Build once ([`PassageModel::new`], ~1 s) and share between threads.
+pub struct PassageModel {
+    cfg: Config,
+    pos: Vec<f32>,
+    emb_ln: (Vec<f32>, Vec<f32>),
+    layers: Vec<PLayer>,
+    rows: RowTable,
+    isa: Isa,
+}
+
+impl std::fmt::Debug for PassageModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PassageModel")
+            .field("cfg", &self.cfg)
+            .field("isa", &self.isa)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Which kernel runs: chosen once from the CPU's features.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isa {
+    /// AVX-512F (x86_64).
+    Avx512,
+    /// AVX2 + FMA (x86_64).
+    Avx2,
+    /// Plain Rust.
+    Portable,
+}
+
+impl Isa {
+    /// The best the CPU has.
+    pub fn detect() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                return Isa::Avx512;
+            }
+            if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+            {
+                return Isa::Avx2;
+            }
+        }
+        Isa::Portable
+    }
+}
+
+/// Scratch buffers of one forward pass, reused across calls on one thread.
+#[derive(Default)]
+struct Scratch {
+    x: Vec<f32>,
+    qkv: Vec<f32>,
+    ctx: Vec<f32>,
+    tmp: Vec<f32>,
+    inner: Vec<f32>,
+    kt: Vec<f32>,
+    vh: Vec<f32>,
+    scores: Vec<f32>,
+}
+
+impl PassageModel {
+    /// Dequantises `model`'s linear layers into panels and takes `rows` (the whole token
+    /// table). Uses the best kernel the CPU has ([`Isa::detect`]).
+    pub fn new(model: &QueryModel, rows: RowTable) -> Self {
+        Self::with_isa(model, rows, Isa::detect())
+    }
+
+    /// As [`PassageModel::new`] with a given kernel (tests compare them). An `isa` the CPU
+    /// lacks falls back to [`Isa::Portable`].
+    pub fn with_isa(model: &QueryModel, rows: RowTable, isa: Isa) -> Self {
+        let isa = match isa {
+            Isa::Portable => Isa::Portable,
+            want => {
+                let have = Isa::detect();
+                if have == Isa::Avx512 || have == want {
+                    want
+                } else {
+                    have
+                }
+            }
+        };
+        let layers = model
+            .layers
+            .iter()
+            .map(|l| PLayer {
+                qkv: Panels::from_q4(&[&l.q, &l.k, &l.v]),
+                ao: Panels::from_q4(&[&l.ao]),
+                aln: l.aln.clone(),
+                fi: Panels::from_q4(&[&l.fi]),
+                fo: Panels::from_q4(&[&l.fo]),
+                oln: l.oln.clone(),
+            })
+            .collect();
+        PassageModel {
+            cfg: model.cfg,
+            pos: model.pos.clone(),
+            emb_ln: model.emb_ln.clone(),
+            layers,
+            rows,
+            isa,
+        }
+    }
+
+    /// The kernel in use.
+    pub fn isa(&self) -> Isa {
+        self.isa
+    }
+
+    /// The dimensions.
+    pub fn config(&self) -> Config {
+        self.cfg
+    }
+
+    /// Embeds the sequences `seqs` (each `<s>` … `</s>`, 1..=[`MAX_TOKENS`] ids, unpadded) in
+    /// one forward pass on this thread: one L2-normalised vector of `hidden` (384) f32s per
+    /// sequence, in order. Errors: [`ModelError::Length`], [`ModelError::TokenId`].
+    pub fn embed_packed(&self, seqs: &[&[u32]]) -> Result<Vec<Vec<f32>>, ModelError> {
+        let mut s = Scratch::default();
+        self.forward(seqs, &mut s)
+    }
+
+    /// Embeds many sequences on `threads` threads (`0` is taken as 1): sorted by length
+    /// (longest first), packed into passes of up to [`PACK_TOKENS`] tokens (a longer
+    /// sequence alone), the passes shared out to the threads as they finish. Returns the
+    /// vectors **in input order**. `on_progress(n)` is called after each pass with the number
+    /// of sequences finished so far (monotonic, ending at `seqs.len()`), from any thread.
+    /// Errors: the first met ([`ModelError::Length`], [`ModelError::TokenId`]); remaining
+    /// passes are then skipped.
+    pub fn embed_many(
+        &self,
+        seqs: &[&[u32]],
+        threads: usize,
+        on_progress: &(dyn Fn(usize) + Sync),
+    ) -> Result<Vec<Vec<f32>>, ModelError> {
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        use std::sync::Mutex;
+        let n = seqs.len();
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(seqs[i].len()));
+        let mut passes: Vec<&[usize]> = Vec::new();
+        let mut start = 0;
+        while start < n {
+            let mut end = start + 1;
+            let mut tokens = seqs[order[start]].len();
+            while end < n && tokens + seqs[order[end]].len() <= PACK_TOKENS {
+                tokens += seqs[order[end]].len();
+                end += 1;
+            }
+            passes.push(&order[start..end]);
+            start = end;
+        }
+        let next = AtomicUsize::new(0);
+        let done = AtomicUsize::new(0);
+        let failed = AtomicBool::new(false);
+        let first_error: Mutex<Option<ModelError>> = Mutex::new(None);
+        let results: Mutex<Vec<Option<Vec<f32>>>> = Mutex::new(vec![None; n]);
+        let progress_lock = Mutex::new(());
+        let worker = || {
+            let mut scratch = Scratch::default();
+            loop {
+                if failed.load(Ordering::Relaxed) {
+                    return;
+                }
+                let p = next.fetch_add(1, Ordering::Relaxed);
+                let Some(pass) = passes.get(p) else { return };
+                let group: Vec<&[u32]> = pass.iter().map(|&i| seqs[i]).collect();
+                match self.forward(&group, &mut scratch) {
+                    Ok(vs) => {
+                        {
+                            let mut r = results.lock().unwrap();
+                            for (k, v) in vs.into_iter().enumerate() {
+                                r[pass[k]] = Some(v);
+                            }
+                        }
+                        let _g = progress_lock.lock().unwrap();
+                        let d = done.fetch_add(pass.len(), Ordering::SeqCst) + pass.len();
+                        on_progress(d);
+                    }
+                    Err(e) => {
+                        failed.store(true, Ordering::Relaxed);
+                        first_error.lock().unwrap().get_or_insert(e);
+                        return;
+                    }
+                }
+            }
+        };
+        let workers = threads.max(1).min(passes.len());
+        if workers <= 1 {
+            worker();
+        } else {
+            std::thread::scope(|s| {
+                for _ in 0..workers {
+                    s.spawn(worker);
+                }
+            });
+        }
+        if let Some(e) = first_error.into_inner().unwrap() {
+            return Err(e);
+        }
+        Ok(results
+            .into_inner()
+            .unwrap()
+            .into_iter()
+            .map(|v| v.expect("every pass ran"))
+            .collect())
+    }
+
+    fn forward(&self, seqs: &[&[u32]], s: &mut Scratch) -> Result<Vec<Vec<f32>>, ModelError> {
+        let c = self.cfg;
+        let h = c.hidden;
+        let total: usize = seqs.iter().map(|q| q.len()).sum();
+        for q in seqs {
+            if q.is_empty() || q.len() > c.max_pos.min(MAX_TOKENS) {
+                return Err(ModelError::Length(q.len()));
+            }
+        }
+        if seqs.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Embeddings: word row + (position + type 0), LayerNorm.
+        s.x.clear();
+        s.x.resize(total * h, 0.0);
+        let mut t = 0;
+        for q in seqs {
+            for (p, &id) in q.iter().enumerate() {
+                let row = self
+                    .rows
+                    .row(id)
+                    .filter(|r| r.len() == Q4Matrix::row_bytes(h))
+                    .ok_or(ModelError::TokenId {
+                        id,
+                        pos: p,
+                        rows: self.rows.rows(),
+                    })?;
+                let xr = &mut s.x[t * h..(t + 1) * h];
+                dequant_row(row, xr);
+                for (v, pp) in xr.iter_mut().zip(&self.pos[p * h..(p + 1) * h]) {
+                    *v += pp;
+                }
+                t += 1;
+            }
+        }
+        layer_norm(&mut s.x, &self.emb_ln.0, &self.emb_ln.1, c.eps);
+        for l in &self.layers {
+            self.layer(l, seqs, total, s);
+        }
+        // Mean over each sequence's positions, then L2.
+        let mut out = Vec::with_capacity(seqs.len());
+        let mut t = 0;
+        for q in seqs {
+            let mut v = vec![0f32; h];
+            for row in s.x[t * h..(t + q.len()) * h].chunks_exact(h) {
+                for (o, x) in v.iter_mut().zip(row) {
+                    *o += x;
+                }
+            }
+            let inv = 1.0 / q.len() as f32;
+            v.iter_mut().for_each(|o| *o *= inv);
+            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+            v.iter_mut().for_each(|o| *o /= norm);
+            out.push(v);
+            t += q.len();
+        }
+        Ok(out)
+    }
+
+    fn layer(&self, l: &PLayer, seqs: &[&[u32]], total: usize, s: &mut Scratch) {
+        let c = self.cfg;
+        let h = c.hidden;
+        resize(&mut s.qkv, total * 3 * h);
+        resize(&mut s.ctx, total * h);
+        resize(&mut s.tmp, total * h);
+        resize(&mut s.inner, total * c.ffn);
+        self.matmul(&s.x, &l.qkv, &mut s.qkv);
+        let mut t = 0;
+        for q in seqs {
+            self.attention(t, q.len(), s);
+            t += q.len();
+        }
+        self.matmul(&s.ctx, &l.ao, &mut s.tmp);
+        add_assign(&mut s.x, &s.tmp);
+        layer_norm(&mut s.x, &l.aln.0, &l.aln.1, c.eps);
+        self.matmul(&s.x, &l.fi, &mut s.inner);
+        self.gelu(&mut s.inner);
+        self.matmul(&s.inner, &l.fo, &mut s.tmp);
+        add_assign(&mut s.x, &s.tmp);
+        layer_norm(&mut s.x, &l.oln.0, &l.oln.1, c.eps);
+    }
+
+    /// Self-attention of the sequence at tokens `t0..t0 + len` of `s.qkv` into `s.ctx`.
+    fn attention(&self, t0: usize, len: usize, s: &mut Scratch) {
+        let c = self.cfg;
+        let h = c.hidden;
+        let hd = h / c.heads;
+        let scale = 1.0 / (hd as f32).sqrt();
+        resize(&mut s.kt, hd * len);
+        resize(&mut s.vh, len * hd);
+        resize(&mut s.scores, len);
+        let w = 3 * h;
+        for head in 0..c.heads {
+            let (qo, ko, vo) = (head * hd, h + head * hd, 2 * h + head * hd);
+            // K of this head transposed ([hd][len]) and V contiguous ([len][hd]).
+            for j in 0..len {
+                let row = &s.qkv[(t0 + j) * w..(t0 + j + 1) * w];
+                for d in 0..hd {
+                    s.kt[d * len + j] = row[ko + d];
+                }
+                s.vh[j * hd..(j + 1) * hd].copy_from_slice(&row[vo..vo + hd]);
+            }
+            for i in 0..len {
+                let qi = &s.qkv[(t0 + i) * w + qo..(t0 + i) * w + qo + hd];
+                match self.isa {
+                    #[cfg(target_arch = "x86_64")]
+                    // SAFETY: the CPU has these features (`with_isa` checked).
+                    Isa::Avx512 => unsafe {
+                        x86::attend_row_avx512(qi, &s.kt, &s.vh, scale, &mut s.scores)
+                    },
+                    #[cfg(target_arch = "x86_64")]
+                    // SAFETY: as above.
+                    Isa::Avx2 => unsafe {
+                        x86::attend_row_avx2(qi, &s.kt, &s.vh, scale, &mut s.scores)
+                    },
+                    _ => attend_row(qi, &s.kt, &s.vh, scale, &mut s.scores),
+                }
+                // The context row is in scores[..hd] after attend_row.
+                let out = &mut s.ctx[(t0 + i) * h + qo..(t0 + i) * h + qo + hd];
+                out.copy_from_slice(&s.scores[len..len + hd]);
+            }
+        }
+    }
+
+    fn gelu(&self, x: &mut [f32]) {
+        match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the CPU has these features (`with_isa` checked).
+            Isa::Avx512 => unsafe { x86::gelu_avx512(x) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Isa::Avx2 => unsafe { x86::gelu_avx2(x) },
+            _ => gelu_slice(x),
+        }
+    }
+
+    /// `y[t][n] = bias[n] + Σ_k x[t][k] · W[n][k]`.
+    fn matmul(&self, x: &[f32], w: &Panels, y: &mut [f32]) {
+        assert_eq!(x.len() % w.k, 0);
+        assert_eq!(y.len(), x.len() / w.k * w.n);
+        match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the CPU has AVX-512F (`with_isa` checked); shapes checked above.
+            Isa::Avx512 => unsafe { x86::matmul_avx512(x, w, y) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the CPU has AVX2 + FMA; shapes checked above.
+            Isa::Avx2 => unsafe { x86::matmul_avx2(x, w, y) },
+            _ => matmul_portable(x, w, y),
+        }
+    }
+}
+
+fn resize(v: &mut Vec<f32>, n: usize) {
+    if v.len() != n {
+        v.clear();
+        v.resize(n, 0.0);
+    }
+}
+
+fn add_assign(x: &mut [f32], y: &[f32]) {
+    for (a, b) in x.iter_mut().zip(y) {
+        *a += b;
+    }
+}
+
+/// Plain-Rust panel matmul (reference for the SIMD kernels).
+fn matmul_portable(x: &[f32], w: &Panels, y: &mut [f32]) {
+    let (n, k) = (w.n, w.k);
+    let t = x.len() / k;
+    for p in 0..n / NR {
+        let panel = &w.w[p * k * NR..(p + 1) * k * NR];
+        for r in 0..t {
+            let xr = &x[r * k..(r + 1) * k];
+            let mut acc = [0f32; NR];
+            for (kk, &xv) in xr.iter().enumerate() {
+                let wr = &panel[kk * NR..(kk + 1) * NR];
+                for c in 0..NR {
+                    acc[c] += xv * wr[c];
+                }
+            }
+            for c in 0..NR {
+                y[r * n + p * NR + c] = acc[c] + w.bias[p * NR + c];
+            }
+        }
+    }
+}
+
+/// One query row of attention: `scores` (resized to `len + hd`) gets the softmax weights in
+/// `[..len]` and the context row in `[len..len + hd]`.
+#[inline(always)]
+fn attend_row(qi: &[f32], kt: &[f32], vh: &[f32], scale: f32, scores: &mut Vec<f32>) {
+    let hd = qi.len();
+    let len = kt.len() / hd;
+    scores.clear();
+    scores.resize(len + hd, 0.0);
+    let (sc, ctx) = scores.split_at_mut(len);
+    // Scores 64 keys at a time (four independent 16-wide sums in registers, so the fused
+    // multiply-adds do not wait on each other), then 16 at a time, then one by one.
+    let qs: Vec<f32> = qi.iter().map(|q| q * scale).collect();
+    let mut jc = 0;
+    while jc + 64 <= len {
+        let mut acc = [0f32; 64];
+        for (d, &qd) in qs.iter().enumerate() {
+            let kr = &kt[d * len + jc..d * len + jc + 64];
+            for l in 0..64 {
+                acc[l] = qd.mul_add(kr[l], acc[l]);
+            }
+        }
+        sc[jc..jc + 64].copy_from_slice(&acc);
+        jc += 64;
+    }
+    while jc + 16 <= len {
+        let mut acc = [0f32; 16];
+        for (d, &qd) in qs.iter().enumerate() {
+            let kr = &kt[d * len + jc..d * len + jc + 16];
+            for l in 0..16 {
+                acc[l] = qd.mul_add(kr[l], acc[l]);
+            }
+        }
+        sc[jc..jc + 16].copy_from_slice(&acc);
+        jc += 16;
+    }
+    for (d, &qd) in qs.iter().enumerate() {
+        for j in jc..len {
+            sc[j] = qd.mul_add(kt[d * len + j], sc[j]);
+        }
+    }
+    // Max, exp and sum as separate loops, the reductions over 16 lanes, so that each one
+    // vectorises (a scalar `sum +=` next to the exp would serialise the loop).
+    let mut lanes = [f32::NEG_INFINITY; 16];
+    let mut chunks = sc.chunks_exact(16);
+    for c in &mut chunks {
+        for l in 0..16 {
+            lanes[l] = if c[l] > lanes[l] { c[l] } else { lanes[l] };
+        }
+    }
+    let mut max = chunks
+        .remainder()
+        .iter()
+        .fold(f32::NEG_INFINITY, |m, &v| if v > m { v } else { m });
+    for l in lanes {
+        max = if l > max { l } else { max };
+    }
+    for v in sc.iter_mut() {
+        *v = exp_approx(*v - max);
+    }
+    let mut lanes = [0f32; 16];
+    let mut chunks = sc.chunks_exact(16);
+    for c in &mut chunks {
+        for l in 0..16 {
+            lanes[l] += c[l];
+        }
+    }
+    let sum = lanes.iter().sum::<f32>() + chunks.remainder().iter().sum::<f32>();
+    let inv = 1.0 / sum;
+    match hd {
+        32 => weighted_sum::<32>(sc, vh, inv, ctx),
+        64 => weighted_sum::<64>(sc, vh, inv, ctx),
+        _ => {
+            for (j, &p) in sc.iter().enumerate() {
+                let p = p * inv;
+                let vr = &vh[j * hd..(j + 1) * hd];
+                for (c, v) in ctx.iter_mut().zip(vr) {
+                    *c += p * v;
+                }
+            }
+        }
+    }
+}
+
+/// `ctx = inv · Σ_j p[j] · v[j]` for rows of `HD` floats, summed in registers (a sum kept in
+/// memory would make each step wait on the last one's store).
+#[inline(always)]
+fn weighted_sum<const HD: usize>(p: &[f32], vh: &[f32], inv: f32, ctx: &mut [f32]) {
+    // Two sets of sums (even and odd keys) so consecutive steps do not wait on each other.
+    let (mut a0, mut a1) = ([0f32; HD], [0f32; HD]);
+    let mut pairs = p.chunks_exact(2).zip(vh.chunks_exact(2 * HD));
+    for (pj, vr) in &mut pairs {
+        for d in 0..HD {
+            a0[d] = pj[0].mul_add(vr[d], a0[d]);
+            a1[d] = pj[1].mul_add(vr[HD + d], a1[d]);
+        }
+    }
+    if p.len() % 2 == 1 {
+        let j = p.len() - 1;
+        for d in 0..HD {
+            a0[d] = p[j].mul_add(vh[j * HD + d], a0[d]);
+        }
+    }
+    for d in 0..HD {
+        ctx[d] = (a0[d] + a1[d]) * inv;
+    }
+}
+
+#[inline(always)]
+fn gelu_slice(x: &mut [f32]) {
+    for v in x.iter_mut() {
+        *v = 0.5 * *v * (1.0 + erf_approx(*v * std::f32::consts::FRAC_1_SQRT_2));
+    }
+}
+
+/// `e^x` for `x ≤ 0` (softmax after subtracting the max; larger `x` are clamped at 88),
+/// branch-free so loops over it vectorise: `2^n · p(r)` with `n = round(x / ln 2)`,
+/// `r = x − n ln 2` (Cody–Waite split) and a degree-6 Taylor polynomial on |r| ≤ ln2/2.
+/// Relative error < 4e-7 on [-87, 0] (unit test); below −87 it returns 0.
+#[inline(always)]
+pub fn exp_approx(x: f32) -> f32 {
+    let x = x.clamp(-87.0, 88.0);
+    let n = (x * std::f32::consts::LOG2_E + 0.5).floor();
+    let r = x - n * 0.693_145_75 - n * 1.428_606_8e-6;
+    let p = 1.0
+        + r * (1.0
+            + r * (0.5
+                + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
+    let bits = ((n as i32 + 127) << 23) as u32;
+    p * f32::from_bits(bits)
+}
+
+/// `erf(x)`, branch-free so loops over it vectorise: the rational approximation of Eigen's
+/// `generic_fast_erf_float` (odd degree-13 numerator over even degree-8 denominator, input
+/// clamped to [−4, 4]). Absolute error < 1e-6 against f64 `erf` (unit test).
+// The coefficients as Eigen prints them (more digits than f32 keeps).
+#[allow(clippy::excessive_precision)]
+#[inline(always)]
+pub fn erf_approx(x: f32) -> f32 {
+    let x = x.clamp(-4.0, 4.0);
+    let x2 = x * x;
+    let mut p = x2 * -2.726_142_3e-10 + 2.770_681_4e-8;
+    p = x2 * p + -2.101_024e-6;
+    p = x2 * p + -5.692_506_4e-5;
+    p = x2 * p + -7.349_906_3e-4;
+    p = x2 * p + -2.954_600e-3;
+    p = x2 * p + -1.609_603_3e-2;
+    p *= x;
+    let mut q = x2 * -1.456_607_2e-5 + -2.133_740_6e-4;
+    q = x2 * q + -1.682_827e-3;
+    q = x2 * q + -7.373_329e-3;
+    q = x2 * q + -1.426_474e-2;
+    p / q
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    //! The AVX-512F and AVX2 + FMA versions. Each function requires a CPU with its features
+    //! (callers check).
+    use super::{attend_row, gelu_slice, Panels, MR, NR};
+    use std::arch::x86_64::*;
+
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    pub(super) fn gelu_avx512(x: &mut [f32]) {
+        gelu_slice(x)
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn gelu_avx2(x: &mut [f32]) {
+        gelu_slice(x)
+    }
+
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    pub(super) fn attend_row_avx512(
+        qi: &[f32],
+        kt: &[f32],
+        vh: &[f32],
+        scale: f32,
+        scores: &mut Vec<f32>,
+    ) {
+        attend_row(qi, kt, vh, scale, scores)
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn attend_row_avx2(
+        qi: &[f32],
+        kt: &[f32],
+        vh: &[f32],
+        scale: f32,
+        scores: &mut Vec<f32>,
+    ) {
+        attend_row(qi, kt, vh, scale, scores)
+    }
+
+    /// Panel-major loop: each panel (`K × 32` floats) stays in cache while every token tile
+    /// passes over it.
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    pub(super) fn matmul_avx512(x: &[f32], w: &Panels, y: &mut [f32]) {
+        let (n, k) = (w.n, w.k);
+        let t = x.len() / k;
+        for p in 0..n / NR {
+            let panel = &w.w[p * k * NR..(p + 1) * k * NR];
+            let bias = &w.bias[p * NR..(p + 1) * NR];
+            let mut r = 0;
+            while r + MR <= t {
+                tile512::<MR>(
+                    &x[r * k..(r + MR) * k],
+                    k,
+                    panel,
+                    bias,
+                    y,
+                    r * n + p * NR,
+                    n,
+                );
+                r += MR;
+            }
+            match t - r {
+                0 => {}
+                1 => tile512::<1>(&x[r * k..], k, panel, bias, y, r * n + p * NR, n),
+                2 => tile512::<2>(&x[r * k..], k, panel, bias, y, r * n + p * NR, n),
+                3 => tile512::<3>(&x[r * k..], k, panel, bias, y, r * n + p * NR, n),
+                4 => tile512::<4>(&x[r * k..], k, panel, bias, y, r * n + p * NR, n),
+                5 => tile512::<5>(&x[r * k..], k, panel, bias, y, r * n + p * NR, n),
+                6 => tile512::<6>(&x[r * k..], k, panel, bias, y, r * n + p * NR, n),
+                _ => tile512::<7>(&x[r * k..], k, panel, bias, y, r * n + p * NR, n),
+            }
+        }
+    }
+
+    /// `M` tokens (rows of `x`, `M × k`) × one panel: 2·M accumulators of 16 floats.
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    #[inline]
+    fn tile512<const M: usize>(
+        x: &[f32],
+        k: usize,
+        panel: &[f32],
+        bias: &[f32],
+        y: &mut [f32],
+        y0: usize,
+        ystride: usize,
+    ) {
+        assert!(x.len() >= M * k && panel.len() == k * NR && bias.len() == NR);
+        assert!(y.len() >= y0 + (M - 1) * ystride + NR);
+        let mut acc = [[_mm512_setzero_ps(); 2]; M];
+        let (xp, wp) = (x.as_ptr(), panel.as_ptr());
+        for kk in 0..k {
+            // SAFETY: kk < k, so the panel reads (kk·32 .. kk·32 + 32) and the x reads
+            // (r·k + kk, r < M) are in bounds (asserted above).
+            unsafe {
+                let w0 = _mm512_loadu_ps(wp.add(kk * NR));
+                let w1 = _mm512_loadu_ps(wp.add(kk * NR + 16));
+                for (r, a) in acc.iter_mut().enumerate() {
+                    let xv = _mm512_set1_ps(*xp.add(r * k + kk));
+                    a[0] = _mm512_fmadd_ps(w0, xv, a[0]);
+                    a[1] = _mm512_fmadd_ps(w1, xv, a[1]);
+                }
+            }
+        }
+        // SAFETY: bias has 32 floats; each output row has 32 floats from y0 + r·ystride
+        // (asserted above).
+        unsafe {
+            let b0 = _mm512_loadu_ps(bias.as_ptr());
+            let b1 = _mm512_loadu_ps(bias.as_ptr().add(16));
+            for (r, a) in acc.iter().enumerate() {
+                let o = y.as_mut_ptr().add(y0 + r * ystride);
+                _mm512_storeu_ps(o, _mm512_add_ps(a[0], b0));
+                _mm512_storeu_ps(o.add(16), _mm512_add_ps(a[1], b1));
+            }
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn matmul_avx2(x: &[f32], w: &Panels, y: &mut [f32]) {
+        let (n, k) = (w.n, w.k);
+        let t = x.len() / k;
+        for p in 0..n / NR {
+            let panel = &w.w[p * k * NR..(p + 1) * k * NR];
+            let bias = &w.bias[p * NR..(p + 1) * NR];
+            // 16 registers: 3 tokens × 4 vectors of 8 = 12 accumulators.
+            let mut r = 0;
+            while r + 3 <= t {
+                tile256::<3>(&x[r * k..(r + 3) * k], k, panel, bias, y, r * n + p * NR, n);
+                r += 3;
+            }
+            match t - r {
+                0 => {}
+                1 => tile256::<1>(&x[r * k..], k, panel, bias, y, r * n + p * NR, n),
+                _ => tile256::<2>(&x[r * k..], k, panel, bias, y, r * n + p * NR, n),
+            }
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn tile256<const M: usize>(
+        x: &[f32],
+        k: usize,
+        panel: &[f32],
+        bias: &[f32],
+        y: &mut [f32],
+        y0: usize,
+        ystride: usize,
+    ) {
+        assert!(x.len() >= M * k && panel.len() == k * NR && bias.len() == NR);
+        assert!(y.len() >= y0 + (M - 1) * ystride + NR);
+        let mut acc = [[_mm256_setzero_ps(); 4]; M];
+        let (xp, wp) = (x.as_ptr(), panel.as_ptr());
+        for kk in 0..k {
+            // SAFETY: as in tile512.
+            unsafe {
+                let w = [
+                    _mm256_loadu_ps(wp.add(kk * NR)),
+                    _mm256_loadu_ps(wp.add(kk * NR + 8)),
+                    _mm256_loadu_ps(wp.add(kk * NR + 16)),
+                    _mm256_loadu_ps(wp.add(kk * NR + 24)),
+                ];
+                for (r, a) in acc.iter_mut().enumerate() {
+                    let xv = _mm256_set1_ps(*xp.add(r * k + kk));
+                    for j in 0..4 {
+                        a[j] = _mm256_fmadd_ps(w[j], xv, a[j]);
+                    }
+                }
+            }
+        }
+        // SAFETY: as in tile512.
+        unsafe {
+            for (r, a) in acc.iter().enumerate() {
+                let o = y.as_mut_ptr().add(y0 + r * ystride);
+                for j in 0..4 {
+                    let b = _mm256_loadu_ps(bias.as_ptr().add(8 * j));
+                    _mm256_storeu_ps(o.add(8 * j), _mm256_add_ps(a[j], b));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exp_approx_relative_error_below_4e_7() {
+        let mut worst = 0f64;
+        let mut x = -87.0f32;
+        while x <= 0.0 {
+            let want = (x as f64).exp();
+            let got = exp_approx(x) as f64;
+            worst = worst.max(((got - want) / want).abs());
+            x += 0.001;
+        }
+        assert!(worst < 4e-7, "worst relative error {worst:e}");
+        assert_eq!(exp_approx(0.0), 1.0);
+        assert!(exp_approx(-200.0) < 1e-37);
+    }
+
+    #[test]
+    fn erf_approx_absolute_error_below_1e_6() {
+        let mut worst = 0f64;
+        let mut x = -6.0f32;
+        while x <= 6.0 {
+            let want = libm::erf(x as f64);
+            let got = erf_approx(x) as f64;
+            worst = worst.max((got - want).abs());
+            x += 0.0005;
+        }
+        assert!(worst < 1e-6, "worst absolute error {worst:e}");
+    }
+}
