@@ -764,7 +764,7 @@ pub fn calibrate_with_queries(
     postings: &[u8],
     chunks_bin: Vec<u8>,
     vectors_bin: Option<Vec<u8>>,
-    embedder: Option<&Embedder>,
+    embedder: Option<&Encoder>,
     centring: Option<&Centring>,
     threads: usize,
     analyzer: AnalyzerOptions,

@@ -395,7 +395,10 @@ pub fn update_with(opts: &IngestOptions, u: &UpdateOptions) -> Result<UpdateRepo
         // nprobe is measured on them: embed the ones a full build would (same chunks, same
         // seeds), so the update's index equals a full build's.
         if let (Some(dir), None) = (model_dir, &embedder) {
-            embedder = Some(load_build_embedder(dir)?);
+            embedder = Some(crate::encoder::Encoder::load(
+                dir,
+                &model_info(dir)?.sha256,
+            )?);
         }
         probe_queries = crate::calibrate::calibrate_with_queries(
             &indexed.terms_fst,
