@@ -32,9 +32,6 @@ pub struct PackEncoder {
     model: PassageModel,
 }
 
-/// One thread's share of the tokenized texts: ids and truncation flag per text.
-type TokenizedPart = std::result::Result<Vec<(Vec<u32>, bool)>, jikji_embed::EmbedError>;
-
 /// One of the two engines (module docs).
 pub enum Encoder {
     /// tract on the ONNX graph.
@@ -99,32 +96,11 @@ impl Encoder {
                 .map_err(|source| BuildError::Embedding { what, source }),
             Encoder::Pack(p) => {
                 // Tokenized on the threads too (a few % of the work).
-                let per = texts.len().div_ceil(threads.max(1)).max(1);
-                let parts: Vec<TokenizedPart> = std::thread::scope(|s| {
-                    let handles: Vec<_> = texts
-                        .chunks(per)
-                        .map(|chunk| {
-                            s.spawn(move || {
-                                chunk
-                                    .iter()
-                                    .map(|t| p.tokenizer.token_ids_truncated(t, prefix))
-                                    .collect()
-                            })
-                        })
-                        .collect();
-                    handles
-                        .into_iter()
-                        .map(|h| h.join().expect("tokenizer thread panicked"))
-                        .collect()
-                });
-                let mut ids = Vec::with_capacity(texts.len());
-                let mut truncated = Vec::with_capacity(texts.len());
-                for part in parts {
-                    for (v, tr) in part.map_err(|source| BuildError::Embedding { what, source })? {
-                        ids.push(v);
-                        truncated.push(tr);
-                    }
-                }
+                let tokenized = jikji_embed::map_on_threads(texts, threads, |t| {
+                    p.tokenizer.token_ids_truncated(t, prefix)
+                })
+                .map_err(|source| BuildError::Embedding { what, source })?;
+                let (ids, truncated): (Vec<Vec<u32>>, Vec<bool>) = tokenized.into_iter().unzip();
                 let seqs: Vec<&[u32]> = ids.iter().map(Vec::as_slice).collect();
                 let vectors = p.model.embed_many(&seqs, threads, on_progress)?;
                 Ok(Embedded {

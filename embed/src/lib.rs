@@ -534,36 +534,8 @@ impl Embedder {
         let threads = threads.max(1);
 
         // Tokenize (in parallel too: it is a noticeable share of the work for short texts).
-        let toks: Vec<Tokens> = if threads == 1 || n < 2 * threads {
-            texts
-                .iter()
-                .map(|t| self.tokenizer.tokenize(t, prefix))
-                .collect::<Result<_, _>>()?
-        } else {
-            let per = n.div_ceil(threads);
-            let parts: Vec<Result<Vec<Tokens>, EmbedError>> = std::thread::scope(|s| {
-                let handles: Vec<_> = texts
-                    .chunks(per)
-                    .map(|chunk| {
-                        s.spawn(move || {
-                            chunk
-                                .iter()
-                                .map(|t| self.tokenizer.tokenize(t, prefix))
-                                .collect()
-                        })
-                    })
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| h.join().expect("tokenizer thread panicked"))
-                    .collect()
-            });
-            let mut all = Vec::with_capacity(n);
-            for p in parts {
-                all.extend(p?);
-            }
-            all
-        };
+        let toks: Vec<Tokens> =
+            map_on_threads(texts, threads, |t| self.tokenizer.tokenize(t, prefix))?;
 
         // Sort by length (longest first, so the costly batches start early) and cut batches.
         let mut order: Vec<usize> = (0..n).collect();
@@ -647,4 +619,62 @@ fn assert_send_sync() {
     is::<EmbedTokenizer>();
     is::<Embedded>();
     is::<EmbedError>();
+}
+
+/// `f` applied to every text of `texts`, in order, on up to `threads` scoped threads (one
+/// contiguous share of the texts each; on the calling thread alone when `threads` ≤ 1 or
+/// there are fewer than two texts per thread). Used to tokenize many texts before
+/// embedding them (a noticeable share of the work for short texts).
+///
+/// # Errors
+/// The first error `f` returns, in text order.
+pub fn map_on_threads<T: Send, E: Send>(
+    texts: &[&str],
+    threads: usize,
+    f: impl Fn(&str) -> Result<T, E> + Sync,
+) -> Result<Vec<T>, E> {
+    let n = texts.len();
+    let threads = threads.max(1);
+    if threads == 1 || n < 2 * threads {
+        return texts.iter().map(|t| f(t)).collect();
+    }
+    let per = n.div_ceil(threads);
+    let f = &f;
+    let parts: Vec<Result<Vec<T>, E>> = std::thread::scope(|s| {
+        let handles: Vec<_> = texts
+            .chunks(per)
+            .map(|chunk| s.spawn(move || chunk.iter().map(|t| f(t)).collect()))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("tokenizer thread panicked"))
+            .collect()
+    });
+    let mut all = Vec::with_capacity(n);
+    for p in parts {
+        all.extend(p?);
+    }
+    Ok(all)
+}
+
+#[cfg(test)]
+mod map_on_threads_tests {
+    use super::map_on_threads;
+
+    #[test]
+    fn keeps_text_order_and_returns_the_first_error_in_order() {
+        let texts: Vec<String> = (0..37).map(|i| i.to_string()).collect();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        for threads in [0, 1, 2, 5, 64] {
+            let got: Vec<usize> =
+                map_on_threads(&refs, threads, |t| t.parse::<usize>().map_err(|_| t.len()))
+                    .unwrap();
+            assert_eq!(got, (0..37).collect::<Vec<_>>(), "threads {threads}");
+        }
+        let mut bad = refs.clone();
+        bad[30] = "x";
+        bad[3] = "yy";
+        let err = map_on_threads(&bad, 4, |t| t.parse::<usize>().map_err(|_| t.to_string()));
+        assert_eq!(err.unwrap_err(), "yy");
+    }
 }
