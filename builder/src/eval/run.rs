@@ -39,6 +39,12 @@ pub struct EvalOptions {
     /// Write a TREC run file (`qid Q0 docid rank score jikji-MODE`; spaces and `%` in a
     /// docid, as in a bundle's source paths, written `%20` and `%25`).
     pub run: Option<PathBuf>,
+    /// Write every query's top 30 hits as JSON lines, for score-calibration studies: one
+    /// line per query and mode, `{"mode", "qid", "q", "nrel", "hits": [[docid, score,
+    /// raw_score, source, grade], …]}` (score calibrated in [0, 1], raw_score the ranker's
+    /// own, grade from the qrels, 0 when unjudged; duplicates of a docid left out as in
+    /// the metrics).
+    pub hits_out: Option<PathBuf>,
     /// Show progress bars on stderr while building.
     pub progress: bool,
     /// Chunking, analyzer, BM25 and centring settings of the bundle built from the corpus.
@@ -548,6 +554,12 @@ fn evaluate(
         )),
         None => None,
     };
+    let mut hits_out = match &o.hits_out {
+        Some(p) => Some(std::io::BufWriter::new(
+            std::fs::File::create(p).map_err(|e| BuildError::io("creating", p, e))?,
+        )),
+        None => None,
+    };
     let mut runs: Vec<(Mode, Option<Fusion>)> = Vec::new();
     for &m in &o.modes {
         if m == Mode::Hybrid {
@@ -648,6 +660,23 @@ fn evaluate(
                 }
             }
             let judged = &set.qrels[qid];
+            if let (Some(w), Some(p)) = (hits_out.as_mut(), &o.hits_out) {
+                let mut seen = HashSet::new();
+                let hits: Vec<serde_json::Value> = r
+                    .hits
+                    .iter()
+                    .map(|h| (key(h), h))
+                    .filter(|(k, _)| seen.insert(k.clone()))
+                    .take(30)
+                    .map(|(k, h)| {
+                        let grade = judged.get(&k).copied().unwrap_or(0);
+                        serde_json::json!([k, h.score, h.raw_score, h.source, grade])
+                    })
+                    .collect();
+                let nrel = judged.values().filter(|&&g| g > 0).count();
+                let line = serde_json::json!({"mode": label, "qid": qid, "q": q, "nrel": nrel, "hits": hits});
+                writeln!(w, "{line}").map_err(|e| BuildError::io("writing", p, e))?;
+            }
             match ranked.first() {
                 Some((d, s)) => top1.push((*s, judged.get(d).is_some_and(|&g| g > 0))),
                 None => no_hit += 1,
@@ -673,6 +702,9 @@ fn evaluate(
         });
     }
     if let (Some(w), Some(p)) = (run_out.as_mut(), &o.run) {
+        w.flush().map_err(|e| BuildError::io("writing", p, e))?;
+    }
+    if let (Some(w), Some(p)) = (hits_out.as_mut(), &o.hits_out) {
         w.flush().map_err(|e| BuildError::io("writing", p, e))?;
     }
     Ok(Measured {

@@ -56,6 +56,10 @@ pub struct Args {
     /// Write a TREC run file (qid Q0 docid rank score jikji-MODE).
     #[arg(long)]
     run: Option<PathBuf>,
+    /// Write each query's top 30 hits (docid, calibrated and raw score, source, grade) as
+    /// JSON lines, for score-calibration studies (`scripts/study-bands.py`).
+    #[arg(long)]
+    hits_out: Option<PathBuf>,
     /// JSON output.
     #[arg(long)]
     json: bool,
@@ -107,6 +111,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         queries: a.queries,
         unanswerable: a.unanswerable,
         run: a.run,
+        hits_out: a.hits_out,
         progress: !a.json,
         settings: a.index.settings(&a.chunking, a.strategy, false)?,
         lang_means: a.index.lang_means.clone(),
