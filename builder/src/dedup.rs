@@ -280,7 +280,7 @@ fn gaussian(state: &mut u64) -> f32 {
 pub fn lsh_candidates(v: &FlatVectors, p: LshParams) -> Vec<(u32, u32)> {
     let n = v.len();
     let dim = v.dim;
-    if n < 2 {
+    if n < 2 || p.bands == 0 {
         return Vec::new();
     }
     // Mean vector (dequantized), to centre.
@@ -303,11 +303,13 @@ pub fn lsh_candidates(v: &FlatVectors, p: LshParams) -> Vec<(u32, u32)> {
         .chunks_exact(dim)
         .map(|w| w.iter().zip(&mean).map(|(a, b)| a * b).sum())
         .collect();
+    // Each row's keys on its own (rows shared out to all cores; the arithmetic per row is
+    // the same on any number of threads, so are the keys).
     let mut keys = vec![0u64; n * p.bands];
-    for i in 0..n {
+    let row_keys = |i: usize, out: &mut [u64]| {
         let row = v.row(i);
         let s = v.scales[i];
-        for b in 0..p.bands {
+        for (b, slot) in out.iter_mut().enumerate() {
             let mut key = 0u64;
             for k in 0..p.bits {
                 let plane = b * p.bits + k;
@@ -317,9 +319,21 @@ pub fn lsh_candidates(v: &FlatVectors, p: LshParams) -> Vec<(u32, u32)> {
                     key |= 1 << k;
                 }
             }
-            keys[i * p.bands + b] = key;
+            *slot = key;
         }
-    }
+    };
+    let threads = crate::ingest::default_threads().clamp(1, 64);
+    let per = n.div_ceil(threads).max(1);
+    std::thread::scope(|sc| {
+        for (t, part) in keys.chunks_mut(per * p.bands).enumerate() {
+            let row_keys = &row_keys;
+            sc.spawn(move || {
+                for (r, out) in part.chunks_mut(p.bands).enumerate() {
+                    row_keys(t * per + r, out);
+                }
+            });
+        }
+    });
     let mut pairs: Vec<u64> = Vec::new();
     let mut order: Vec<u32> = (0..n as u32).collect();
     for b in 0..p.bands {

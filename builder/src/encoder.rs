@@ -23,6 +23,46 @@ use jikji_query_model::{QueryModel, QueryPack};
 
 use crate::error::{BuildError, Result};
 
+/// Tokenizers parsed in this process, by `tokenizer.json` path and the file's length and
+/// modification time (17 MB of JSON for e5-small: parsed once, then cloned, when chunking
+/// and embedding both need it in one build or update).
+type TokenizerCache =
+    std::collections::HashMap<(std::path::PathBuf, u64, Option<std::time::SystemTime>), EmbedTokenizer>;
+
+fn tokenizer_cache() -> &'static std::sync::Mutex<TokenizerCache> {
+    static CACHE: std::sync::OnceLock<std::sync::Mutex<TokenizerCache>> =
+        std::sync::OnceLock::new();
+    CACHE.get_or_init(Default::default)
+}
+
+fn tokenizer_key(
+    path: &Path,
+) -> Option<(std::path::PathBuf, u64, Option<std::time::SystemTime>)> {
+    let m = std::fs::metadata(path).ok()?;
+    Some((path.to_path_buf(), m.len(), m.modified().ok()))
+}
+
+/// A clone of the tokenizer parsed earlier in this process from the file at `path`, if its
+/// length and modification time are still those it had then.
+pub fn cached_tokenizer(path: &Path) -> Option<EmbedTokenizer> {
+    let key = tokenizer_key(path)?;
+    tokenizer_cache()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&key)
+        .cloned()
+}
+
+/// Keeps a clone of tokenizer `t`, parsed from the file at `path`, for [`cached_tokenizer`].
+pub fn remember_tokenizer(path: &Path, t: &EmbedTokenizer) {
+    if let Some(key) = tokenizer_key(path) {
+        tokenizer_cache()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, t.clone());
+    }
+}
+
 /// `JIKJI_ENCODER=tract` makes [`Encoder::load`] choose tract even when a pack is there.
 pub const ENCODER_ENV: &str = "JIKJI_ENCODER";
 
@@ -62,12 +102,21 @@ impl Encoder {
             let info = QueryPack::read_info(&pack)?;
             if info.model_sha256 == model_sha256 {
                 let tok = dir.join("tokenizer.json");
-                let bytes = std::fs::read(&tok).map_err(|e| BuildError::io("reading", &tok, e))?;
-                let tokenizer =
-                    EmbedTokenizer::from_bytes(&bytes).map_err(|source| BuildError::LoadModel {
-                        path: tok.clone(),
-                        source,
-                    })?;
+                let tokenizer = match cached_tokenizer(&tok) {
+                    Some(t) => t,
+                    None => {
+                        let bytes =
+                            std::fs::read(&tok).map_err(|e| BuildError::io("reading", &tok, e))?;
+                        let t = EmbedTokenizer::from_bytes(&bytes).map_err(|source| {
+                            BuildError::LoadModel {
+                                path: tok.clone(),
+                                source,
+                            }
+                        })?;
+                        remember_tokenizer(&tok, &t);
+                        t
+                    }
+                };
                 let (m, rows) = QueryModel::from_pack_dir(&pack)?;
                 let model = PassageModel::new(&m, rows);
                 return Ok(Encoder::Pack(Box::new(PackEncoder { tokenizer, model })));

@@ -26,6 +26,20 @@
 //!    swap; the old bundle stays valid until the swap and becomes `BUNDLE.prev`); then the
 //!    older generations are rotated ([`crate::generations`]): the replaced bundle becomes
 //!    `BUNDLE.prev.1`, the one before `BUNDLE.prev.2`, up to [`UpdateOptions::keep`].
+//!    A page whose bytes the new bundle would write again is hard-linked from the old
+//!    bundle instead, unread, when it is proven unchanged
+//!    ([`jikji_format::bundle::PreviousPages`]): the same name (content-derived: the same
+//!    bytes) or, for the query model's row pages, the same token ids at the same number
+//!    under the same pack, **and** the file still has the device, inode, size and
+//!    modification time its writer recorded in `.jikji-pages`. The query model's layer and
+//!    tokenizer pages are then not even read from the pack. A page rewritten since, or a
+//!    bundle copied from elsewhere (other inodes), proves nothing: its pages are made and
+//!    written again. Generations share linked page files (pages are immutable).
+//!
+//! **Opening** a paged bundle reads only its entry and the pages the update needs as input
+//! (chunk records, vectors, sources table), each verified as any page is (header, SHA-256,
+//! name); the dictionary, postings, typo, Hanja, expansion, columns, Unicode and query-model
+//! pages are not read at all (they are made from the records, or linked).
 //!
 //! **Deletion guard**: after the chunk stage, before anything is written, an update that
 //! would delete more files than [`UpdateOptions::max_deletions`] allows (default 20% of the
@@ -45,6 +59,7 @@ use std::time::Instant;
 
 use jikji_format::chunks::write_chunks;
 use jikji_format::vectors::write_quantized;
+use jikji_format::bundle::PreviousPages;
 use jikji_format::{sha256_hex, Bundle, ChunkRecord};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -100,8 +115,16 @@ pub struct UpdateReport {
     /// bundle ([`crate::ingest::annotate_conflicts`]); `None` when not looked for (no vectors,
     /// or nothing written).
     pub conflicts: Option<usize>,
-    /// Seconds per phase: open, scan, chunk, index, embed, conflicts, calibrate, write.
+    /// Pages of the new bundle encoded and written.
+    pub pages_written: usize,
+    /// Pages of the new bundle hard-linked from the old one, unread: proven unchanged by
+    /// the old writer's records ([`jikji_format::bundle::PreviousPages`]).
+    pub pages_linked: usize,
+    /// Seconds per phase: open, scan, chunk, index, embed, conflicts, calibrate, write, and
+    /// the write's parts (`write.pages`, `write.query-model`, `write.finish`).
     pub seconds: Vec<(String, f64)>,
+    /// CPU seconds (user + system, all threads) per phase from open to write.
+    pub cpu_seconds: Vec<(String, f64)>,
 }
 
 /// How many of a bundle's files one update may delete: a count (`3`) or a percentage of
@@ -250,15 +273,21 @@ pub fn update(opts: &IngestOptions, allow_ai_draft: bool) -> Result<UpdateReport
 /// is left as it is and `written` is false.
 pub fn update_with(opts: &IngestOptions, u: &UpdateOptions) -> Result<UpdateReport> {
     let mut report = UpdateReport::default();
-    let timed = |name: &str, t: Instant, report: &mut UpdateReport| {
+    let mut cpu = crate::ingest::report::CpuLaps::start();
+    let timed = |name: &str,
+                 t: Instant,
+                 report: &mut UpdateReport,
+                 cpu: &mut crate::ingest::report::CpuLaps| {
         report
             .seconds
-            .push((name.to_string(), t.elapsed().as_secs_f64()))
+            .push((name.to_string(), t.elapsed().as_secs_f64()));
+        cpu.lap(name);
+        report.cpu_seconds = cpu.laps.clone();
     };
 
     let t = Instant::now();
     let old = Old::open(&opts.bundle)?;
-    let m = old.bundle.manifest();
+    let m = &old.manifest;
     let mut settings = BundleSettings::of_manifest(m)?;
     // A bundle that holds AI drafts was built admitting them, whatever its manifest says
     // (manifests before `allow_ai_draft` was recorded read as false).
@@ -269,7 +298,7 @@ pub fn update_with(opts: &IngestOptions, u: &UpdateOptions) -> Result<UpdateRepo
     settings.allow_ai_draft |= u.allow_ai_draft || has_drafts;
     // Changed files are chunked as the bundle was (strategy, limits, tokenizer).
     let chunking = Chunking::of_manifest(m, opts.model_dir.as_deref())?;
-    timed("open", t, &mut report);
+    timed("open", t, &mut report, &mut cpu);
 
     let t = Instant::now();
     let check = CheckOptions {
@@ -278,7 +307,7 @@ pub fn update_with(opts: &IngestOptions, u: &UpdateOptions) -> Result<UpdateRepo
     let (scanned, _quarantined) = checked_corpus(opts, check)?;
     report.findings = scanned.findings.clone();
     let versions = crate::versions::resolve(&scanned.files);
-    timed("scan", t, &mut report);
+    timed("scan", t, &mut report, &mut cpu);
 
     let t = Instant::now();
     let chunked = chunk(&old, &scanned.files, &versions, &chunking, &mut report);
@@ -286,7 +315,7 @@ pub fn update_with(opts: &IngestOptions, u: &UpdateOptions) -> Result<UpdateRepo
         .into_iter()
         .filter(|n| report.archived.contains(&n.file))
         .collect();
-    timed("chunk", t, &mut report);
+    timed("chunk", t, &mut report, &mut cpu);
     let Some(Rechunked {
         mut records,
         from_old,
@@ -315,7 +344,7 @@ pub fn update_with(opts: &IngestOptions, u: &UpdateOptions) -> Result<UpdateRepo
     // The bundle's own analyzer options, hanja choice and BM25 parameters (a version 1
     // bundle is rebuilt with the current analyzer's defaults).
     let indexed = index::index(&records, &settings)?;
-    timed("index", t, &mut report);
+    timed("index", t, &mut report, &mut cpu);
 
     let t = Instant::now();
     // A bundle with vectors needs its model: for new chunk texts and for the calibration.
@@ -331,7 +360,7 @@ pub fn update_with(opts: &IngestOptions, u: &UpdateOptions) -> Result<UpdateRepo
         &mut embedder,
         &mut report,
     )?;
-    timed("embed", t, &mut report);
+    timed("embed", t, &mut report, &mut cpu);
 
     let t = Instant::now();
     // Over all records: a new file can contradict an unchanged one, and a deleted file's
@@ -340,11 +369,11 @@ pub fn update_with(opts: &IngestOptions, u: &UpdateOptions) -> Result<UpdateRepo
         Some((_, bytes)) => Some(crate::ingest::annotate_conflicts(&mut records, bytes)?),
         None => None,
     };
-    timed("conflicts", t, &mut report);
+    timed("conflicts", t, &mut report, &mut cpu);
 
     let t = Instant::now();
     let chunks_bin = write_chunks(&records)?;
-    let same_data = old.same_data(&chunks_bin, &indexed, vectors.as_ref());
+    let same_data = old.same_data(&chunks_bin, vectors.as_ref())?;
     let small = (u.recalibrate == Recalibrate::WhenMoved)
         .then(|| old.small_change(&records, vectors.is_some()))
         .flatten();
@@ -413,13 +442,13 @@ pub fn update_with(opts: &IngestOptions, u: &UpdateOptions) -> Result<UpdateRepo
         )?
         .query_vectors;
     }
-    timed("calibrate", t, &mut report);
+    timed("calibrate", t, &mut report, &mut cpu);
 
     let t = Instant::now();
     // A `BUNDLE.prev` left by `jikji build` (or an interrupted update) joins the
     // generations first, so the writer does not replace it.
     crate::generations::rotate(&opts.bundle, u.keep)?;
-    write_bundle(
+    let (_, _, pages) = write_bundle(
         &opts.bundle,
         BundleParts {
             records: &records,
@@ -433,11 +462,15 @@ pub fn update_with(opts: &IngestOptions, u: &UpdateOptions) -> Result<UpdateRepo
             settings,
             query_model: opts.query_model.as_deref(),
             threads: opts.threads,
+            previous: Some(&old.previous),
         },
     )?;
     crate::generations::rotate(&opts.bundle, u.keep)?;
+    report.pages_written = pages.written;
+    report.pages_linked = pages.linked;
     report.written = true;
-    timed("write", t, &mut report);
+    timed("write", t, &mut report, &mut cpu);
+    report.seconds.extend(pages.seconds);
     Ok(report)
 }
 
@@ -445,6 +478,10 @@ pub fn update_with(opts: &IngestOptions, u: &UpdateOptions) -> Result<UpdateRepo
 struct Old {
     path: PathBuf,
     bundle: Bundle,
+    /// Its manifest, with the sources table.
+    manifest: jikji_format::Manifest,
+    /// Its page files as its writer's records prove them (empty for a format 1 bundle).
+    previous: PreviousPages,
     records: Vec<ChunkRecord>,
     /// Source path → (first record, end, index in the sources table).
     ranges: HashMap<String, (usize, usize, usize)>,
@@ -465,11 +502,34 @@ impl Old {
                 prev.display()
             )));
         }
-        let bundle = Bundle::open_dir(path).map_err(|source| BuildError::OpenBundle {
+        let opened = |source| BuildError::OpenBundle {
             path: path.to_path_buf(),
             source,
-        })?;
-        let m = bundle.manifest();
+        };
+        // A paged bundle: only the pages an update reads (records, vectors, sources table),
+        // each verified as it is read; the others are taken over unread when proven
+        // unchanged (`PreviousPages`), or rebuilt.
+        let (bundle, manifest, previous) = if path.join(jikji_format::paged::ENTRY_FILE).exists()
+        {
+            let bundle = Bundle::open_paged_dir(path).map_err(opened)?;
+            let root = bundle.pages().cloned().expect("a paged bundle has page roots");
+            bundle
+                .load_pages(&jikji_format::paged::record_pages(&root))
+                .map_err(opened)?;
+            let mut manifest = bundle.manifest().clone();
+            manifest.sources = jikji_format::paged::sources_table(
+                &root,
+                bundle.cache().expect("a paged bundle has a cache"),
+            )
+            .map_err(opened)?;
+            bundle.vectors_checked().map_err(opened)?;
+            (bundle, manifest, PreviousPages::open(path, Some(root)))
+        } else {
+            let bundle = Bundle::open_dir(path).map_err(opened)?;
+            let manifest = bundle.manifest().clone();
+            (bundle, manifest, PreviousPages::open(path, None))
+        };
+        let m = &manifest;
         if m.sources.is_empty() {
             return Err(bundle_error(
                 "the bundle has no sources table (built by an older jikji); run `jikji build` once"
@@ -497,6 +557,8 @@ impl Old {
         Ok(Old {
             path: path.to_path_buf(),
             bundle,
+            manifest,
+            previous,
             records,
             ranges,
         })
@@ -505,7 +567,7 @@ impl Old {
     /// The model folder, checked against the bundle's model, when the bundle has vectors;
     /// `None` for a BM25-only bundle.
     fn model_dir<'a>(&self, opts: &'a IngestOptions) -> Result<Option<&'a Path>> {
-        let (Some(_), Some(info)) = (self.bundle.vectors(), &self.bundle.manifest().model) else {
+        let (Some(_), Some(info)) = (self.bundle.vectors(), &self.manifest.model) else {
             return Ok(None);
         };
         let dir = opts.model_dir.as_deref().ok_or_else(|| BuildError::Bundle {
@@ -525,30 +587,41 @@ impl Old {
         Ok(Some(dir))
     }
 
-    /// True when the new data files equal the old bundle's byte for byte and the old
-    /// calibration is of the current method (so a full build would fit the same one).
+    /// True when the new data equal the old bundle's and the old calibration is of the
+    /// current method (so a full build would fit the same one): the chunk records
+    /// (`chunks.bin`, byte for byte), the vector rows (bit for bit, or neither has vectors)
+    /// and the analyzer version. The term dictionary and postings are a function of the
+    /// records and the manifest's settings, which the update keeps ([`BundleSettings::of_manifest`]),
+    /// so they are equal too once the analyzer is the current one (a bundle of an older
+    /// analyzer version is reindexed with the current rules: not the same data).
+    /// Errors: corrupt new vector bytes.
     fn same_data(
         &self,
         chunks_bin: &[u8],
-        indexed: &index::Indexed,
         vectors: Option<&(jikji_format::ModelInfo, Vec<u8>)>,
-    ) -> bool {
-        let m = self.bundle.manifest();
-        let same = |name: &str, bytes: &[u8]| {
-            m.files
-                .get(name)
-                .is_some_and(|e| e.sha256 == sha256_hex(bytes))
-        };
-        m.calibration
+    ) -> Result<bool> {
+        let m = &self.manifest;
+        if m.calibration
             .as_ref()
-            .is_some_and(|c| c.method == crate::calibrate::METHOD)
-            && same(jikji_format::chunks::CHUNKS_FILE, chunks_bin)
-            && same(jikji_format::postings::TERMS_FILE, &indexed.terms_fst)
-            && same(jikji_format::postings::POSTINGS_FILE, &indexed.postings)
-            && match vectors {
-                Some((_, bytes)) => same(jikji_format::vectors::VECTORS_FILE, bytes),
-                None => !m.files.contains_key(jikji_format::vectors::VECTORS_FILE),
+            .is_none_or(|c| c.method != crate::calibrate::METHOD)
+            || m.analyzer_version != jikji_format::analyzer::ANALYZER_VERSION
+            || write_chunks(&self.records)? != chunks_bin
+        {
+            return Ok(false);
+        }
+        Ok(match (vectors, self.bundle.vectors()) {
+            (None, None) => true,
+            (Some((_, bytes)), Some(old)) => {
+                let new = jikji_format::vectors::Vectors::open(bytes)?;
+                new.len() == old.len()
+                    && new.dim() == old.dim()
+                    && (0..new.len()).all(|i| {
+                        let ((sa, qa), (sb, qb)) = (new.row(i), old.row(i));
+                        sa.to_bits() == sb.to_bits() && qa == qb
+                    })
             }
+            _ => false,
+        })
     }
 }
 
@@ -559,13 +632,13 @@ impl Old {
     /// [`KEEP_CALIBRATION_MIN_CHUNKS`] chunks, has a calibration of the current method, and
     /// keeps having vectors (or not); `None` otherwise.
     fn small_change(&self, records: &[ChunkRecord], has_vectors: bool) -> Option<(usize, usize)> {
-        let m = self.bundle.manifest();
+        let m = &self.manifest;
         let of = records.len().max(self.records.len());
         if of < KEEP_CALIBRATION_MIN_CHUNKS
             || m.calibration
                 .as_ref()
                 .is_none_or(|c| c.method != crate::calibrate::METHOD)
-            || has_vectors != m.files.contains_key(jikji_format::vectors::VECTORS_FILE)
+            || has_vectors != self.bundle.has_vectors()
         {
             return None;
         }
@@ -604,7 +677,7 @@ fn chunk(
     chunking: &Chunking,
     report: &mut UpdateReport,
 ) -> Option<Rechunked> {
-    let m = old.bundle.manifest();
+    let m = &old.manifest;
     let present: BTreeSet<&str> = files.iter().map(|f| f.rel.as_str()).collect();
     let mut records: Vec<ChunkRecord> = Vec::with_capacity(old.records.len());
     let mut from_old: Vec<Option<usize>> = Vec::with_capacity(old.records.len());
@@ -700,7 +773,7 @@ fn vectors(
     embedder: &mut Option<crate::encoder::Encoder>,
     report: &mut UpdateReport,
 ) -> Result<Option<(jikji_format::ModelInfo, Vec<u8>)>> {
-    let (Some(ov), Some(info)) = (old.bundle.vectors(), &old.bundle.manifest().model) else {
+    let (Some(ov), Some(info)) = (old.bundle.vectors(), &old.manifest.model) else {
         return Ok(None);
     };
     // Old vectors by text, for chunks of changed files whose text did not change.
@@ -895,6 +968,10 @@ pub fn print_update_report(r: &UpdateReport, bundle: &Path) {
         eprintln!("  {f}");
     }
     if r.written {
+        eprintln!(
+            "  pages: {} written, {} linked unchanged from the old bundle",
+            r.pages_written, r.pages_linked
+        );
         eprintln!("  calibration {}", r.calibration_note);
         eprintln!("  {}", crate::ingest::report::conflicts_line(r.conflicts));
     }
@@ -904,4 +981,10 @@ pub fn print_update_report(r: &UpdateReport, bundle: &Path) {
         .map(|(p, s)| format!("{p} {s:.2}s"))
         .collect();
     eprintln!("  time: {}", secs.join(", "));
+    let cpu: Vec<String> = r
+        .cpu_seconds
+        .iter()
+        .map(|(p, s)| format!("{p} {s:.2}s"))
+        .collect();
+    eprintln!("  CPU: {}", cpu.join(", "));
 }

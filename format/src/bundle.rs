@@ -43,6 +43,145 @@ pub struct BundleWriter {
     tmp: PathBuf,
     files: BTreeMap<String, FileEntry>,
     pages: Vec<String>,
+    /// What each page file was when written or linked ([`PAGE_RECORDS_FILE`]).
+    records: Vec<(String, PageRecord)>,
+    /// Pages hard-linked from the previous bundle (already on disk before this write).
+    linked: usize,
+}
+
+/// The builder's own record of the page files it wrote, beside the entry in a paged bundle
+/// folder: one line `<name> <dev> <ino> <bytes> <mtime_ns>` per page, after a first line
+/// `jikji-pages 1`. Not part of the format (readers ignore it, `jikji serve` serves it like
+/// any file); `jikji update` uses it to prove a page of the bundle it replaces is the file
+/// its writer wrote, byte for byte, without reading it ([`PreviousPages`]).
+pub const PAGE_RECORDS_FILE: &str = ".jikji-pages";
+const PAGE_RECORDS_HEADER: &str = "jikji-pages 1";
+
+/// A page file as its writer left it: device, inode, length in bytes and modification time
+/// (ns since the epoch), from `stat(2)`. A file with the same four values has not been
+/// written since (the quick check of git's index and rsync): its bytes are still the
+/// writer's. Pages are immutable, so a later write to one is tampering; a copied bundle has
+/// other inodes and proves nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageRecord {
+    /// `st_dev`.
+    pub dev: u64,
+    /// `st_ino`.
+    pub ino: u64,
+    /// `st_size`, bytes.
+    pub bytes: u64,
+    /// `st_mtime` in ns.
+    pub mtime_ns: i128,
+}
+
+impl PageRecord {
+    /// The record of a file's metadata (`None` where the system gives no inode).
+    pub fn of(m: &std::fs::Metadata) -> Option<Self> {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            Some(PageRecord {
+                dev: m.dev(),
+                ino: m.ino(),
+                bytes: m.size(),
+                mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+            })
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = m;
+            None
+        }
+    }
+}
+
+/// The page files of the bundle a write replaces, as far as its writer's records
+/// ([`PAGE_RECORDS_FILE`]) prove them: [`PreviousPages::proven`] says whether a page may be
+/// taken over without reading it. Built by `jikji update` from the bundle it updates.
+#[derive(Debug, Default)]
+pub struct PreviousPages {
+    dir: PathBuf,
+    records: std::collections::HashMap<String, PageRecord>,
+    root: Option<PagesRoot>,
+}
+
+impl PreviousPages {
+    /// The records of the paged bundle in folder `dir` with page roots `root`. A missing or
+    /// malformed records file proves nothing (every page is then written again); never an
+    /// error.
+    pub fn open(dir: &Path, root: Option<PagesRoot>) -> Self {
+        let mut records = std::collections::HashMap::new();
+        if let Ok(text) = std::fs::read_to_string(dir.join(PAGE_RECORDS_FILE)) {
+            let mut lines = text.lines();
+            if lines.next() == Some(PAGE_RECORDS_HEADER) {
+                for line in lines {
+                    let f: Vec<&str> = line.split(' ').collect();
+                    let rec = match f.as_slice() {
+                        [name, dev, ino, bytes, mtime] if valid_page_name(name) => (|| {
+                            Some(PageRecord {
+                                dev: dev.parse().ok()?,
+                                ino: ino.parse().ok()?,
+                                bytes: bytes.parse().ok()?,
+                                mtime_ns: mtime.parse().ok()?,
+                            })
+                        })(
+                        ),
+                        _ => None,
+                    };
+                    match rec {
+                        Some(r) => {
+                            records.insert(f[0].to_string(), r);
+                        }
+                        None => {
+                            records.clear();
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        PreviousPages {
+            dir: dir.to_path_buf(),
+            records,
+            root,
+        }
+    }
+
+    /// The previous bundle's page roots.
+    pub fn root(&self) -> Option<&PagesRoot> {
+        self.root.as_ref()
+    }
+
+    /// Pages its records list.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// True when its records list no page.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// The path and record of page `name` when the records list it and the file there now
+    /// has the recorded device, inode, size and modification time (`lstat`, no symlink
+    /// followed); `None` otherwise.
+    pub fn proven(&self, name: &str) -> Option<(PathBuf, PageRecord)> {
+        let want = self.records.get(name)?;
+        let path = self.dir.join(PAGES_DIR).join(name);
+        let m = std::fs::symlink_metadata(&path).ok()?;
+        (m.is_file() && PageRecord::of(&m).as_ref() == Some(want)).then_some((path, *want))
+    }
+
+    /// The raw body of page `name` of the previous bundle, read and verified
+    /// ([`crate::paged::page::decode_stored`]); `None` if absent or corrupt.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn body(&self, name: &str) -> Option<Vec<u8>> {
+        if !valid_page_name(name) {
+            return None;
+        }
+        let bytes = std::fs::read(self.dir.join(PAGES_DIR).join(name)).ok()?;
+        crate::paged::page::decode_stored(name, &bytes).ok()
+    }
 }
 
 impl BundleWriter {
@@ -87,6 +226,8 @@ impl BundleWriter {
             tmp,
             files: BTreeMap::new(),
             pages: Vec::new(),
+            records: Vec::new(),
+            linked: 0,
         })
     }
 
@@ -112,9 +253,59 @@ impl BundleWriter {
             std::fs::create_dir(&dir).map_err(|e| FormatError::io(&dir, e))?;
         }
         let path = dir.join(name);
-        std::fs::write(&path, bytes).map_err(|e| FormatError::io(&path, e))?;
+        let io = |e| FormatError::io(&path, e);
+        // A new file, never an existing one opened for writing: a page already there may be
+        // a hard link to the previous bundle's file ([`Self::link_page`]), which must not
+        // change.
+        let create = || {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+        };
+        let mut f = match create() {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                std::fs::remove_file(&path).map_err(io)?;
+                create().map_err(io)?
+            }
+            r => r.map_err(io)?,
+        };
+        std::io::Write::write_all(&mut f, bytes).map_err(io)?;
+        if let Some(r) = f.metadata().ok().as_ref().and_then(PageRecord::of) {
+            self.records.push((name.to_string(), r));
+        }
         self.pages.push(name.to_string());
         Ok(())
+    }
+
+    /// Stores page `name` as a hard link to the previous bundle's page file `from`, whose
+    /// record `rec` was just proven ([`PreviousPages::proven`]): the caller knows its bytes
+    /// are those of page `name`. Nothing is read or written but a directory entry, and the
+    /// two generations share the file (pages are immutable). Returns false when the file
+    /// system refuses the link (another device, no hard links): nothing stored then.
+    pub fn link_page(&mut self, name: &str, from: &Path, rec: PageRecord) -> Result<bool> {
+        let dir = self.tmp.join(PAGES_DIR);
+        if !dir.exists() {
+            std::fs::create_dir(&dir).map_err(|e| FormatError::io(&dir, e))?;
+        }
+        let path = dir.join(name);
+        if std::fs::hard_link(from, &path).is_err() {
+            return Ok(false);
+        }
+        // Linking changes neither the inode, the size nor the modification time.
+        self.records.push((name.to_string(), rec));
+        self.linked += 1;
+        Ok(true)
+    }
+
+    /// Pages stored by [`Self::link_page`] so far.
+    pub fn linked(&self) -> usize {
+        self.linked
+    }
+
+    /// Pages written by [`Self::add_page`] so far.
+    pub fn written(&self) -> usize {
+        self.pages.len()
     }
 
     /// Files written so far, with sizes and checksums.
@@ -155,6 +346,17 @@ impl BundleWriter {
         })?;
         let mpath = self.tmp.join(entry_name);
         std::fs::write(&mpath, &json).map_err(|e| FormatError::io(&mpath, e))?;
+        if paged {
+            let mut text = String::with_capacity(64 * (self.records.len() + 1));
+            text.push_str(PAGE_RECORDS_HEADER);
+            text.push('\n');
+            for (name, r) in &self.records {
+                use std::fmt::Write;
+                let _ = writeln!(text, "{name} {} {} {} {}", r.dev, r.ino, r.bytes, r.mtime_ns);
+            }
+            let rpath = self.tmp.join(PAGE_RECORDS_FILE);
+            std::fs::write(&rpath, text).map_err(|e| FormatError::io(&rpath, e))?;
+        }
         // Thousands of pages: one syncfs of the file system instead of an fsync per page
         // (an fsync each took 20 s for the books' 3,000 pages here).
         let synced = paged && sync_fs(&self.tmp);

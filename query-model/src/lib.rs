@@ -190,6 +190,11 @@ pub struct RowTable {
 }
 
 impl RowTable {
+    /// Bytes of one Q4_0 row.
+    pub fn row_bytes(&self) -> usize {
+        self.row_bytes
+    }
+
     /// Parses [`pack::ROWS_FILE`] bytes (`file` names it in errors), for a model of
     /// `hidden` width. Errors: [`ModelError::Pack`] with the byte offset.
     pub fn from_bytes(mut bytes: Vec<u8>, hidden: usize, file: &str) -> Result<Self, ModelError> {

@@ -381,11 +381,12 @@ impl PagedQueryModel {
 
 /// Natively, at build time: the query model's pages for a bundle whose chunk texts are
 /// `texts` (as embedded, without the `passage: ` prefix, which is added), from the pack in
-/// folder `dir` ([`crate::QueryPack::open`]: every file checked against `pack.json`), with
+/// folder `dir` (every file read is checked against `pack.json`'s length and SHA-256), with
 /// the row layout of today's writer ([`RowLayout::default`]: 8 rows a page, the tail by
 /// script). Each encoded page goes to `sink` as soon as it is made; returns the entry's root.
 /// The row order counts every chunk's tokens on `threads` threads. Errors: the pack's
-/// ([`crate::QueryPack::open`]), or what `sink` returns ([`ModelError::Format`]).
+/// (a file missing, malformed or not the one `pack.json` lists: [`ModelError::PackInfo`],
+/// [`ModelError::Pack`], [`ModelError::Io`]), or what `sink` returns ([`ModelError::Format`]).
 #[cfg(not(target_arch = "wasm32"))]
 pub fn write_pages(
     dir: &std::path::Path,
@@ -426,50 +427,152 @@ pub fn write_pages_with(
     layout: RowLayout,
     sink: &mut dyn FnMut(page::Encoded) -> jikji_format::Result<()>,
 ) -> Result<QueryModelRoot, ModelError> {
-    use jikji_format::paged::qmodel::{LAYER_PAGES, TOKENIZER_PART};
-    use sha2::{Digest, Sha256};
+    write_pages_into(
+        dir,
+        texts,
+        threads,
+        layout,
+        &mut jikji_format::paged::FnSink(sink),
+    )
+}
 
-    let pack = crate::QueryPack::open(dir)?;
+/// The generation of the row pages (`r-<gen>-<n>`): the first 8 bytes (hex) of SHA-256
+/// over `jikji-rows 1\n`, the pack's hash (hex, [`crate::pack::pack_hash`]), `\n`, rows per
+/// page and bytes per row (u64 LE each), and the row map page's body. A row page's body is
+/// a function of exactly these (the rows of the pack's `rows.bin` in the map's slot order),
+/// so pages with other content get another generation, as with every numbered kind, but
+/// the generation is known without making (or hashing) the 54 MB of rows: an update whose
+/// row map did not change names them all at once.
+pub fn rows_gen(pack_sha256: &str, per_page: usize, row_bytes: usize, row_map: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(b"jikji-rows 1\n");
+    h.update(pack_sha256.as_bytes());
+    h.update(b"\n");
+    h.update((per_page as u64).to_le_bytes());
+    h.update((row_bytes as u64).to_le_bytes());
+    h.update(row_map);
+    h.finalize()[..8]
+        .iter()
+        .map(|x| format!("{x:02x}"))
+        .collect()
+}
+
+/// [`write_pages_with`] over a [`jikji_format::paged::PageSink`], taking over from the
+/// previous bundle (the sink's [`PageSink::previous_root`](jikji_format::paged::PageSink))
+/// every page it can prove unchanged, **without reading the pack file it comes from**:
+/// - layer (`m`) and tokenizer (`k`) pages when the previous bundle carries the same pack
+///   (equal `pack_sha256`, a digest of `pack.json`'s file digests): the same names, reused
+///   by the sink; `layers.bin` / `tokenizer.bin` are read only for a page it cannot reuse;
+/// - the row map (`u`) page when its content id is the previous one's;
+/// - row page `n` when the previous bundle's row page `n` held the same token ids (its
+///   row map, read and verified, in the previous layout: same pack, rows per page and row
+///   size): same body, same number, so the same bytes under the new generation's name
+///   ([`rows_gen`]); `rows.bin` is read only if some row page must be made.
+///
+/// The token counts of the row order are computed from `texts` every time (the
+/// tokenizer's `tokenizer.bin` is read for that). The root and every page's bytes are what
+/// a write without a previous bundle gives.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn write_pages_into(
+    dir: &std::path::Path,
+    texts: &[&str],
+    threads: usize,
+    layout: RowLayout,
+    sink: &mut dyn jikji_format::paged::PageSink,
+) -> Result<QueryModelRoot, ModelError> {
+    use jikji_format::paged::qmodel::{LAYER_PAGES, TOKENIZER_PART};
+
+    let info = crate::QueryPack::read_info(dir)?;
+    let pack_sha256 = crate::pack::pack_hash(&info);
     let read = |name: &str| -> Result<Vec<u8>, ModelError> {
         let p = dir.join(name);
         let b = std::fs::read(&p).map_err(|e| ModelError::io(&p, e))?;
-        if pack.info.files.get(name).map(|f| f.sha256.as_str())
-            != Some(crate::pack::sha256_hex(&b).as_str())
+        let want = info.files.get(name);
+        if want.map(|f| (f.bytes, f.sha256.as_str()))
+            != Some((b.len() as u64, crate::pack::sha256_hex(&b).as_str()))
         {
             return Err(ModelError::PackInfo {
                 file: p.display().to_string(),
-                msg: "changed since the pack was opened".into(),
+                msg: format!(
+                    "{} bytes, sha256 {}: not the file {} lists (a file of another pack?)",
+                    b.len(),
+                    crate::pack::sha256_hex(&b),
+                    dir.join(crate::pack::INFO_FILE).display()
+                ),
             });
         }
         Ok(b)
     };
-    let mut emit = |kind: Kind, parts: Vec<&[u8]>| -> Result<Vec<String>, ModelError> {
-        let mut names = Vec::new();
-        for part in parts {
-            let e = page::encode(kind, part);
-            names.push(e.name.clone());
-            sink(e)?;
+    let prev: Option<QueryModelRoot> = sink
+        .previous_root()
+        .and_then(|r| r.query_model.clone())
+        .filter(|q| q.pack_sha256 == pack_sha256);
+
+    // A file's content-named parts: the previous bundle's pages if every one is reused,
+    // else the file read and each part reused or made.
+    let file_pages = |kind: Kind,
+                          file: &str,
+                          cut: &dyn Fn(&[u8]) -> Vec<Vec<u8>>,
+                          known: Option<(&[String], u64)>,
+                          sink: &mut dyn jikji_format::paged::PageSink|
+     -> Result<(Vec<String>, u64), ModelError> {
+        if let Some((names, bytes)) = known {
+            let mut all = true;
+            for n in names {
+                all &= sink.reuse(n, n)?;
+                if !all {
+                    break;
+                }
+            }
+            if all {
+                return Ok((names.to_vec(), bytes));
+            }
         }
-        Ok(names)
+        let b = read(file)?;
+        let mut names = Vec::new();
+        for part in cut(&b) {
+            let name = format!("{}-{}", kind.letter() as char, page::content_id(&part));
+            if !sink.reuse(&name, &name)? {
+                sink.put(page::encode(kind, &part))?;
+            }
+            names.push(name);
+        }
+        Ok((names, b.len() as u64))
     };
-    let layers_file = read(crate::pack::LAYERS_FILE)?;
-    let per = layers_file.len().div_ceil(LAYER_PAGES).max(1);
-    let layers = emit(Kind::ModelLayers, layers_file.chunks(per).collect())?;
-    let tok_file = read(crate::tokenizer::TOKENIZER_FILE)?;
-    let tokenizer = emit(
+    let (layers, layers_bytes) = file_pages(
+        Kind::ModelLayers,
+        crate::pack::LAYERS_FILE,
+        &|b| {
+            let per = b.len().div_ceil(LAYER_PAGES).max(1);
+            b.chunks(per).map(<[u8]>::to_vec).collect()
+        },
+        prev.as_ref().map(|q| (q.layers.as_slice(), q.layers_bytes)),
+        sink,
+    )?;
+    let (tokenizer_pages, tokenizer_bytes) = file_pages(
         Kind::ModelTokenizer,
-        tok_file.chunks(TOKENIZER_PART).collect(),
+        crate::tokenizer::TOKENIZER_FILE,
+        &|b| b.chunks(TOKENIZER_PART).map(<[u8]>::to_vec).collect(),
+        prev.as_ref()
+            .map(|q| (q.tokenizer.as_slice(), q.tokenizer_bytes)),
+        sink,
+    )?;
+    let tp = dir.join(crate::tokenizer::TOKENIZER_FILE);
+    let tokenizer = Tokenizer::from_bytes(
+        &read(crate::tokenizer::TOKENIZER_FILE)?,
+        &tp.display().to_string(),
     )?;
 
     // Row order: an empty query's ids, then the corpus's ids by descending count.
-    let vocab = pack.model.config().vocab;
+    let vocab = tokenizer.vocab_size();
     let threads = threads.clamp(1, 64);
     let per_thread = texts.len().div_ceil(threads).max(1);
     let counts: Vec<u64> = std::thread::scope(|s| {
         let handles: Vec<_> = texts
             .chunks(per_thread)
             .map(|part| {
-                let t = &pack.tokenizer;
+                let t = &tokenizer;
                 s.spawn(move || {
                     let mut c = vec![0u64; vocab];
                     for text in part {
@@ -495,7 +598,7 @@ pub fn write_pages_with(
         total
     });
     let mut hot: Vec<u32> = Vec::new();
-    for id in pack.tokenizer.query_ids("") {
+    for id in tokenizer.query_ids("") {
         if (id as usize) < vocab && !hot.contains(&id) {
             hot.push(id);
         }
@@ -513,47 +616,93 @@ pub fn write_pages_with(
         ))
         .into());
     }
-    let map = match layout.order {
-        RowOrder::Id => RowMap::new(hot, vocab)?,
-        RowOrder::Script => {
-            RowMap::new(hot, vocab)?.group_tail(&pack.tokenizer.script_classes())?
-        }
+    let classes = match layout.order {
+        RowOrder::Id => None,
+        RowOrder::Script => Some(tokenizer.script_classes()),
     };
-    let e = page::encode(Kind::RowMap, &map.encode());
-    let row_map = e.name.clone();
-    sink(e)?;
+    let in_layout = |m: RowMap, order: RowOrder| -> Result<RowMap, ModelError> {
+        Ok(match (order, &classes) {
+            (RowOrder::Script, Some(c)) => m.group_tail(c)?,
+            (RowOrder::Script, None) => m.group_tail(&tokenizer.script_classes())?,
+            (RowOrder::Id, _) => m,
+        })
+    };
+    let map = in_layout(RowMap::new(hot, vocab)?, layout.order)?;
+    let map_body = map.encode();
+    let row_map = format!(
+        "{}-{}",
+        Kind::RowMap.letter() as char,
+        page::content_id(&map_body)
+    );
+    if !sink.reuse(&row_map, &row_map)? {
+        sink.put(page::encode(Kind::RowMap, &map_body))?;
+    }
 
     let order = map.ids_in_slot_order();
-    let rb = Q4Matrix::row_bytes(pack.model.config().hidden);
-    let body = |n: usize| -> Vec<u8> {
-        let mut b = Vec::with_capacity(per * rb);
-        for &id in &order[n * per..((n + 1) * per).min(order.len())] {
-            b.extend_from_slice(pack.rows.row(id).expect("ids below the table's rows"));
-        }
-        b
+    // Rows per page and bytes per row: the previous root's when it has the same pack (the
+    // rows file is then not read unless a page must be made).
+    let mut rows: Option<crate::RowTable> = None;
+    let load_rows = || -> Result<crate::RowTable, ModelError> {
+        let rp = dir.join(crate::pack::ROWS_FILE);
+        let b = read(crate::pack::ROWS_FILE)?;
+        let hidden = b
+            .get(12..16)
+            .map_or(0, |h| u32::from_le_bytes(h.try_into().expect("4 bytes")) as usize);
+        crate::RowTable::from_bytes(b, hidden, &rp.display().to_string())
     };
+    let rb = match prev.as_ref().filter(|q| q.vocab == vocab) {
+        Some(q) => q.row_bytes,
+        None => {
+            let t = load_rows()?;
+            let rb = t.row_bytes();
+            rows = Some(t);
+            rb
+        }
+    };
+    // The previous bundle's slot order, when its row pages are laid out as these.
+    let prev_order: Option<Vec<u32>> = prev
+        .as_ref()
+        .filter(|q| q.rows.per_page == per && q.row_bytes == rb && q.vocab == vocab)
+        .and_then(|q| {
+            if q.row_map == row_map && q.row_order == layout.order {
+                return Some(order.clone());
+            }
+            let body = sink.previous_body(&q.row_map)?;
+            let m = RowMap::decode(&body, vocab, &q.row_map).ok()?;
+            Some(in_layout(m, q.row_order).ok()?.ids_in_slot_order())
+        });
+    let gen = rows_gen(&pack_sha256, per, rb, &map_body);
     let pages = order.len().div_ceil(per);
-    let mut h = Sha256::new();
     for n in 0..pages {
-        let b = body(n);
-        h.update((b.len() as u64).to_le_bytes());
-        h.update(&b);
-    }
-    let gen: String = h.finalize()[..8]
-        .iter()
-        .map(|x| format!("{x:02x}"))
-        .collect();
-    for n in 0..pages {
-        sink(page::encode_numbered(Kind::Rows, &gen, n as u32, &body(n)))?;
+        let ids = &order[n * per..((n + 1) * per).min(order.len())];
+        let name = page::numbered_name(Kind::Rows, &gen, n as u32);
+        if let (Some(q), Some(po)) = (&prev, &prev_order) {
+            if po.get(n * per..n * per + ids.len()) == Some(ids) && sink.reuse(&name, &q.row_page(n))? {
+                continue;
+            }
+        }
+        if rows.is_none() {
+            rows = Some(load_rows()?);
+        }
+        let table = rows.as_ref().expect("loaded");
+        let mut b = Vec::with_capacity(per * rb);
+        for &id in ids {
+            b.extend_from_slice(table.row(id).ok_or_else(|| {
+                ModelError::Format(jikji_format::FormatError::InvalidInput(format!(
+                    "token id {id} outside the pack's rows"
+                )))
+            })?);
+        }
+        sink.put(page::encode_numbered(Kind::Rows, &gen, n as u32, &b))?;
     }
     Ok(QueryModelRoot {
-        model_id: pack.info.model_id.clone(),
-        model_sha256: pack.info.model_sha256.clone(),
-        pack_sha256: crate::pack::pack_hash(&pack.info),
+        model_id: info.model_id.clone(),
+        model_sha256: info.model_sha256.clone(),
+        pack_sha256,
         layers,
-        layers_bytes: layers_file.len() as u64,
-        tokenizer,
-        tokenizer_bytes: tok_file.len() as u64,
+        layers_bytes,
+        tokenizer: tokenizer_pages,
+        tokenizer_bytes,
         row_map,
         rows: jikji_format::paged::Numbered {
             gen,

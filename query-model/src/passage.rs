@@ -392,6 +392,36 @@ impl PassageModel {
                 }
                 s.vh[j * hd..(j + 1) * hd].copy_from_slice(&row[vo..vo + hd]);
             }
+            #[cfg(target_arch = "x86_64")]
+            if self.isa == Isa::Avx512 && hd == 32 {
+                // Query rows in tiles of ATT_ROWS: each key and value row loaded once per
+                // tile, not once per query row.
+                resize(&mut s.scores, x86::ATT_ROWS * len);
+                let mut i = 0;
+                while i < len {
+                    let m = (len - i).min(x86::ATT_ROWS);
+                    let q = &s.qkv[(t0 + i) * w + qo..];
+                    let out = &mut s.ctx[(t0 + i) * h + qo..];
+                    // SAFETY: the CPU has AVX-512F (`with_isa` checked); the kernel asserts
+                    // the shapes.
+                    unsafe {
+                        x86::attend_rows32_avx512(
+                            m,
+                            q,
+                            w,
+                            &s.kt,
+                            &s.vh,
+                            len,
+                            scale,
+                            &mut s.scores,
+                            out,
+                            h,
+                        )
+                    };
+                    i += m;
+                }
+                continue;
+            }
             for i in 0..len {
                 let qi = &s.qkv[(t0 + i) * w + qo..(t0 + i) * w + qo + hd];
                 match self.isa {
@@ -517,6 +547,26 @@ fn attend_row(qi: &[f32], kt: &[f32], vh: &[f32], scale: f32, scores: &mut Vec<f
             sc[j] = qd.mul_add(kt[d * len + j], sc[j]);
         }
     }
+    let inv = softmax_weights(sc);
+    match hd {
+        32 => weighted_sum::<32>(sc, vh, inv, ctx),
+        64 => weighted_sum::<64>(sc, vh, inv, ctx),
+        _ => {
+            for (j, &p) in sc.iter().enumerate() {
+                let p = p * inv;
+                let vr = &vh[j * hd..(j + 1) * hd];
+                for (c, v) in ctx.iter_mut().zip(vr) {
+                    *c += p * v;
+                }
+            }
+        }
+    }
+}
+
+/// Softmax weights of scores `sc` in place, unnormalised: `sc[j] = e^(sc[j] − max)`
+/// ([`exp_approx`]); returns `1 / Σ sc[j]`, the factor of the weighted sum.
+#[inline(always)]
+fn softmax_weights(sc: &mut [f32]) -> f32 {
     // Max, exp and sum as separate loops, the reductions over 16 lanes, so that each one
     // vectorises (a scalar `sum +=` next to the exp would serialise the loop).
     let mut lanes = [f32::NEG_INFINITY; 16];
@@ -544,20 +594,7 @@ fn attend_row(qi: &[f32], kt: &[f32], vh: &[f32], scale: f32, scores: &mut Vec<f
         }
     }
     let sum = lanes.iter().sum::<f32>() + chunks.remainder().iter().sum::<f32>();
-    let inv = 1.0 / sum;
-    match hd {
-        32 => weighted_sum::<32>(sc, vh, inv, ctx),
-        64 => weighted_sum::<64>(sc, vh, inv, ctx),
-        _ => {
-            for (j, &p) in sc.iter().enumerate() {
-                let p = p * inv;
-                let vr = &vh[j * hd..(j + 1) * hd];
-                for (c, v) in ctx.iter_mut().zip(vr) {
-                    *c += p * v;
-                }
-            }
-        }
-    }
+    1.0 / sum
 }
 
 /// `ctx = inv · Σ_j p[j] · v[j]` for rows of `HD` floats, summed in registers (a sum kept in
@@ -635,7 +672,7 @@ pub fn erf_approx(x: f32) -> f32 {
 mod x86 {
     //! The AVX-512F and AVX2 + FMA versions. Each function requires a CPU with its features
     //! (callers check).
-    use super::{attend_row, gelu_slice, Panels, MR, NR};
+    use super::{attend_row, gelu_slice, softmax_weights, Panels, MR, NR};
     use std::arch::x86_64::*;
 
     #[target_feature(enable = "avx512f,avx2,fma")]
@@ -668,6 +705,138 @@ mod x86 {
         scores: &mut Vec<f32>,
     ) {
         attend_row(qi, kt, vh, scale, scores)
+    }
+
+    /// Query rows per attention tile ([`attend_rows32_avx512`]).
+    pub(super) const ATT_ROWS: usize = 8;
+
+    /// Attention of `m` (1 ..= [`ATT_ROWS`]) query rows of one head of width 32 over `len`
+    /// keys: row `r`'s query is `q[r·qs .. r·qs + 32]`, its context goes to
+    /// `out[r·os .. r·os + 32]`; `kt` is K transposed (`[32][len]`), `vh` is V (`[len][32]`),
+    /// `sc` scratch of at least `ATT_ROWS · len`. The scores of all `m` rows are made 32
+    /// keys at a time (each key column loaded once for the tile, 2·m accumulators), then
+    /// each row's softmax ([`softmax_weights`]), then the weighted sums of all `m` rows one
+    /// value row at a time: the memory traffic of one row's attention for `m` rows. The same
+    /// sums as [`attend_row`], in another order.
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn attend_rows32_avx512(
+        m: usize,
+        q: &[f32],
+        qs: usize,
+        kt: &[f32],
+        vh: &[f32],
+        len: usize,
+        scale: f32,
+        sc: &mut [f32],
+        out: &mut [f32],
+        os: usize,
+    ) {
+        match m {
+            1 => rows32::<1>(q, qs, kt, vh, len, scale, sc, out, os),
+            2 => rows32::<2>(q, qs, kt, vh, len, scale, sc, out, os),
+            3 => rows32::<3>(q, qs, kt, vh, len, scale, sc, out, os),
+            4 => rows32::<4>(q, qs, kt, vh, len, scale, sc, out, os),
+            5 => rows32::<5>(q, qs, kt, vh, len, scale, sc, out, os),
+            6 => rows32::<6>(q, qs, kt, vh, len, scale, sc, out, os),
+            7 => rows32::<7>(q, qs, kt, vh, len, scale, sc, out, os),
+            _ => rows32::<8>(q, qs, kt, vh, len, scale, sc, out, os),
+        }
+    }
+
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    fn rows32<const M: usize>(
+        q: &[f32],
+        qs: usize,
+        kt: &[f32],
+        vh: &[f32],
+        len: usize,
+        scale: f32,
+        sc: &mut [f32],
+        out: &mut [f32],
+        os: usize,
+    ) {
+        const HD: usize = 32;
+        assert!(len > 0 && kt.len() == HD * len && vh.len() == len * HD);
+        assert!(q.len() >= (M - 1) * qs + HD && out.len() >= (M - 1) * os + HD);
+        assert!(sc.len() >= M * len);
+        let mut qv = [[0f32; HD]; M];
+        for r in 0..M {
+            for d in 0..HD {
+                qv[r][d] = q[r * qs + d] * scale;
+            }
+        }
+        // Scores, 32 keys at a time (masked at the end).
+        let mut j = 0;
+        while j < len {
+            let rem = len - j;
+            let lanes = |n: usize| -> __mmask16 {
+                if n >= 16 {
+                    0xFFFF
+                } else {
+                    ((1u32 << n) - 1) as __mmask16
+                }
+            };
+            let m0 = lanes(rem);
+            let m1 = lanes(rem.saturating_sub(16));
+            let mut a0 = [_mm512_setzero_ps(); M];
+            let mut a1 = [_mm512_setzero_ps(); M];
+            let kp = kt.as_ptr();
+            for d in 0..HD {
+                // SAFETY: lanes past `len` are masked off (a masked-off lane reads nothing);
+                // the others are kt[d·len + j ..][..rem.min(32)], in bounds.
+                unsafe {
+                    let at = kp.wrapping_add(d * len + j);
+                    let k0 = _mm512_maskz_loadu_ps(m0, at);
+                    let k1 = _mm512_maskz_loadu_ps(m1, at.wrapping_add(16));
+                    for r in 0..M {
+                        let x = _mm512_set1_ps(qv[r][d]);
+                        a0[r] = _mm512_fmadd_ps(x, k0, a0[r]);
+                        a1[r] = _mm512_fmadd_ps(x, k1, a1[r]);
+                    }
+                }
+            }
+            for r in 0..M {
+                // SAFETY: as above, into sc[r·len + j ..][..rem.min(32)] (sc ≥ M·len).
+                unsafe {
+                    let at = sc.as_mut_ptr().wrapping_add(r * len + j);
+                    _mm512_mask_storeu_ps(at, m0, a0[r]);
+                    _mm512_mask_storeu_ps(at.wrapping_add(16), m1, a1[r]);
+                }
+            }
+            j += 32;
+        }
+        let mut inv = [0f32; M];
+        for r in 0..M {
+            inv[r] = softmax_weights(&mut sc[r * len..(r + 1) * len]);
+        }
+        // Context rows: Σ_j p[r][j] · v[j], one value row (two registers) at a time.
+        let mut c0 = [_mm512_setzero_ps(); M];
+        let mut c1 = [_mm512_setzero_ps(); M];
+        for j in 0..len {
+            // SAFETY: j < len: vh[j·32 ..][..32] and sc[r·len + j] are in bounds (asserted).
+            unsafe {
+                let vp = vh.as_ptr().add(j * HD);
+                let v0 = _mm512_loadu_ps(vp);
+                let v1 = _mm512_loadu_ps(vp.add(16));
+                for r in 0..M {
+                    let p = _mm512_set1_ps(*sc.get_unchecked(r * len + j));
+                    c0[r] = _mm512_fmadd_ps(p, v0, c0[r]);
+                    c1[r] = _mm512_fmadd_ps(p, v1, c1[r]);
+                }
+            }
+        }
+        for r in 0..M {
+            // SAFETY: out[r·os ..][..32] is in bounds (asserted).
+            unsafe {
+                let f = _mm512_set1_ps(inv[r]);
+                let o = out.as_mut_ptr().add(r * os);
+                _mm512_storeu_ps(o, _mm512_mul_ps(c0[r], f));
+                _mm512_storeu_ps(o.add(16), _mm512_mul_ps(c1[r], f));
+            }
+        }
     }
 
     /// Panel-major loop: each panel (`K × 32` floats) stays in cache while every token tile
@@ -830,6 +999,48 @@ mod tests {
         assert!(worst < 4e-7, "worst relative error {worst:e}");
         assert_eq!(exp_approx(0.0), 1.0);
         assert!(exp_approx(-200.0) < 1e-37);
+    }
+
+    /// The tiled AVX-512 attention gives attend_row's context rows (the same sums in
+    /// another order) for every tile height and ragged key counts.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn tiled_attention_equals_the_row_kernel() {
+        if !std::arch::is_x86_feature_detected!("avx512f") {
+            eprintln!("no AVX-512F: the tiled kernel is not used here");
+            return;
+        }
+        let mut state = 0x9e3779b97f4a7c15u64;
+        let mut rnd = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            ((state >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0
+        };
+        for len in [1usize, 5, 16, 17, 31, 32, 33, 100, 257] {
+            let hd = 32;
+            let kt: Vec<f32> = (0..hd * len).map(|_| rnd()).collect();
+            let vh: Vec<f32> = (0..len * hd).map(|_| rnd()).collect();
+            let m = len.min(x86::ATT_ROWS);
+            let qs = 3 * hd;
+            let q: Vec<f32> = (0..m * qs).map(|_| rnd()).collect();
+            let os = 2 * hd;
+            let mut out = vec![0f32; m * os];
+            let mut sc = vec![0f32; x86::ATT_ROWS * len];
+            let scale = 1.0 / (hd as f32).sqrt();
+            // SAFETY: AVX-512F checked above.
+            unsafe {
+                x86::attend_rows32_avx512(m, &q, qs, &kt, &vh, len, scale, &mut sc, &mut out, os)
+            };
+            for r in 0..m {
+                let mut scores = Vec::new();
+                attend_row(&q[r * qs..r * qs + hd], &kt, &vh, scale, &mut scores);
+                for d in 0..hd {
+                    let (a, b) = (out[r * os + d], scores[len + d]);
+                    assert!((a - b).abs() <= 1e-5, "len {len} row {r} dim {d}: {a} vs {b}");
+                }
+            }
+        }
     }
 
     #[test]

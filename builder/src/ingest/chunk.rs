@@ -29,8 +29,7 @@ pub fn chunk_files(files: &[SourceFile], versions: &[VersionInfo], chunking: &Ch
     let mut parents = Vec::new();
     let mut parent_of = Vec::new();
     let mut sources = Vec::with_capacity(files.len());
-    for (f, v) in files.iter().zip(versions) {
-        let fc = chunk_file(f, chunking, v);
+    for ((f, v), fc) in files.iter().zip(versions).zip(chunk_all(files, versions, chunking)) {
         sources.push(source_entry(f, v, fc.chunks.len()));
         let first = parents.len();
         parent_of.extend(fc.parent_of.iter().map(|p| p.map(|i| first + i)));
@@ -43,6 +42,42 @@ pub fn chunk_files(files: &[SourceFile], versions: &[VersionInfo], chunking: &Ch
         parents,
         sources,
     }
+}
+
+/// [`chunk_file`] of every file, in file order, the files shared out to all cores
+/// ([`super::default_threads`]), largest first as each thread finishes its last (chunking
+/// a file does not depend on the others, so the records do not depend on the number of
+/// threads).
+fn chunk_all(files: &[SourceFile], versions: &[VersionInfo], chunking: &Chunking) -> Vec<FileChunks> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    let n = files.len().min(versions.len());
+    let threads = super::default_threads().clamp(1, 64).min(n.max(1));
+    if threads <= 1 {
+        return (0..n)
+            .map(|i| chunk_file(&files[i], chunking, &versions[i]))
+            .collect();
+    }
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(files[i].text.len()));
+    let next = AtomicUsize::new(0);
+    let out: Mutex<Vec<Option<FileChunks>>> = Mutex::new((0..n).map(|_| None).collect());
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let Some(&i) = order.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                    return;
+                };
+                let fc = chunk_file(&files[i], chunking, &versions[i]);
+                out.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(fc);
+            });
+        }
+    });
+    out.into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .into_iter()
+        .map(|fc| fc.expect("every file was chunked"))
+        .collect()
 }
 
 /// Stable chunk id: first 16 hex digits of SHA-256(source path, section, position).
@@ -63,9 +98,15 @@ impl TokenSizer {
     /// Loads `tokenizer.json` from a model folder.
     pub fn load(model_dir: &Path) -> Result<Self> {
         let path = model_dir.join("tokenizer.json");
+        if let Some(t) = crate::encoder::cached_tokenizer(&path) {
+            return Ok(TokenSizer(t));
+        }
         let bytes = std::fs::read(&path).map_err(|e| BuildError::io("reading", &path, e))?;
         match EmbedTokenizer::from_bytes(&bytes) {
-            Ok(t) => Ok(TokenSizer(t)),
+            Ok(t) => {
+                crate::encoder::remember_tokenizer(&path, &t);
+                Ok(TokenSizer(t))
+            }
             Err(source) => Err(BuildError::Tokenizer { path, source }),
         }
     }

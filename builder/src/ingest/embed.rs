@@ -83,10 +83,38 @@ pub fn pack_vectors(
 /// browser loads; the engine refuses a model whose SHA-256 differs); no centring.
 pub fn model_info(dir: &Path) -> Result<ModelInfo> {
     let onnx = dir.join("model.onnx");
-    let bytes = std::fs::read(&onnx).map_err(|source| BuildError::ModelMissing {
-        path: onnx.clone(),
-        source,
-    })?;
+    // The SHA-256 of this file (74 MB) once per process, while its length and modification
+    // time stay those it had (a build or update asks several times).
+    type Key = (std::path::PathBuf, u64, Option<std::time::SystemTime>);
+    static SHA: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<Key, String>>> =
+        std::sync::OnceLock::new();
+    let key: Option<Key> = std::fs::metadata(&onnx)
+        .ok()
+        .map(|m| (onnx.clone(), m.len(), m.modified().ok()));
+    let known = key.as_ref().and_then(|k| {
+        SHA.get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(k)
+            .cloned()
+    });
+    let sha256 = match known {
+        Some(h) => h,
+        None => {
+            let bytes = std::fs::read(&onnx).map_err(|source| BuildError::ModelMissing {
+                path: onnx.clone(),
+                source,
+            })?;
+            let h = sha256_hex(&bytes);
+            if let Some(k) = key {
+                SHA.get_or_init(Default::default)
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(k, h.clone());
+            }
+            h
+        }
+    };
     let id = std::fs::read(dir.join("model.json"))
         .ok()
         .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
@@ -94,7 +122,7 @@ pub fn model_info(dir: &Path) -> Result<ModelInfo> {
         .unwrap_or_else(|| "multilingual-e5-small-q4".to_string());
     Ok(ModelInfo {
         id,
-        sha256: sha256_hex(&bytes),
+        sha256,
         dim: jikji_embed::DIM,
         max_tokens: jikji_embed::MAX_TOKENS,
         centring: None,

@@ -299,6 +299,7 @@ pub fn build_files(
     settings: &BundleSettings,
 ) -> Result<BuildReport> {
     let mut seconds = Vec::new();
+    let mut cpu = report::CpuLaps::start();
     let corpus_bytes = files.iter().map(|f| f.text.len() as u64).sum();
 
     let t = Instant::now();
@@ -316,9 +317,14 @@ pub fn build_files(
         .map(|r| r.text.chars().count())
         .collect();
     let chunk_chars = Dist::of(&mut chunk_chars);
+    seconds.push(("chunk".to_string(), t.elapsed().as_secs_f64()));
+    cpu.lap("chunk");
+
+    let t = Instant::now();
     let indexed = index::index(&chunked.records, settings)?;
     let terms = indexed.terms;
-    seconds.push(("chunk+index".to_string(), t.elapsed().as_secs_f64()));
+    seconds.push(("index".to_string(), t.elapsed().as_secs_f64()));
+    cpu.lap("index");
 
     let t = Instant::now();
     let mut embedder = None;
@@ -359,6 +365,7 @@ pub fn build_files(
         (None, None) => {}
     }
     seconds.push(("embed".to_string(), t.elapsed().as_secs_f64()));
+    cpu.lap("embed");
 
     let t = Instant::now();
     let conflicts = match &embedded {
@@ -366,6 +373,7 @@ pub fn build_files(
         None => None,
     };
     seconds.push(("conflicts".to_string(), t.elapsed().as_secs_f64()));
+    cpu.lap("conflicts");
 
     let t = Instant::now();
     if let (Some(dir), None) = (&opts.model_dir, &embedder) {
@@ -386,6 +394,7 @@ pub fn build_files(
         settings.bm25,
     )?;
     seconds.push(("calibrate".to_string(), t.elapsed().as_secs_f64()));
+    cpu.lap("calibrate");
 
     let t = Instant::now();
     let (tokens, truncated, cached, embedded_now, chunk_tokens) = match &embedded {
@@ -398,7 +407,7 @@ pub fn build_files(
         ),
         None => (0, 0, 0, 0, None),
     };
-    let (_, file_bytes) = write::write_bundle(
+    let (_, file_bytes, pages) = write::write_bundle(
         &opts.bundle,
         write::BundleParts {
             records: &chunked.records,
@@ -412,9 +421,12 @@ pub fn build_files(
             settings: *settings,
             query_model: opts.query_model.as_deref(),
             threads: opts.threads,
+            previous: None,
         },
     )?;
     seconds.push(("write".to_string(), t.elapsed().as_secs_f64()));
+    cpu.lap("write");
+    seconds.extend(pages.seconds);
     Ok(BuildReport {
         files: files.len(),
         findings: Vec::new(),
@@ -432,6 +444,7 @@ pub fn build_files(
         embedded: embedded_now,
         imported,
         seconds,
+        cpu_seconds: cpu.laps,
         file_bytes,
         versions: version_notes,
         conflicts,

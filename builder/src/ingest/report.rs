@@ -41,8 +41,12 @@ pub struct BuildReport {
     pub embedded: usize,
     /// Chunk vectors imported with `--vectors` (then nothing is embedded or cached).
     pub imported: usize,
-    /// Seconds per phase: read, chunk+index, embed, write.
+    /// Wall seconds per phase: read, chunk, index, embed, conflicts, calibrate, write, and
+    /// the write's parts (`write.pages`, `write.query-model`, `write.finish`).
     pub seconds: Vec<(String, f64)>,
+    /// CPU seconds (user + system, all threads: `getrusage(RUSAGE_SELF)`) per phase from
+    /// chunk to write, as `seconds` names them.
+    pub cpu_seconds: Vec<(String, f64)>,
     /// Bytes per bundle file.
     pub file_bytes: Vec<(String, u64)>,
     /// Every archived file: which newer version archived it and why.
@@ -114,6 +118,12 @@ pub fn print_report(r: &BuildReport, out: &Path) {
         .map(|(p, s)| format!("{p} {s:.2}s"))
         .collect();
     eprintln!("  time: {}", secs.join(", "));
+    let cpu: Vec<String> = r
+        .cpu_seconds
+        .iter()
+        .map(|(p, s)| format!("{p} {s:.2}s"))
+        .collect();
+    eprintln!("  CPU: {}", cpu.join(", "));
     let bytes: Vec<String> = r
         .file_bytes
         .iter()
@@ -130,5 +140,49 @@ pub fn conflicts_line(found: Option<usize>) -> String {
             "conflicts: {n} contradiction candidate(s) recorded on their chunks (search hits say so; `jikji conflicts` lists them)"
         ),
         None => "conflicts: not looked for (no vectors: built with --no-embed; the detector needs dense similarity)".to_string(),
+    }
+}
+
+/// User + system CPU seconds of this process so far, all threads (`getrusage(2)`,
+/// `RUSAGE_SELF`); 0 where unavailable.
+pub fn cpu_seconds() -> f64 {
+    #[cfg(unix)]
+    {
+        // SAFETY: getrusage only writes the struct it is given.
+        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {
+            return 0.0;
+        }
+        let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        tv(u.ru_utime) + tv(u.ru_stime)
+    }
+    #[cfg(not(unix))]
+    {
+        0.0
+    }
+}
+
+/// CPU seconds per phase ([`cpu_seconds`] differences), as a build goes.
+#[derive(Debug, Clone, Default)]
+pub struct CpuLaps {
+    /// `(phase, CPU seconds)` in order.
+    pub laps: Vec<(String, f64)>,
+    at: f64,
+}
+
+impl CpuLaps {
+    /// Starts counting now.
+    pub fn start() -> Self {
+        CpuLaps {
+            laps: Vec::new(),
+            at: cpu_seconds(),
+        }
+    }
+
+    /// Records the CPU seconds since the last lap (or the start) as phase `name`.
+    pub fn lap(&mut self, name: &str) {
+        let now = cpu_seconds();
+        self.laps.push((name.to_string(), now - self.at));
+        self.at = now;
     }
 }

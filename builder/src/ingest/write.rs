@@ -6,7 +6,9 @@ use std::path::Path;
 
 use jikji_format::chunks::{write_chunks, ChunkStore};
 use jikji_format::hanja::HanjaMap;
-use jikji_format::paged::ENTRY_FILE;
+use jikji_format::bundle::PreviousPages;
+use jikji_format::paged::page::Encoded;
+use jikji_format::paged::{PageSink, ENTRY_FILE};
 use jikji_format::postings::LexicalIndex;
 use jikji_format::vectors::Vectors;
 use jikji_format::{
@@ -44,6 +46,54 @@ pub struct BundleParts<'a> {
     pub query_model: Option<&'a Path>,
     /// Threads for counting the chunks' tokens (the row order of the query model's pages).
     pub threads: usize,
+    /// The page files of the bundle this one replaces (`jikji update`): a page it has, proven
+    /// unchanged ([`PreviousPages::proven`]), is hard-linked instead of encoded and written
+    /// again ([`jikji_format::paged::PageSink`]). `None`: every page is written.
+    pub previous: Option<&'a PreviousPages>,
+}
+
+/// Where [`write_bundle`]'s pages go: the [`BundleWriter`], counting bytes per page kind,
+/// linking the previous bundle's proven pages.
+struct WriterSink<'a> {
+    w: &'a mut BundleWriter,
+    previous: Option<&'a PreviousPages>,
+    per_kind: std::collections::BTreeMap<String, u64>,
+}
+
+impl WriterSink<'_> {
+    fn count(&mut self, name: &str, bytes: u64) {
+        *self
+            .per_kind
+            .entry(format!("p/{}-*", &name[..1]))
+            .or_default() += bytes;
+    }
+}
+
+impl PageSink for WriterSink<'_> {
+    fn put(&mut self, page: Encoded) -> jikji_format::Result<()> {
+        self.w.add_page(&page.name, &page.bytes)?;
+        self.count(&page.name, page.bytes.len() as u64);
+        Ok(())
+    }
+
+    fn reuse(&mut self, name: &str, old: &str) -> jikji_format::Result<bool> {
+        let Some((path, rec)) = self.previous.and_then(|p| p.proven(old)) else {
+            return Ok(false);
+        };
+        if !self.w.link_page(name, &path, rec)? {
+            return Ok(false);
+        }
+        self.count(name, rec.bytes);
+        Ok(true)
+    }
+
+    fn previous_root(&self) -> Option<&jikji_format::paged::PagesRoot> {
+        self.previous.and_then(PreviousPages::root)
+    }
+
+    fn previous_body(&self, name: &str) -> Option<Vec<u8>> {
+        self.previous.and_then(|p| p.body(name))
+    }
 }
 
 /// The seed of the dense index's k-means (fixed: a rebuild of the same rows gives the same
@@ -124,10 +174,13 @@ fn write_dense_index(
 
 /// Writes a bundle atomically at `out`, as a paged bundle (format 2: `jikji.json` and
 /// pages under `p/`, see [`jikji_format::paged`]). Returns the manifest (as the entry holds
-/// it, `sources` included) and the bytes written per part (`jikji.json`, then per page
-/// kind: `p/d-*` dictionary, `p/o-*` postings, …). Errors: I/O on the temp folder or the
-/// swap; corrupt parts.
-pub fn write_bundle(out: &Path, p: BundleParts) -> Result<(Manifest, Vec<(String, u64)>)> {
+/// it, `sources` included), the bytes per part (`jikji.json`, then per page kind: `p/d-*`
+/// dictionary, `p/o-*` postings, …; linked pages count their size) and how many pages were
+/// written and linked. Errors: I/O on the temp folder or the swap; corrupt parts.
+pub fn write_bundle(
+    out: &Path,
+    p: BundleParts,
+) -> Result<(Manifest, Vec<(String, u64)>, PageCounts)> {
     let chunks_bin = if p.parents.is_empty() {
         write_chunks(p.records)?
     } else {
@@ -144,9 +197,19 @@ pub fn write_bundle(out: &Path, p: BundleParts) -> Result<(Manifest, Vec<(String
         .as_ref()
         .map(|(_, bytes)| Vectors::open(bytes))
         .transpose()?;
+    let mut seconds = Vec::new();
+    let mut t = std::time::Instant::now();
+    let mut lap = |name: &str, t: &mut std::time::Instant| {
+        seconds.push((name.to_string(), t.elapsed().as_secs_f64()));
+        *t = std::time::Instant::now();
+    };
     let mut w = BundleWriter::create(out)?;
-    let mut per_kind: std::collections::BTreeMap<String, u64> = Default::default();
-    let mut root = jikji_format::paged::write_pages_with(
+    let mut sink = WriterSink {
+        w: &mut w,
+        previous: p.previous,
+        per_kind: Default::default(),
+    };
+    let mut root = jikji_format::paged::write_pages_into(
         &jikji_format::paged::Parts {
             lexical: &lexical,
             chunks: &store,
@@ -154,13 +217,7 @@ pub fn write_bundle(out: &Path, p: BundleParts) -> Result<(Manifest, Vec<(String
             hanja: hanja.as_ref(),
             sources: &p.sources,
         },
-        &mut |page| {
-            w.add_page(&page.name, &page.bytes)?;
-            *per_kind
-                .entry(format!("p/{}-*", &page.name[..1]))
-                .or_default() += page.bytes.len() as u64;
-            Ok(())
-        },
+        &mut sink,
     )?;
     if let (Some(v), Some((model, _))) = (&vectors, &p.vectors) {
         if let Some(nlist) = p.settings.dense_index.nlist_for(v.len()) {
@@ -170,17 +227,12 @@ pub fn write_bundle(out: &Path, p: BundleParts) -> Result<(Manifest, Vec<(String
                 nlist,
                 p.probe_queries,
                 p.threads,
-                &mut |page| {
-                    w.add_page(&page.name, &page.bytes)?;
-                    *per_kind
-                        .entry(format!("p/{}-*", &page.name[..1]))
-                        .or_default() += page.bytes.len() as u64;
-                    Ok(())
-                },
+                &mut |page| sink.put(page),
             )?);
         }
     }
     drop((lexical, store, hanja, vectors));
+    lap("write.pages", &mut t);
     if let (Some(dir), Some((model, _))) = (p.query_model, &p.vectors) {
         let texts: Vec<&str> = p.records.iter().map(|r| r.text.as_str()).collect();
         // Refuse a pack made for another model before writing 60 MB of its pages.
@@ -193,15 +245,20 @@ pub fn write_bundle(out: &Path, p: BundleParts) -> Result<(Manifest, Vec<(String
                 bundle: model.sha256.clone(),
             });
         }
-        let q = jikji_query_model::paged::write_pages(dir, &texts, p.threads, &mut |page| {
-            w.add_page(&page.name, &page.bytes)?;
-            *per_kind
-                .entry(format!("p/{}-*", &page.name[..1]))
-                .or_default() += page.bytes.len() as u64;
-            Ok(())
-        })?;
+        let q = jikji_query_model::paged::write_pages_into(
+            dir,
+            &texts,
+            p.threads,
+            jikji_query_model::paged::RowLayout::default(),
+            &mut sink,
+        )?;
         root.query_model = Some(q);
+        lap("write.query-model", &mut t);
     }
+    let per_kind = std::mem::take(&mut sink.per_kind);
+    drop(sink);
+    let written = w.written();
+    let linked = w.linked();
     let model = p.vectors.map(|(info, _)| info);
     let s = p.settings;
     let manifest = Manifest {
@@ -237,10 +294,29 @@ pub fn write_bundle(out: &Path, p: BundleParts) -> Result<(Manifest, Vec<(String
     entry.sources = Vec::new(); // in the sources pages
     let mut manifest = w.finish(entry)?;
     manifest.sources = sources;
+    lap("write.finish", &mut t);
+    let pages = PageCounts {
+        written,
+        linked,
+        seconds,
+    };
     let elen = std::fs::metadata(out.join(ENTRY_FILE))
         .map(|m| m.len())
         .unwrap_or(0);
     let mut file_bytes = vec![(ENTRY_FILE.to_string(), elen)];
     file_bytes.extend(per_kind);
-    Ok((manifest, file_bytes))
+    Ok((manifest, file_bytes, pages))
+}
+
+/// How [`write_bundle`] stored a paged bundle's pages, and how long its parts took.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PageCounts {
+    /// Pages encoded and written.
+    pub written: usize,
+    /// Pages hard-linked from the previous bundle, unread ([`BundleParts::previous`]).
+    pub linked: usize,
+    /// Seconds of `write.pages` (the index's pages and the dense index),
+    /// `write.query-model` (its pages, when written) and `write.finish` (entry, page
+    /// records, sync, swap).
+    pub seconds: Vec<(String, f64)>,
 }

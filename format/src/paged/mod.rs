@@ -220,6 +220,81 @@ pub struct Parts<'a> {
     pub sources: &'a [SourceEntry],
 }
 
+/// Where a writer's pages go: stored as they are made ([`PageSink::put`]), or, when the
+/// writer knows a page is byte for byte one of the previous bundle's, taken from there
+/// without being encoded again ([`PageSink::reuse`]: `jikji update` hard-links it).
+///
+/// A page's name says its content (content-named pages: the digest of the body; numbered
+/// pages: the generation, a digest of all the run's bodies, and the number, which is in the
+/// header), so a writer that made the same name as a page of the previous bundle asks
+/// `reuse(name, name)`; the query model's row pages, whose bodies are known from the row
+/// map, may ask for another name (`jikji_query_model::paged`).
+pub trait PageSink {
+    /// Stores `page`. Errors: what the store returns (I/O).
+    fn put(&mut self, page: Encoded) -> Result<()>;
+    /// Stores page `name` with the bytes of the previous bundle's page `old`, which the
+    /// caller knows to be those `name` would get (same kind, number and raw body), without
+    /// reading them. `Ok(false)` when it cannot (no previous bundle, `old` not proven to be
+    /// the file its writer wrote, a failed link): nothing is stored and the caller puts the
+    /// page. The default: `Ok(false)`.
+    fn reuse(&mut self, _name: &str, _old: &str) -> Result<bool> {
+        Ok(false)
+    }
+    /// The previous bundle's page roots, for writers that tell unchanged pages by their
+    /// inputs (the query model's). The default: none.
+    fn previous_root(&self) -> Option<&PagesRoot> {
+        None
+    }
+    /// The raw body of the previous bundle's page `name`, read and verified
+    /// ([`page::decode_stored`]); `None` when there is none or it does not verify. The
+    /// default: none.
+    fn previous_body(&self, _name: &str) -> Option<Vec<u8>> {
+        None
+    }
+}
+
+/// A [`PageSink`] that hands every page to a closure and reuses nothing.
+pub struct FnSink<'a>(pub &'a mut dyn FnMut(Encoded) -> Result<()>);
+
+impl PageSink for FnSink<'_> {
+    fn put(&mut self, page: Encoded) -> Result<()> {
+        (self.0)(page)
+    }
+}
+
+/// Gives the pages of run `kind` (bodies in order) to `sink`: the generation over all the
+/// bodies ([`gen_of`]), then each page encoded unless `sink` reuses the previous bundle's
+/// page of the same name. The root equals [`numbered`]'s.
+fn put_numbered(
+    kind: Kind,
+    bodies: &[Vec<u8>],
+    per_page: usize,
+    sink: &mut dyn PageSink,
+) -> Result<Numbered> {
+    let gen = gen_of(bodies);
+    for (n, b) in bodies.iter().enumerate() {
+        let name = page::numbered_name(kind, &gen, n as u32);
+        if !sink.reuse(&name, &name)? {
+            sink.put(page::encode_numbered(kind, &gen, n as u32, b))?;
+        }
+    }
+    Ok(Numbered {
+        gen,
+        per_page,
+        pages: bodies.len(),
+    })
+}
+
+/// Gives a content-named page to `sink` (reused when the previous bundle has it); returns
+/// its name.
+fn put_named(kind: Kind, raw: &[u8], sink: &mut dyn PageSink) -> Result<String> {
+    let name = format!("{}-{}", kind.letter() as char, page::content_id(raw));
+    if !sink.reuse(&name, &name)? {
+        sink.put(page::encode(kind, raw))?;
+    }
+    Ok(name)
+}
+
 fn gen_of(bodies: &[Vec<u8>]) -> String {
     use sha2::{Digest, Sha256};
     let mut h = Sha256::new();
@@ -280,14 +355,15 @@ pub fn write_pages(parts: &Parts) -> Result<(PagesRoot, Vec<Encoded>)> {
 
 /// Gives the pages of run `kind` to `sink` without holding them all: pass 1 hashes the
 /// `count` raw bodies (`body(n)`) into the generation ([`gen_of`]'s digest, computed
-/// incrementally), pass 2 makes each body again, encodes it and hands it over. Returns the
-/// run's root, equal to [`numbered`]'s on the same bodies.
+/// incrementally), pass 2 makes each body again, encodes it and hands it over (unless `sink`
+/// reuses the previous bundle's page of that name). Returns the run's root, equal to
+/// [`numbered`]'s on the same bodies.
 fn numbered_to(
     kind: Kind,
     count: usize,
     per_page: usize,
     body: &dyn Fn(usize) -> Result<Vec<u8>>,
-    sink: &mut dyn FnMut(Encoded) -> Result<()>,
+    sink: &mut dyn PageSink,
 ) -> Result<Numbered> {
     use sha2::{Digest, Sha256};
     let mut h = Sha256::new();
@@ -298,7 +374,10 @@ fn numbered_to(
     }
     let gen = hex::encode(&h.finalize()[..8]);
     for n in 0..count {
-        sink(page::encode_numbered(kind, &gen, n as u32, &body(n)?))?;
+        let name = page::numbered_name(kind, &gen, n as u32);
+        if !sink.reuse(&name, &name)? {
+            sink.put(page::encode_numbered(kind, &gen, n as u32, &body(n)?))?;
+        }
     }
     Ok(Numbered {
         gen,
@@ -316,6 +395,13 @@ pub fn write_pages_with(
     parts: &Parts,
     sink: &mut dyn FnMut(Encoded) -> Result<()>,
 ) -> Result<PagesRoot> {
+    write_pages_into(parts, &mut FnSink(sink))
+}
+
+/// [`write_pages_with`] over a [`PageSink`]: a page whose name the previous bundle already
+/// has (same content, see [`PageSink`]) is reused instead of encoded and stored again. The
+/// pages and root are identical to [`write_pages`]'s.
+pub fn write_pages_into(parts: &Parts, sink: &mut dyn PageSink) -> Result<PagesRoot> {
     let lex = parts.lexical;
     let doc_lens = lex.doc_lens();
     let terms = lex.term_list();
@@ -332,7 +418,9 @@ pub fn write_pages_with(
         return Err(e);
     }
     for p in written.pages {
-        sink(p)?;
+        if !sink.reuse(&p.name, &p.name)? {
+            sink.put(p)?;
+        }
     }
 
     // Chunk pages: D records each, D chosen so the median page is ~4 kB raw.
@@ -377,9 +465,7 @@ pub fn write_pages_with(
         cols.parent.push(m.parent_doc);
     }
     cols.facets = Some(facets.finish());
-    let cp = page::encode(Kind::Columns, &cols.encode());
-    let columns = cp.name.clone();
-    sink(cp)?;
+    let columns = put_named(Kind::Columns, &cols.encode(), sink)?;
 
     // Hanja: groups of keys with the same (tag, first char) never split across pages.
     let mut hanja_keys = Vec::new();
@@ -407,21 +493,13 @@ pub fn write_pages_with(
             })?;
             hanja_keys.push(first);
         }
-        let (root, hp) = numbered(Kind::Hanja, bodies, 0);
-        for p in hp {
-            sink(p)?;
-        }
-        hanja = Some(root);
+        hanja = Some(put_numbered(Kind::Hanja, &bodies, 0, sink)?);
         let terms = parts.lexical.term_list();
         let table = expand::table(terms.iter().map(String::as_str), h);
         let (keys, bodies) = expand::write(&table);
         if !bodies.is_empty() {
-            let (root, xp) = numbered(Kind::Expansions, bodies, 0);
-            for p in xp {
-                sink(p)?;
-            }
+            expand = Some(put_numbered(Kind::Expansions, &bodies, 0, sink)?);
             expand_keys = keys;
-            expand = Some(root);
         }
     }
 
@@ -449,21 +527,20 @@ pub fn write_pages_with(
             })?,
         );
     }
-    let (sources, sp) = numbered(Kind::Sources, bodies, SOURCES_PER_PAGE);
-    for p in sp {
-        sink(p)?;
-    }
+    let sources = put_numbered(Kind::Sources, &bodies, SOURCES_PER_PAGE, sink)?;
 
     // The analyzer's Unicode tables, for engines without them compiled in (the browser's).
-    let mut unicode_page = |t| -> Result<String> {
-        let p = page::encode(Kind::Unicode, &crate::unicode::page_body(t));
-        let name = p.name.clone();
-        sink(p)?;
-        Ok(name)
-    };
     let unicode = Some(UnicodeRoot {
-        nfkc: unicode_page(crate::unicode::Table::Nfkc)?,
-        t2s: unicode_page(crate::unicode::Table::T2s)?,
+        nfkc: put_named(
+            Kind::Unicode,
+            &crate::unicode::page_body(crate::unicode::Table::Nfkc),
+            sink,
+        )?,
+        t2s: put_named(
+            Kind::Unicode,
+            &crate::unicode::page_body(crate::unicode::Table::T2s),
+            sink,
+        )?,
     });
 
     let total_doc_len = doc_lens.iter().map(|&l| u64::from(l)).sum();
@@ -1011,6 +1088,33 @@ pub fn all_pages(root: &PagesRoot) -> Vec<String> {
     out
 }
 
+/// The names of the pages a native reader needs for a bundle's records, vectors and sources
+/// table (the chunk, vector and sources pages of `root`): what `jikji update` reads of the
+/// bundle it updates.
+pub fn record_pages(root: &PagesRoot) -> Vec<String> {
+    let mut out: Vec<String> = (0..root.chunks.pages)
+        .map(|n| root.chunks.name(Kind::Chunks, n))
+        .collect();
+    if let Some(v) = &root.vectors {
+        out.extend((0..v.pages).map(|n| v.name(Kind::Vectors, n)));
+    }
+    out.extend((0..root.sources.pages).map(|n| root.sources.name(Kind::Sources, n)));
+    out
+}
+
+/// The sources table of a paged bundle from its sources pages in `cache`, in order.
+/// Errors: [`FormatError::PageMissing`], DataCorruption naming the page.
+pub fn sources_table(root: &PagesRoot, cache: &PageCache) -> Result<Vec<SourceEntry>> {
+    let mut sources = Vec::new();
+    for n in 0..root.sources.pages {
+        let name = root.sources.name(Kind::Sources, n);
+        let body = cache.require(&name)?;
+        let part: Vec<SourceEntry> = crate::json::from_slice(&body, &format!("p/{name}"))?;
+        sources.extend(part);
+    }
+    Ok(sources)
+}
+
 /// The paged lexicon of a bundle with page roots `root` over `cache`.
 pub fn lexicon(
     root: &PagesRoot,
@@ -1113,13 +1217,7 @@ pub fn whole_parts(
             Some(HanjaMap::from_keys(&keys)?.as_bytes().to_vec())
         }
     };
-    let mut sources = Vec::new();
-    for n in 0..root.sources.pages {
-        let name = root.sources.name(Kind::Sources, n);
-        let body = cache.require(&name)?;
-        let part: Vec<SourceEntry> = crate::json::from_slice(&body, &format!("p/{name}"))?;
-        sources.extend(part);
-    }
+    let sources = sources_table(root, cache)?;
     Ok(WholeParts {
         terms_fst,
         postings,
@@ -1152,10 +1250,10 @@ mod tests {
             bodies.len(),
             7,
             &|n| Ok(bodies[n].clone()),
-            &mut |p| {
+            &mut FnSink(&mut |p| {
                 streamed.push(p);
                 Ok(())
-            },
+            }),
         )
         .unwrap();
         assert_eq!(root, root2);

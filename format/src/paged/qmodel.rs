@@ -17,7 +17,9 @@
 //!   *tail*) in the root's [`RowOrder`]: [`RowOrder::Script`] (written now) groups them by the
 //!   [`script_class`] of their piece, ascending id within a class; [`RowOrder::Id`] (bundles
 //!   written before it) in ascending id. Ids are distinct and below `vocab`.
-//! - `r-<gen>-<n>` **row pages**: the Q4_0 rows of slots `n·p … n·p + p − 1` with
+//! - `r-<gen>-<n>` **row pages** (`gen`: a digest of the pack's hash, the layout and the row
+//!   map's body, `jikji_query_model::paged::rows_gen`, not of the 54 MB of rows, so a writer
+//!   names them without making them): the Q4_0 rows of slots `n·p … n·p + p − 1` with
 //!   `p = rows.per_page` ([`ROWS_PER_PAGE`] = 8 now; 16 in bundles written before),
 //!   `row_bytes` each, concatenated (the last page fewer). Grouping by corpus frequency keeps
 //!   a query about the bundle on few pages; for queries whose tokens the corpus lacks, 8-row
