@@ -46,6 +46,8 @@ pub enum DenseIndex {
     Ivf {
         /// Number of lists.
         nlist: Option<usize>,
+        /// Binary codes with int8 rescoring (`ivf-binary`) instead of int8 lists.
+        binary: bool,
     },
     /// IVF from [`AUTO_MIN_CHUNKS`] chunks on, else exact (default).
     #[default]
@@ -53,15 +55,30 @@ pub enum DenseIndex {
 }
 
 impl DenseIndex {
-    /// Parses `exact`, `ivf`, `ivf:NLIST` or `auto`; `None` otherwise.
+    /// Parses `exact`, `ivf`, `ivf:NLIST`, `ivf-binary`, `ivf-binary:NLIST` or `auto`;
+    /// `None` otherwise.
     pub fn parse(s: &str) -> Option<Self> {
         match s {
             "exact" => Some(DenseIndex::Exact),
             "auto" => Some(DenseIndex::Auto),
-            "ivf" => Some(DenseIndex::Ivf { nlist: None }),
+            "ivf" => Some(DenseIndex::Ivf {
+                nlist: None,
+                binary: false,
+            }),
+            "ivf-binary" => Some(DenseIndex::Ivf {
+                nlist: None,
+                binary: true,
+            }),
             _ => {
-                let n: usize = s.strip_prefix("ivf:")?.parse().ok()?;
-                (n > 0).then_some(DenseIndex::Ivf { nlist: Some(n) })
+                let (binary, n) = match s.strip_prefix("ivf-binary:") {
+                    Some(n) => (true, n),
+                    None => (false, s.strip_prefix("ivf:")?),
+                };
+                let n: usize = n.parse().ok()?;
+                (n > 0).then_some(DenseIndex::Ivf {
+                    nlist: Some(n),
+                    binary,
+                })
             }
         }
     }
@@ -71,8 +88,22 @@ impl DenseIndex {
         match self {
             DenseIndex::Exact => "exact".into(),
             DenseIndex::Auto => "auto".into(),
-            DenseIndex::Ivf { nlist: None } => "ivf".into(),
-            DenseIndex::Ivf { nlist: Some(n) } => format!("ivf:{n}"),
+            DenseIndex::Ivf { nlist, binary } => {
+                let kind = if binary { "ivf-binary" } else { "ivf" };
+                match nlist {
+                    None => kind.into(),
+                    Some(n) => format!("{kind}:{n}"),
+                }
+            }
+        }
+    }
+
+    /// True if the lists of an index built for `n` chunks hold binary codes.
+    pub fn binary_for(self, n: usize) -> bool {
+        match self {
+            DenseIndex::Ivf { binary, .. } => binary,
+            DenseIndex::Auto => n >= AUTO_MIN_CHUNKS,
+            DenseIndex::Exact => false,
         }
     }
 
@@ -84,8 +115,8 @@ impl DenseIndex {
         match self {
             DenseIndex::Exact => None,
             DenseIndex::Auto if n < AUTO_MIN_CHUNKS => None,
-            DenseIndex::Auto | DenseIndex::Ivf { nlist: None } => Some(default_nlist(n)),
-            DenseIndex::Ivf { nlist: Some(l) } => Some(l.clamp(1, n)),
+            DenseIndex::Auto | DenseIndex::Ivf { nlist: None, .. } => Some(default_nlist(n)),
+            DenseIndex::Ivf { nlist: Some(l), .. } => Some(l.clamp(1, n)),
         }
     }
 }
@@ -384,14 +415,20 @@ mod tests {
 
     #[test]
     fn settings_parse_and_choose() {
-        for s in ["exact", "auto", "ivf", "ivf:64"] {
+        for s in ["exact", "auto", "ivf", "ivf:64", "ivf-binary", "ivf-binary:64"] {
             assert_eq!(DenseIndex::parse(s).unwrap().name(), s);
         }
         assert!(DenseIndex::parse("ivf:0").is_none() && DenseIndex::parse("hnsw").is_none());
         assert_eq!(DenseIndex::Auto.nlist_for(5_000), None);
         assert_eq!(DenseIndex::Auto.nlist_for(1_000_000), Some(2000));
-        assert_eq!(DenseIndex::Ivf { nlist: None }.nlist_for(22_121), Some(297));
-        assert_eq!(DenseIndex::Ivf { nlist: Some(50) }.nlist_for(10), Some(10));
+        let ivf = |nlist| DenseIndex::Ivf {
+            nlist,
+            binary: false,
+        };
+        assert_eq!(ivf(None).nlist_for(22_121), Some(297));
+        assert_eq!(ivf(Some(50)).nlist_for(10), Some(10));
+        assert!(DenseIndex::parse("ivf-binary:8").unwrap().binary_for(10));
+        assert!(DenseIndex::parse("ivf-binary:x").is_none());
         assert_eq!(DenseIndex::Exact.nlist_for(1_000_000), None);
         assert_eq!(default_nprobe(297), 75);
     }

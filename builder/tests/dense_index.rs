@@ -209,7 +209,10 @@ fn with_model(corpus: &Path, out: &Path) -> IngestOptions {
 
 fn ivf_settings(nlist: usize) -> BundleSettings {
     BundleSettings {
-        dense_index: DenseIndex::Ivf { nlist: Some(nlist) },
+        dense_index: DenseIndex::Ivf {
+            nlist: Some(nlist),
+            binary: false,
+        },
         ..BundleSettings::default()
     }
 }

@@ -18,10 +18,18 @@
 //! Hybrid fusion needs a dense score for BM25 hits that were not scanned: they get the
 //! lowest score scanned ([`IvfScan::score_of`]), a floor under every scanned chunk (those
 //! chunks lie in lists whose centroids the query is farther from).
+//!
+//! Binary lists ([`jikji_format::paged::ivf::BinaryList`]): each scanned chunk gets the
+//! estimate `q·ĉ_j + α_i·(q·sign(r_i))` of its exact score; the `rescore · min(k, 10)`
+//! best allowed estimates are the candidates, whose int8 rows the `i` pages bring in one
+//! more round, scored exactly as the exact scan scores them. The ranking is the
+//! candidates by exact score, then (to keep it `k` deep) the other scanned chunks by
+//! estimate, each capped at the lowest rescored score so the order stays monotone; fusion
+//! sees exact scores for the candidates and estimates for the others.
 
 use std::collections::HashMap;
 
-use jikji_format::paged::ivf::{self, IvfRoot, ListPage};
+use jikji_format::paged::ivf::{self, BinaryList, IvfRoot, ListPage, SignTables};
 use jikji_format::{Bundle, FormatError};
 
 use crate::centring::RowScorer;
@@ -47,6 +55,10 @@ impl IvfScan {
         self.scanned.get(&doc).copied().unwrap_or(self.floor)
     }
 }
+
+/// Hits whose candidates a binary index rescores per unit of oversampling: the recall the
+/// rescoring protects is recall@10.
+pub const RESCORE_DEPTH: usize = 10;
 
 /// The lists of `root` ranked for the query of `scorer`: `(list, q·c)`, best first, ties by
 /// list number. Errors: PageMissing (a centroid page not loaded: recorded), DataCorruption.
@@ -118,15 +130,21 @@ fn background(
 /// ranking shorter than the unfiltered scan of those lists, nor shorter than `fill` (the
 /// hits asked for). Errors: PageMissing (pages recorded in the cache: the caller
 /// fetches them and runs the pass again), DataCorruption naming a page.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn scan(
     bundle: &Bundle,
     root: &IvfRoot,
     scorer: &RowScorer,
     k: usize,
     nprobe: usize,
+    rescore: Option<usize>,
     fill: usize,
     allow: Option<&[bool]>,
 ) -> Result<IvfScan, EngineError> {
+    if root.is_binary() {
+        let x = rescore.or(root.rescore).unwrap_or(ivf::DEFAULT_RESCORE);
+        return scan_binary(bundle, root, scorer, k, nprobe, x, fill, allow);
+    }
     let chunks = bundle.manifest().counts.chunks;
     let dim = bundle.pages().map_or(0, |p| p.dim);
     let order = ranked_lists(bundle, root, scorer, dim)?;
@@ -175,6 +193,128 @@ pub(crate) fn scan(
         let ratio = want.div_ceil(allowed.len().max(1));
         probe = probe.saturating_mul(2).max(probe.saturating_mul(ratio));
     }
+}
+
+/// [`scan`] through binary lists, rescoring `rescore · min(k, RESCORE_DEPTH)` candidates
+/// (`rescore` 0: none, the ranking is by estimate alone).
+#[allow(clippy::too_many_arguments)]
+fn scan_binary(
+    bundle: &Bundle,
+    root: &IvfRoot,
+    scorer: &RowScorer,
+    k: usize,
+    nprobe: usize,
+    rescore: usize,
+    fill: usize,
+    allow: Option<&[bool]>,
+) -> Result<IvfScan, EngineError> {
+    let chunks = bundle.manifest().counts.chunks;
+    let dim = bundle.pages().map_or(0, |p| p.dim);
+    let order = ranked_lists(bundle, root, scorer, dim)?;
+    let background = background(bundle, root, scorer, chunks, dim)?;
+    let cache = bundle.cache().ok_or_else(not_paged)?;
+    let tables = SignTables::new(scorer.query());
+    let mut probe = nprobe.clamp(1, root.nlist);
+    let mut target = None;
+    // (doc, estimate, list-order position) of every scanned chunk, and of the allowed ones.
+    let (estimates, allowed) = loop {
+        let probed = &order[..probe.min(order.len())];
+        let bodies: Vec<_> = probed
+            .iter()
+            .map(|(j, _)| cache.get(&root.list_page(*j as usize)))
+            .collect();
+        if bodies.iter().any(Option::is_none) {
+            return Err(FormatError::PageMissing {
+                name: root.list_page(probed[0].0 as usize),
+            }
+            .into());
+        }
+        let mut estimates: Vec<(u32, f32, usize)> = Vec::new();
+        let mut allowed: Vec<(u32, f32, usize)> = Vec::new();
+        for ((j, qc), body) in probed.iter().zip(bodies) {
+            let name = root.list_page(*j as usize);
+            let list = BinaryList::open(&name, &body.expect("checked"), chunks, dim)?;
+            for (i, &doc) in list.docs.iter().enumerate() {
+                let e = (doc, list.estimate(i, *qc, &tables), list.first + i);
+                estimates.push(e);
+                if allows(allow, doc) {
+                    allowed.push(e);
+                }
+            }
+        }
+        let want = *target.get_or_insert(k.min(fill.max(estimates.len())));
+        if allowed.len() >= want || probed.len() == order.len() {
+            break (estimates, allowed);
+        }
+        let ratio = want.div_ceil(allowed.len().max(1));
+        probe = probe.saturating_mul(2).max(probe.saturating_mul(ratio));
+    };
+    let by_estimate = |a: &(u32, f32, usize), b: &(u32, f32, usize)| {
+        b.1.total_cmp(&a.1).then(a.0.cmp(&b.0))
+    };
+    let mut allowed = allowed;
+    allowed.sort_by(by_estimate);
+    let take = rescore
+        .saturating_mul(k.min(RESCORE_DEPTH))
+        .min(allowed.len());
+    let candidates = &allowed[..take];
+    // Ask for every candidate's row page before failing, so they come in one round.
+    let mut pages: Vec<(String, usize)> = candidates
+        .iter()
+        .map(|c| {
+            root.row_page(c.2)
+                .ok_or_else(|| corrupt_root("a binary index without row pages"))
+        })
+        .collect::<Result<_, _>>()?;
+    let bodies: HashMap<String, _> = {
+        let mut names: Vec<&String> = pages.iter().map(|p| &p.0).collect();
+        names.sort();
+        names.dedup();
+        names.into_iter().map(|n| (n.clone(), cache.get(n))).collect()
+    };
+    if let Some((name, _)) = bodies.iter().find(|(_, b)| b.is_none()) {
+        return Err(FormatError::PageMissing { name: name.clone() }.into());
+    }
+    let per = root.rows.as_ref().map_or(1, |r| r.per_page.max(1));
+    let mut opened: HashMap<String, jikji_format::vectors::Vectors> = HashMap::new();
+    let mut exact: Vec<Scored> = Vec::with_capacity(take);
+    for (c, (name, at)) in candidates.iter().zip(pages.drain(..)) {
+        if !opened.contains_key(&name) {
+            let body = bodies[&name].as_ref().expect("checked");
+            let rows = root.rows_on_page(c.2 / per, chunks);
+            let v = ivf::open_rows(&name, body, rows, dim)?;
+            opened.insert(name.clone(), v);
+        }
+        exact.push((c.0, scorer.score(c.0 as usize, &opened[&name], at)));
+    }
+    let mut ranked = top_k(exact.clone(), k);
+    let cap = exact.iter().map(|e| e.1).fold(f32::INFINITY, f32::min);
+    if ranked.len() < k {
+        // The rest by estimate, under every rescored score.
+        ranked.extend(
+            allowed[take..]
+                .iter()
+                .take(k - ranked.len())
+                .map(|e| (e.0, e.1.min(cap))),
+        );
+    }
+    let mut scanned: HashMap<u32, f32> = estimates.iter().map(|e| (e.0, e.1.min(cap))).collect();
+    scanned.extend(exact.iter().copied());
+    let floor = scanned.values().copied().fold(f32::INFINITY, f32::min);
+    Ok(IvfScan {
+        ranked,
+        floor: if floor.is_finite() { floor } else { 0.0 },
+        scanned,
+        background,
+    })
+}
+
+fn corrupt_root(m: &str) -> EngineError {
+    EngineError::Format(FormatError::corrupt(
+        jikji_format::paged::ENTRY_FILE,
+        0,
+        m.to_string(),
+    ))
 }
 
 fn not_paged() -> EngineError {

@@ -60,6 +60,7 @@ fn write_dense_index(
     v: &Vectors,
     model: &ModelInfo,
     nlist: usize,
+    binary: bool,
     queries: &[Vec<f32>],
     threads: usize,
     sink: &mut dyn FnMut(jikji_format::paged::page::Encoded) -> jikji_format::Result<()>,
@@ -109,11 +110,28 @@ fn write_dense_index(
             ),
         )
     };
+    let scoring = |i: usize| {
+        let (scale, row) = v.row(i);
+        match &centring {
+            Some(c) => c.scoring_vector(i, scale, row),
+            None => v.get(i),
+        }
+    };
+    let codes = if binary {
+        jikji_format::paged::ivf::ListCodes::Binary {
+            scoring: &scoring,
+            rows_per_page: jikji_format::paged::ivf::INDEX_ROWS_PER_PAGE,
+            rescore: jikji_format::paged::ivf::DEFAULT_RESCORE,
+        }
+    } else {
+        jikji_format::paged::ivf::ListCodes::Int8
+    };
     let mut root = jikji_format::paged::ivf::write_pages(
         &jikji_format::paged::ivf::IvfParts {
             centroids: &ivf.centroids,
             lists: &ivf.lists,
             nprobe,
+            codes,
         },
         v,
         sink,
@@ -168,6 +186,7 @@ pub fn write_bundle(out: &Path, p: BundleParts) -> Result<(Manifest, Vec<(String
                 v,
                 model,
                 nlist,
+                p.settings.dense_index.binary_for(v.len()),
                 p.probe_queries,
                 p.threads,
                 &mut |page| {
