@@ -232,6 +232,22 @@ pub fn build(
     seed: u64,
     threads: usize,
 ) -> Result<Ivf> {
+    build_with(vectors, centring, nlist, seed, threads, TRAIN_PER_LIST, MAX_ITERATIONS)
+}
+
+/// [`build`] with `train_per_list` training points per list at most (instead of
+/// [`TRAIN_PER_LIST`]) and at most `iterations` k-means rounds (instead of
+/// [`MAX_ITERATIONS`]): the 1M-vector bench trains on fewer points (Faiss warns below 39
+/// per centroid) to fit its time. Errors: no vectors.
+pub fn build_with(
+    vectors: &Vectors,
+    centring: Option<&ChunkCentring>,
+    nlist: usize,
+    seed: u64,
+    threads: usize,
+    train_per_list: usize,
+    iterations: usize,
+) -> Result<Ivf> {
     let n = vectors.len();
     if n == 0 {
         return Err(BuildError::Ivf("no vectors to index".into()));
@@ -247,7 +263,7 @@ pub fn build(
             }
         })
         .collect();
-    let train_n = n.min(TRAIN_PER_LIST.saturating_mul(k));
+    let train_n = n.min(train_per_list.max(1).saturating_mul(k));
     let train: Vec<Vec<f32>> = (0..train_n)
         .map(|t| points[t * n / train_n].clone())
         .collect();
@@ -282,7 +298,7 @@ pub fn build(
         })
         .collect();
     let mut labels: Vec<(u32, f32)> = Vec::new();
-    for _ in 0..MAX_ITERATIONS {
+    for _ in 0..iterations {
         let next = assign(&train, &centroids, threads);
         let same = next.iter().map(|l| l.0).eq(labels.iter().map(|l| l.0));
         labels = next;

@@ -63,18 +63,17 @@ pub const RESCORE_DEPTH: usize = 10;
 /// The lists of `root` ranked for the query of `scorer`: `(list, q·c)`, best first, ties by
 /// list number. Errors: PageMissing (a centroid page not loaded: recorded), DataCorruption.
 fn ranked_lists(
-    bundle: &Bundle,
+    cache: &dyn IndexPages,
     root: &IvfRoot,
     scorer: &RowScorer,
     dim: usize,
 ) -> Result<Vec<(u32, f32)>, EngineError> {
-    let cache = bundle.cache().ok_or_else(not_paged)?;
     // Ask for every centroid page and the sample page before failing, so they come in one
     // round.
     let bodies: Vec<_> = (0..root.centroids.pages)
-        .map(|n| cache.get(&root.centroid_page(n)))
+        .map(|n| cache.page(&root.centroid_page(n)))
         .collect();
-    let sample = cache.get(&root.sample_page());
+    let sample = cache.page(&root.sample_page());
     if bodies.iter().any(Option::is_none) || sample.is_none() {
         return Err(FormatError::PageMissing {
             name: root.centroid_page(0),
@@ -98,15 +97,16 @@ fn ranked_lists(
 /// The background `(mean, std)` of the query over the sample page (floored at 1e-4, as
 /// [`crate::fusion::dense_background`]).
 fn background(
-    bundle: &Bundle,
+    cache: &dyn IndexPages,
     root: &IvfRoot,
     scorer: &RowScorer,
     chunks: usize,
     dim: usize,
 ) -> Result<(f32, f32), EngineError> {
-    let cache = bundle.cache().ok_or_else(not_paged)?;
     let name = root.sample_page();
-    let body = cache.require(&name)?;
+    let body = cache
+        .page(&name)
+        .ok_or(FormatError::PageMissing { name: name.clone() })?;
     let docs: Vec<usize> = ivf::sample_docs(chunks).collect();
     if docs.is_empty() {
         return Ok((0.0, 1.0));
@@ -141,22 +141,84 @@ pub(crate) fn scan(
     fill: usize,
     allow: Option<&[bool]>,
 ) -> Result<IvfScan, EngineError> {
+    let cache = bundle.cache().ok_or_else(not_paged)?;
+    let at = Place {
+        chunks: bundle.manifest().counts.chunks,
+        dim: bundle.pages().map_or(0, |p| p.dim),
+    };
+    scan_pages(cache.as_ref(), at, root, scorer, k, nprobe, rescore, fill, allow)
+}
+
+/// Where a scan reads: the bundle's chunk count and vector dimension.
+#[derive(Debug, Clone, Copy)]
+pub struct Place {
+    /// Chunks of the bundle (`counts.chunks`).
+    pub chunks: usize,
+    /// Vector dimension (`pages.dim`).
+    pub dim: usize,
+}
+
+/// The pages a dense-index scan reads: a paged bundle's page cache, or (benches) any
+/// map of page bodies that records what it lacks.
+pub trait IndexPages {
+    /// The raw body of page `name`, or `None` when it is not at hand (the source records
+    /// the name, so the caller can fetch it and run the scan again).
+    fn page(&self, name: &str) -> Option<std::sync::Arc<Vec<u8>>>;
+}
+
+impl IndexPages for jikji_format::paged::cache::PageCache {
+    fn page(&self, name: &str) -> Option<std::sync::Arc<Vec<u8>>> {
+        self.get(name)
+    }
+}
+
+/// The `k` best chunks of a centred query `q` (no per-language centring: the rows scored
+/// as stored) through the dense index `root` over `pages`, exactly as the engine's dense
+/// mode ranks them without filters: `(doc, score)`, best first. `nprobe` lists (clamped to
+/// `1..=nlist`); `rescore` the binary oversampling (`None`: the root's). For benches of
+/// indexes built outside a bundle (the 1M-vector bench, `jikji_builder::ivf`). Errors:
+/// PageMissing (the first page of a round the source lacks; the source recorded all of
+/// them), DataCorruption naming a page.
+pub fn search_pages(
+    pages: &dyn IndexPages,
+    at: Place,
+    root: &IvfRoot,
+    q: &[f32],
+    k: usize,
+    nprobe: usize,
+    rescore: Option<usize>,
+) -> Result<Vec<Scored>, EngineError> {
+    let scorer = RowScorer::new(None, q);
+    Ok(scan_pages(pages, at, root, &scorer, k, nprobe, rescore, k, None)?.ranked)
+}
+
+/// [`scan`] over any page source.
+#[allow(clippy::too_many_arguments)]
+fn scan_pages(
+    cache: &dyn IndexPages,
+    at: Place,
+    root: &IvfRoot,
+    scorer: &RowScorer,
+    k: usize,
+    nprobe: usize,
+    rescore: Option<usize>,
+    fill: usize,
+    allow: Option<&[bool]>,
+) -> Result<IvfScan, EngineError> {
     if root.is_binary() {
         let x = rescore.or(root.rescore).unwrap_or(ivf::DEFAULT_RESCORE);
-        return scan_binary(bundle, root, scorer, k, nprobe, x, fill, allow);
+        return scan_binary(cache, at, root, scorer, k, nprobe, x, fill, allow);
     }
-    let chunks = bundle.manifest().counts.chunks;
-    let dim = bundle.pages().map_or(0, |p| p.dim);
-    let order = ranked_lists(bundle, root, scorer, dim)?;
-    let background = background(bundle, root, scorer, chunks, dim)?;
-    let cache = bundle.cache().ok_or_else(not_paged)?;
+    let Place { chunks, dim } = at;
+    let order = ranked_lists(cache, root, scorer, dim)?;
+    let background = background(cache, root, scorer, chunks, dim)?;
     let mut probe = nprobe.clamp(1, root.nlist);
     let mut target = None;
     loop {
         let probed = &order[..probe.min(order.len())];
         let bodies: Vec<_> = probed
             .iter()
-            .map(|(j, _)| cache.get(&root.list_page(*j as usize)))
+            .map(|(j, _)| cache.page(&root.list_page(*j as usize)))
             .collect();
         if bodies.iter().any(Option::is_none) {
             return Err(FormatError::PageMissing {
@@ -199,7 +261,8 @@ pub(crate) fn scan(
 /// (`rescore` 0: none, the ranking is by estimate alone).
 #[allow(clippy::too_many_arguments)]
 fn scan_binary(
-    bundle: &Bundle,
+    cache: &dyn IndexPages,
+    at: Place,
     root: &IvfRoot,
     scorer: &RowScorer,
     k: usize,
@@ -208,11 +271,9 @@ fn scan_binary(
     fill: usize,
     allow: Option<&[bool]>,
 ) -> Result<IvfScan, EngineError> {
-    let chunks = bundle.manifest().counts.chunks;
-    let dim = bundle.pages().map_or(0, |p| p.dim);
-    let order = ranked_lists(bundle, root, scorer, dim)?;
-    let background = background(bundle, root, scorer, chunks, dim)?;
-    let cache = bundle.cache().ok_or_else(not_paged)?;
+    let Place { chunks, dim } = at;
+    let order = ranked_lists(cache, root, scorer, dim)?;
+    let background = background(cache, root, scorer, chunks, dim)?;
     let tables = SignTables::new(scorer.query());
     let mut probe = nprobe.clamp(1, root.nlist);
     let mut target = None;
@@ -221,7 +282,7 @@ fn scan_binary(
         let probed = &order[..probe.min(order.len())];
         let bodies: Vec<_> = probed
             .iter()
-            .map(|(j, _)| cache.get(&root.list_page(*j as usize)))
+            .map(|(j, _)| cache.page(&root.list_page(*j as usize)))
             .collect();
         if bodies.iter().any(Option::is_none) {
             return Err(FormatError::PageMissing {
@@ -270,7 +331,7 @@ fn scan_binary(
         let mut names: Vec<&String> = pages.iter().map(|p| &p.0).collect();
         names.sort();
         names.dedup();
-        names.into_iter().map(|n| (n.clone(), cache.get(n))).collect()
+        names.into_iter().map(|n| (n.clone(), cache.page(n))).collect()
     };
     if let Some((name, _)) = bodies.iter().find(|(_, b)| b.is_none()) {
         return Err(FormatError::PageMissing { name: name.clone() }.into());
