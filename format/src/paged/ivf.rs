@@ -19,11 +19,14 @@
 //!   `vectors.bin` body (the dense z-score background, `jikji_engine::fusion`).
 //!
 //! With binary codes (`codes` = [`CODES_BINARY`]) a `j` page holds, instead of the rows,
-//! one sign bit per dimension of each chunk's *residual* `r_i = y_i − ĉ_j` (its scoring
-//! vector minus the list's stored, dequantized centroid: centring on the list's centroid,
-//! the IVF-ADC residual of Jégou et al. 2011 §4.1, which is centring on a local mean) and a
-//! per-row length `α_i = ‖r_i‖₁ / dim` (the least-squares scale of `sign(r_i)`), so that
-//! `q·ĉ_j + α_i·(q·sign(r_i))` estimates the exact score `q·y_i` ([`BinaryList::estimate`]).
+//! for each chunk its projection `p_i = y_i·ĉ_j / ĉ_j·ĉ_j` on the list's stored
+//! (dequantized) centroid and one sign bit per dimension of the *residual* `r_i = y_i −
+//! p_i·ĉ_j` (centring on the list's centroid, the IVF-ADC residual of Jégou et al. 2011
+//! §4.1, taken after the projection: scoring vectors need not be unit long, e.g. with the
+//! `shift` centring, and a residual to the unit centroid would spend its bits on the
+//! length), with a per-row length `α_i = ‖r_i‖₁ / dim` (the least-squares scale of
+//! `sign(r_i)`), so that `p_i·(q·ĉ_j) + α_i·(q·sign(r_i))` estimates the exact score
+//! `q·y_i` ([`BinaryList::estimate`]).
 //! The engine rescores the best estimates with their int8 rows, read from the `i` pages
 //! (the `v` rows again, in list order: list 0's rows, then list 1's, …,
 //! [`IvfRoot::rows`]`.per_page` per page) for the candidates only.
@@ -425,7 +428,8 @@ pub fn code_bytes(dim: usize) -> usize {
 
 /// The raw body of a binary list page: `varint count`, `varint first` (the list-order
 /// position of its first row: the `i` pages hold row `first + i` for its chunk `i`), the
-/// doc-id deltas, `f32` (LE) `amax`, `count` bytes `a_i` (`α_i ≈ amax · a_i / 255`), then
+/// doc-id deltas, `f32` (LE) `amax`, `pmin`, `pmax`, `count` bytes `a_i` (`α_i ≈ amax ·
+/// a_i / 255`), `count` bytes `b_i` (`p_i ≈ pmin + (pmax − pmin) · b_i / 255`), then
 /// `count × ⌈dim/8⌉` bytes of sign bits (bit `t % 8` of byte `t / 8` set iff the
 /// residual's component `t` is > 0).
 fn binary_list_body(
@@ -445,7 +449,9 @@ fn binary_list_body(
         prev = d;
     }
     let mut alphas = Vec::with_capacity(docs.len());
+    let mut projs = Vec::with_capacity(docs.len());
     let mut codes = Vec::with_capacity(docs.len() * nb);
+    let cc: f32 = centroid.iter().map(|c| c * c).sum();
     for &d in docs {
         let y = scoring(d as usize);
         if y.len() != dim {
@@ -454,10 +460,16 @@ fn binary_list_body(
                 y.len()
             )));
         }
+        let yc: f32 = y.iter().zip(centroid).map(|(a, c)| a * c).sum();
+        let p = if cc > 0.0 && (yc / cc).is_finite() {
+            yc / cc
+        } else {
+            0.0
+        };
         let mut bits = vec![0u8; nb];
         let mut l1 = 0f32;
         for (t, (a, c)) in y.iter().zip(centroid).enumerate() {
-            let r = a - c;
+            let r = a - p * c;
             l1 += r.abs();
             if r > 0.0 {
                 bits[t / 8] |= 1 << (t % 8);
@@ -465,13 +477,26 @@ fn binary_list_body(
         }
         let a = l1 / dim.max(1) as f32;
         alphas.push(if a.is_finite() { a } else { 0.0 });
+        projs.push(p);
         codes.extend(bits);
     }
     let amax = alphas.iter().fold(0f32, |m, &a| m.max(a));
+    let pmin = projs.iter().copied().fold(f32::INFINITY, f32::min);
+    let pmax = projs.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let (pmin, pmax) = if pmin.is_finite() { (pmin, pmax) } else { (0.0, 0.0) };
     out.extend(amax.to_le_bytes());
+    out.extend(pmin.to_le_bytes());
+    out.extend(pmax.to_le_bytes());
     out.extend(alphas.iter().map(|&a| {
         if amax > 0.0 {
             (a / amax * 255.0).round().clamp(0.0, 255.0) as u8
+        } else {
+            0
+        }
+    }));
+    out.extend(projs.iter().map(|&p| {
+        if pmax > pmin {
+            ((p - pmin) / (pmax - pmin) * 255.0).round().clamp(0.0, 255.0) as u8
         } else {
             0
         }
@@ -488,6 +513,8 @@ pub struct BinaryList {
     pub first: usize,
     /// Per-row residual length `α_i` (dequantized).
     pub alphas: Vec<f32>,
+    /// Per-row projection `p_i` on the list's centroid (dequantized).
+    pub projs: Vec<f32>,
     /// `docs.len() × ⌈dim/8⌉` bytes of sign bits.
     pub codes: Vec<u8>,
 }
@@ -496,15 +523,17 @@ impl BinaryList {
     /// Decodes the raw body of binary list page `name` of a bundle of `chunks` chunks with
     /// vectors of `dim`. Errors (DataCorruption naming `p/<name>` and the byte offset): a
     /// count larger than the body could hold, `first + count` beyond `chunks`, ids not
-    /// ascending or not below `chunks`, a non-finite or negative `amax`, a body whose
-    /// length is not exactly what the count needs.
+    /// ascending or not below `chunks`, a non-finite or negative `amax`, a non-finite
+    /// `pmin`/`pmax` or `pmin > pmax`, a body whose length is not exactly what the count
+    /// needs.
     pub fn open(name: &str, body: &[u8], chunks: usize, dim: usize) -> Result<Self> {
         let file = format!("p/{name}");
         let nb = code_bytes(dim);
         let mut r = Reader::new(&file, body, 0);
         let count = r.varint()?;
-        // Each row takes at least 1 id byte, 1 length byte and nb code bytes.
-        let room = (body.len() - r.pos()) / (nb + 2);
+        // Each row takes at least 1 id byte, 2 bytes of length and projection and nb code
+        // bytes.
+        let room = (body.len() - r.pos()) / (nb + 3);
         if count > room as u64 {
             return Err(FormatError::corrupt(
                 &file,
@@ -545,7 +574,7 @@ impl BinaryList {
             prev = Some(doc);
         }
         let at = r.pos();
-        let need = 4 + count * (nb + 1);
+        let need = 12 + count * (nb + 2);
         if body.len() - at != need {
             return Err(FormatError::corrupt(
                 &file,
@@ -556,7 +585,8 @@ impl BinaryList {
                 ),
             ));
         }
-        let amax = f32::from_le_bytes(body[at..at + 4].try_into().expect("4 bytes"));
+        let f = |i: usize| f32::from_le_bytes(body[at + i..at + i + 4].try_into().expect("4 bytes"));
+        let (amax, pmin, pmax) = (f(0), f(4), f(8));
         if !amax.is_finite() || amax < 0.0 {
             return Err(FormatError::corrupt(
                 &file,
@@ -564,22 +594,35 @@ impl BinaryList {
                 format!("row length scale {amax}"),
             ));
         }
-        let alphas = body[at + 4..at + 4 + count]
+        if !pmin.is_finite() || !pmax.is_finite() || pmin > pmax {
+            return Err(FormatError::corrupt(
+                &file,
+                at as u64 + 4,
+                format!("projection range {pmin}..{pmax}"),
+            ));
+        }
+        let at = at + 12;
+        let alphas = body[at..at + count]
             .iter()
             .map(|&a| amax * f32::from(a) / 255.0)
             .collect();
-        let codes = body[at + 4 + count..].to_vec();
+        let projs = body[at + count..at + 2 * count]
+            .iter()
+            .map(|&b| pmin + (pmax - pmin) * f32::from(b) / 255.0)
+            .collect();
+        let codes = body[at + 2 * count..].to_vec();
         Ok(BinaryList {
             docs,
             first: first as usize,
             alphas,
+            projs,
             codes,
         })
     }
 
-    /// The estimate of row `i`'s exact score `q·y_i`: `qc + α_i · (2·Σ_{t: bit t set} q_t −
-    /// Σ_t q_t)` with `qc = q·ĉ` (the list's stored centroid) and the per-query byte tables
-    /// of [`SignTables`]. Panics if `i` is out of range.
+    /// The estimate of row `i`'s exact score `q·y_i`: `p_i·qc + α_i · (2·Σ_{t: bit t set}
+    /// q_t − Σ_t q_t)` with `qc = q·ĉ` (the list's stored centroid) and the per-query byte
+    /// tables of [`SignTables`]. Panics if `i` is out of range.
     pub fn estimate(&self, i: usize, qc: f32, t: &SignTables) -> f32 {
         let nb = t.bytes;
         let code = &self.codes[i * nb..(i + 1) * nb];
@@ -587,7 +630,7 @@ impl BinaryList {
         for (p, &b) in code.iter().enumerate() {
             s += t.table[p * 256 + usize::from(b)];
         }
-        qc + self.alphas[i] * (2.0 * s - t.sum)
+        self.projs[i] * qc + self.alphas[i] * (2.0 * s - t.sum)
     }
 }
 
@@ -881,15 +924,17 @@ mod tests {
             let n = (l.first + i) / 4;
             let r = open_rows(&page, &body_of(&pages, &page), root.rows_on_page(n, 9), 3).unwrap();
             assert_eq!(r.row(at), v.row(d as usize));
-            // The estimate: q·c + α·(q·sign(x − c)), c = (0, 1, 0) stored exactly.
+            // The estimate: p·(q·c) + α·(q·sign(x − p·c)), c = (0, 1, 0) stored exactly,
+            // p = x·c.
             let x = v.get(d as usize);
             let q = [0.3f32, -0.2, 0.9];
-            let r: Vec<f32> = x.iter().zip([0.0, 1.0, 0.0]).map(|(a, c)| a - c).collect();
+            let p = x[1];
+            let r: Vec<f32> = x.iter().zip([0.0, p, 0.0]).map(|(a, c)| a - c).collect();
             let alpha = r.iter().map(|a| a.abs()).sum::<f32>() / 3.0;
             let signed: f32 = r.iter().zip(&q).map(|(a, b)| if *a > 0.0 { *b } else { -b }).sum();
-            let want = -0.2 + alpha * signed;
+            let want = p * -0.2 + alpha * signed;
             let got = l.estimate(i, -0.2, &SignTables::new(&q));
-            assert!((got - want).abs() < 0.01 * alpha.max(1e-3), "{got} vs {want}");
+            assert!((got - want).abs() < 0.01, "{got} vs {want}");
         }
     }
 
@@ -914,11 +959,16 @@ mod tests {
         b.extend_from_slice(&good[1..]);
         let e = BinaryList::open(&name, &b, 9, 3).err().unwrap().to_string();
         assert!(e.contains("rows in a"), "{e}");
-        // A NaN row-length scale: after count (1 B), first (1 B) and 5 deltas (5 B).
+        // A NaN row-length scale: after count (1 B), first (1 B) and 5 deltas (5 B); an
+        // empty projection range.
         let mut b = good.clone();
         b[7..11].copy_from_slice(&f32::NAN.to_le_bytes());
         let e = BinaryList::open(&name, &b, 9, 3).err().unwrap().to_string();
         assert!(e.contains("row length scale"), "{e}");
+        let mut b = good.clone();
+        b[11..15].copy_from_slice(&f32::MAX.to_le_bytes());
+        let e = BinaryList::open(&name, &b, 9, 3).err().unwrap().to_string();
+        assert!(e.contains("projection range"), "{e}");
         // Roots: binary without rows, int8 with a rescore, a zero oversampling.
         for bad in [
             IvfRoot { rows: None, ..root.clone() },
