@@ -121,6 +121,47 @@ impl DenseIndex {
     }
 }
 
+/// Bytes a dense query transfers (bodies; page headers not counted), from the cost model of
+/// `docs/design/dense-index.md` §3, for `n` chunks of `dim`: the exact scan reads every row
+/// (`n·(dim + 4)`); an index of `nlist` lists probing `nprobe` reads that share of the
+/// chunks' list entries (`dim + 6` B each as int8 rows, `⌈dim/8⌉ + 3` B as binary codes),
+/// binary codes also `rescore · 10` rows of `rows_per_page · (dim + 4)` B pages at most,
+/// and once the centroids (`nlist·(dim + 4)`) and the background sample
+/// (`min(n, 256)·(dim + 4)`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QueryCost {
+    /// The exact scan, per query.
+    pub exact: f64,
+    /// The index's lists (and rescoring rows), per query.
+    pub index: f64,
+    /// The index's centroids and sample, once.
+    pub once: f64,
+}
+
+/// [`QueryCost`] of an index (`rescore` `None`: int8 lists).
+pub fn query_cost(
+    n: usize,
+    dim: usize,
+    nlist: usize,
+    nprobe: usize,
+    rescore: Option<(usize, usize)>,
+) -> QueryCost {
+    let row = (dim + 4) as f64;
+    let share = nprobe.min(nlist) as f64 / nlist.max(1) as f64;
+    let index = match rescore {
+        None => share * n as f64 * (dim + 6) as f64,
+        Some((rescore, per_page)) => {
+            share * n as f64 * (dim.div_ceil(8) + 3) as f64
+                + (rescore * 10).min(n) as f64 * per_page as f64 * row
+        }
+    };
+    QueryCost {
+        exact: n as f64 * row,
+        index,
+        once: (nlist + n.min(256)) as f64 * row,
+    }
+}
+
 /// `round(2·√n)` lists, at least 1 and at most `n`: lists of ~√n/2 chunks (SciFact's 22,121
 /// chunks: 297 lists of ~75).
 pub fn default_nlist(n: usize) -> usize {

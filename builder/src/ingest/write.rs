@@ -137,6 +137,21 @@ fn write_dense_index(
         sink,
     )?;
     root.nprobe_from = Some(nprobe_from);
+    let cost = crate::ivf::query_cost(
+        v.len(),
+        v.dim(),
+        root.nlist,
+        root.nprobe,
+        root.rescore
+            .zip(root.rows.as_ref().map(|r| r.per_page)),
+    );
+    root.chosen_by = Some(format!(
+        "per dense query at {} chunks: exact scan {:.1} kB, this index {:.1} kB + {:.1} kB once",
+        v.len(),
+        cost.exact / 1e3,
+        cost.index / 1e3,
+        cost.once / 1e3
+    ));
     Ok(root)
 }
 
