@@ -46,6 +46,8 @@ pub enum DenseIndex {
     Ivf {
         /// Number of lists.
         nlist: Option<usize>,
+        /// Binary codes with int8 rescoring (`ivf-binary`) instead of int8 lists.
+        binary: bool,
     },
     /// IVF from [`AUTO_MIN_CHUNKS`] chunks on, else exact (default).
     #[default]
@@ -53,15 +55,30 @@ pub enum DenseIndex {
 }
 
 impl DenseIndex {
-    /// Parses `exact`, `ivf`, `ivf:NLIST` or `auto`; `None` otherwise.
+    /// Parses `exact`, `ivf`, `ivf:NLIST`, `ivf-binary`, `ivf-binary:NLIST` or `auto`;
+    /// `None` otherwise.
     pub fn parse(s: &str) -> Option<Self> {
         match s {
             "exact" => Some(DenseIndex::Exact),
             "auto" => Some(DenseIndex::Auto),
-            "ivf" => Some(DenseIndex::Ivf { nlist: None }),
+            "ivf" => Some(DenseIndex::Ivf {
+                nlist: None,
+                binary: false,
+            }),
+            "ivf-binary" => Some(DenseIndex::Ivf {
+                nlist: None,
+                binary: true,
+            }),
             _ => {
-                let n: usize = s.strip_prefix("ivf:")?.parse().ok()?;
-                (n > 0).then_some(DenseIndex::Ivf { nlist: Some(n) })
+                let (binary, n) = match s.strip_prefix("ivf-binary:") {
+                    Some(n) => (true, n),
+                    None => (false, s.strip_prefix("ivf:")?),
+                };
+                let n: usize = n.parse().ok()?;
+                (n > 0).then_some(DenseIndex::Ivf {
+                    nlist: Some(n),
+                    binary,
+                })
             }
         }
     }
@@ -71,8 +88,22 @@ impl DenseIndex {
         match self {
             DenseIndex::Exact => "exact".into(),
             DenseIndex::Auto => "auto".into(),
-            DenseIndex::Ivf { nlist: None } => "ivf".into(),
-            DenseIndex::Ivf { nlist: Some(n) } => format!("ivf:{n}"),
+            DenseIndex::Ivf { nlist, binary } => {
+                let kind = if binary { "ivf-binary" } else { "ivf" };
+                match nlist {
+                    None => kind.into(),
+                    Some(n) => format!("{kind}:{n}"),
+                }
+            }
+        }
+    }
+
+    /// True if the lists of an index built for `n` chunks hold binary codes.
+    pub fn binary_for(self, n: usize) -> bool {
+        match self {
+            DenseIndex::Ivf { binary, .. } => binary,
+            DenseIndex::Auto => n >= AUTO_MIN_CHUNKS,
+            DenseIndex::Exact => false,
         }
     }
 
@@ -84,9 +115,50 @@ impl DenseIndex {
         match self {
             DenseIndex::Exact => None,
             DenseIndex::Auto if n < AUTO_MIN_CHUNKS => None,
-            DenseIndex::Auto | DenseIndex::Ivf { nlist: None } => Some(default_nlist(n)),
-            DenseIndex::Ivf { nlist: Some(l) } => Some(l.clamp(1, n)),
+            DenseIndex::Auto | DenseIndex::Ivf { nlist: None, .. } => Some(default_nlist(n)),
+            DenseIndex::Ivf { nlist: Some(l), .. } => Some(l.clamp(1, n)),
         }
+    }
+}
+
+/// Bytes a dense query transfers (bodies; page headers not counted), from the cost model of
+/// `docs/design/dense-index.md` §3, for `n` chunks of `dim`: the exact scan reads every row
+/// (`n·(dim + 4)`); an index of `nlist` lists probing `nprobe` reads that share of the
+/// chunks' list entries (`dim + 6` B each as int8 rows, `⌈dim/8⌉ + 3` B as binary codes),
+/// binary codes also `rescore · 10` rows of `rows_per_page · (dim + 4)` B pages at most,
+/// and once the centroids (`nlist·(dim + 4)`) and the background sample
+/// (`min(n, 256)·(dim + 4)`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QueryCost {
+    /// The exact scan, per query.
+    pub exact: f64,
+    /// The index's lists (and rescoring rows), per query.
+    pub index: f64,
+    /// The index's centroids and sample, once.
+    pub once: f64,
+}
+
+/// [`QueryCost`] of an index (`rescore` `None`: int8 lists).
+pub fn query_cost(
+    n: usize,
+    dim: usize,
+    nlist: usize,
+    nprobe: usize,
+    rescore: Option<(usize, usize)>,
+) -> QueryCost {
+    let row = (dim + 4) as f64;
+    let share = nprobe.min(nlist) as f64 / nlist.max(1) as f64;
+    let index = match rescore {
+        None => share * n as f64 * (dim + 6) as f64,
+        Some((rescore, per_page)) => {
+            share * n as f64 * (dim.div_ceil(8) + 3) as f64
+                + (rescore * 10).min(n) as f64 * per_page as f64 * row
+        }
+    };
+    QueryCost {
+        exact: n as f64 * row,
+        index,
+        once: (nlist + n.min(256)) as f64 * row,
     }
 }
 
@@ -201,6 +273,22 @@ pub fn build(
     seed: u64,
     threads: usize,
 ) -> Result<Ivf> {
+    build_with(vectors, centring, nlist, seed, threads, TRAIN_PER_LIST, MAX_ITERATIONS)
+}
+
+/// [`build`] with `train_per_list` training points per list at most (instead of
+/// [`TRAIN_PER_LIST`]) and at most `iterations` k-means rounds (instead of
+/// [`MAX_ITERATIONS`]): the 1M-vector bench trains on fewer points (Faiss warns below 39
+/// per centroid) to fit its time. Errors: no vectors.
+pub fn build_with(
+    vectors: &Vectors,
+    centring: Option<&ChunkCentring>,
+    nlist: usize,
+    seed: u64,
+    threads: usize,
+    train_per_list: usize,
+    iterations: usize,
+) -> Result<Ivf> {
     let n = vectors.len();
     if n == 0 {
         return Err(BuildError::Ivf("no vectors to index".into()));
@@ -216,7 +304,7 @@ pub fn build(
             }
         })
         .collect();
-    let train_n = n.min(TRAIN_PER_LIST.saturating_mul(k));
+    let train_n = n.min(train_per_list.max(1).saturating_mul(k));
     let train: Vec<Vec<f32>> = (0..train_n)
         .map(|t| points[t * n / train_n].clone())
         .collect();
@@ -251,7 +339,7 @@ pub fn build(
         })
         .collect();
     let mut labels: Vec<(u32, f32)> = Vec::new();
-    for _ in 0..MAX_ITERATIONS {
+    for _ in 0..iterations {
         let next = assign(&train, &centroids, threads);
         let same = next.iter().map(|l| l.0).eq(labels.iter().map(|l| l.0));
         labels = next;
@@ -384,14 +472,20 @@ mod tests {
 
     #[test]
     fn settings_parse_and_choose() {
-        for s in ["exact", "auto", "ivf", "ivf:64"] {
+        for s in ["exact", "auto", "ivf", "ivf:64", "ivf-binary", "ivf-binary:64"] {
             assert_eq!(DenseIndex::parse(s).unwrap().name(), s);
         }
         assert!(DenseIndex::parse("ivf:0").is_none() && DenseIndex::parse("hnsw").is_none());
         assert_eq!(DenseIndex::Auto.nlist_for(5_000), None);
         assert_eq!(DenseIndex::Auto.nlist_for(1_000_000), Some(2000));
-        assert_eq!(DenseIndex::Ivf { nlist: None }.nlist_for(22_121), Some(297));
-        assert_eq!(DenseIndex::Ivf { nlist: Some(50) }.nlist_for(10), Some(10));
+        let ivf = |nlist| DenseIndex::Ivf {
+            nlist,
+            binary: false,
+        };
+        assert_eq!(ivf(None).nlist_for(22_121), Some(297));
+        assert_eq!(ivf(Some(50)).nlist_for(10), Some(10));
+        assert!(DenseIndex::parse("ivf-binary:8").unwrap().binary_for(10));
+        assert!(DenseIndex::parse("ivf-binary:x").is_none());
         assert_eq!(DenseIndex::Exact.nlist_for(1_000_000), None);
         assert_eq!(default_nprobe(297), 75);
     }

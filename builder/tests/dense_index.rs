@@ -48,6 +48,12 @@ fn copy_dir(from: &Path, to: &Path) {
 /// A copy of the centring fixture under `dir` with a dense index of `nlist` lists (default
 /// `nprobe` 1) written by the builder's code: its pages under `p/`, `pages.ivf` in the entry.
 fn indexed_fixture(dir: &Path, nlist: usize) -> PathBuf {
+    indexed_fixture_with(dir, nlist, false)
+}
+
+/// [`indexed_fixture`] with binary lists (`binary`: sign bits of the residuals, int8 rows
+/// for the rescoring in `i` pages of 4 rows, oversampling 8) or int8 lists.
+fn indexed_fixture_with(dir: &Path, nlist: usize, binary: bool) -> PathBuf {
     let out = dir.join("bundle");
     copy_dir(&compat("v2-centring/bundle"), &out);
     let whole = Bundle::open_dir(&out).unwrap();
@@ -56,11 +62,27 @@ fn indexed_fixture(dir: &Path, nlist: usize) -> PathBuf {
     let centring =
         ChunkCentring::langs_of(model.centring.as_ref().unwrap(), v.len(), v.dim()).unwrap();
     let index = jikji_builder::ivf::build(v, centring.as_ref(), nlist, 1, 2).unwrap();
+    let scoring = |i: usize| {
+        let (scale, row) = v.row(i);
+        match &centring {
+            Some(c) => c.scoring_vector(i, scale, row),
+            None => v.get(i),
+        }
+    };
     let root = ivf::write_pages(
         &ivf::IvfParts {
             centroids: &index.centroids,
             lists: &index.lists,
             nprobe: 1,
+            codes: if binary {
+                ivf::ListCodes::Binary {
+                    scoring: &scoring,
+                    rows_per_page: 4,
+                    rescore: 8,
+                }
+            } else {
+                ivf::ListCodes::Int8
+            },
         },
         v,
         &mut |p| {
@@ -114,6 +136,90 @@ fn ivf_probing_every_list_equals_the_exact_scan() {
             );
             assert_eq!(f.by_kind.get("j").map(|k| k.0), Some(4), "{:?}", f.by_kind);
         }
+    }
+}
+
+/// Binary lists: with every list probed and every scanned chunk rescored, the ranking is
+/// the exact scan's (dense and hybrid: every fused chunk then has its exact score); at the
+/// default oversampling the rescoring reads `i` pages, never `v` pages; binary-only
+/// (oversampling 0) reads no rows at all.
+#[test]
+fn binary_lists_rescored_in_full_equal_the_exact_scan() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = indexed_fixture_with(tmp.path(), 4, true);
+    let root = ivf_root(&dir);
+    assert_eq!((root.codes.as_str(), root.rescore), ("binary", Some(8)));
+    let whole = Engine::open_dir(&dir).unwrap();
+    let n = whole.bundle().manifest().counts.chunks;
+    let mut paged = Engine::open_dir_paged(&dir).unwrap();
+    paged.set_cache_budget(0);
+    for q in queries() {
+        for mode in [Mode::Dense, Mode::Hybrid] {
+            let exact = whole
+                .search_with_vector(&q.text, Some(&q.vector), mode, 10)
+                .unwrap();
+            paged.set_nprobe(Some(4));
+            paged.set_rescore(Some(n.div_ceil(10)));
+            let all = paged
+                .search_with_vector(&q.text, Some(&q.vector), mode, 10)
+                .unwrap();
+            assert_eq!(all.hits, exact.hits, "{} {mode}: every chunk rescored", q.text);
+            let f = paged.last_fetch();
+            assert!(!f.by_kind.contains_key("v"), "{:?}", f.by_kind);
+            assert_eq!(f.by_kind.get("j").map(|k| k.0), Some(4), "{:?}", f.by_kind);
+            assert_eq!(
+                f.by_kind.get("i").map(|k| k.0),
+                Some(root.rows.as_ref().unwrap().pages),
+                "{:?}",
+                f.by_kind
+            );
+            paged.set_nprobe(None);
+            paged.set_rescore(None);
+            let some = paged
+                .search_with_vector(&q.text, Some(&q.vector), mode, 10)
+                .unwrap();
+            assert_eq!(some.hits.len(), exact.hits.len(), "{} {mode}", q.text);
+            let f = paged.last_fetch();
+            assert!(f.by_kind.contains_key("i") && !f.by_kind.contains_key("v"));
+            paged.set_rescore(Some(0));
+            paged
+                .search_with_vector(&q.text, Some(&q.vector), mode, 10)
+                .unwrap();
+            let f = paged.last_fetch();
+            assert!(!f.by_kind.contains_key("i"), "binary-only read rows: {:?}", f.by_kind);
+            paged.set_rescore(None);
+        }
+    }
+}
+
+/// Hostile binary list and row pages: errors naming the page, never a panic.
+#[test]
+fn hostile_binary_pages_are_refused_naming_the_page() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = indexed_fixture_with(tmp.path(), 2, true);
+    let root = ivf_root(&dir);
+    let q = &queries()[0];
+    let rows = root.rows.clone().unwrap();
+    for (name, kind, gen, n) in [
+        (root.list_page(0), page::Kind::Lists, &root.lists.gen, 0),
+        (root.list_page(1), page::Kind::Lists, &root.lists.gen, 1),
+        (root.row_page(0).unwrap().0, page::Kind::IndexRows, &rows.gen, 0),
+    ] {
+        let path = dir.join("p").join(&name);
+        let good = std::fs::read(&path).unwrap();
+        let raw = page::decode_stored(&name, &good).unwrap();
+        // A valid page (header, digest, name) whose body lost its last byte.
+        let bad = page::encode_numbered(kind, gen, n, &raw[..raw.len() - 1]);
+        std::fs::write(&path, &bad.bytes).unwrap();
+        let mut e = Engine::open_dir_paged(&dir).unwrap();
+        e.set_nprobe(Some(2));
+        e.set_rescore(Some(1000));
+        let err = e
+            .search_with_vector(&q.text, Some(&q.vector), Mode::Dense, 10)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(&name), "{name}: {err}");
+        std::fs::write(&path, &good).unwrap();
     }
 }
 
@@ -209,7 +315,10 @@ fn with_model(corpus: &Path, out: &Path) -> IngestOptions {
 
 fn ivf_settings(nlist: usize) -> BundleSettings {
     BundleSettings {
-        dense_index: DenseIndex::Ivf { nlist: Some(nlist) },
+        dense_index: DenseIndex::Ivf {
+            nlist: Some(nlist),
+            binary: false,
+        },
         ..BundleSettings::default()
     }
 }

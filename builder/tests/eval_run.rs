@@ -29,6 +29,7 @@ fn options(tmp: &std::path::Path) -> EvalOptions {
         filters: Default::default(),
         query_model: None,
         nprobe: None,
+        rescore: None,
     }
 }
 

@@ -290,6 +290,8 @@ pub struct Engine {
     chunk_langs: OnceLock<Option<centring::ChunkCentring>>,
     /// Lists a dense query scans (`None`: the index's `nprobe`).
     nprobe: Option<usize>,
+    /// Oversampling of a binary index's rescoring (`None`: the index's `rescore`).
+    rescore: Option<usize>,
     /// Scan every vector even when the bundle has a dense index.
     exact_dense: bool,
     fetched: std::sync::Mutex<FetchStats>,
@@ -337,6 +339,7 @@ impl Engine {
             chunk_centring: OnceLock::new(),
             chunk_langs: OnceLock::new(),
             nprobe: None,
+            rescore: None,
             exact_dense: false,
             fetched: Default::default(),
         }
@@ -607,6 +610,14 @@ impl Engine {
     /// chunks' int8 rows). No effect without a dense index.
     pub fn set_nprobe(&mut self, nprobe: Option<usize>) {
         self.nprobe = nprobe;
+    }
+
+    /// Oversampling of a binary dense index's int8 rescoring: `rescore · min(k, 10)` best
+    /// estimates are rescored with their rows (`None`: the index's `pages.ivf.rescore`;
+    /// `Some(0)`: none, the ranking is by the binary estimates alone, binary-only search).
+    /// Ignored by int8 lists and the exact scan.
+    pub fn set_rescore(&mut self, rescore: Option<usize>) {
+        self.rescore = rescore;
     }
 
     /// `true`: dense queries scan every vector page even when the bundle has a dense index

@@ -117,7 +117,16 @@ impl Engine {
             }
             let scorer = crate::centring::RowScorer::new(self.chunk_langs()?, q);
             let nprobe = self.nprobe.unwrap_or(root.nprobe);
-            let scan = crate::ivf::scan(&self.bundle, root, &scorer, k, nprobe, fill, allow)?;
+            let scan = crate::ivf::scan(
+                &self.bundle,
+                root,
+                &scorer,
+                k,
+                nprobe,
+                self.rescore,
+                fill,
+                allow,
+            )?;
             return Ok((scan.ranked.clone(), DenseSide::Ivf(scan)));
         }
         let v = self

@@ -248,6 +248,18 @@ impl WasmEngine {
         Ok(())
     }
 
+    /// Oversampling of a binary dense index's int8 rescoring (0: the bundle's
+    /// `pages.ivf.rescore`): `rescore · min(k, 10)` best estimates are rescored with their
+    /// int8 rows. More: closer to the int8 scan of the same lists, more row pages. Throws
+    /// if no bundle is open. No effect on int8 lists or without a dense index.
+    pub fn set_rescore(&mut self, rescore: u32) -> Result<(), JsError> {
+        self.engine
+            .as_mut()
+            .ok_or_else(|| JsError::new("no bundle open"))?
+            .set_rescore((rescore > 0).then_some(rescore as usize));
+        Ok(())
+    }
+
     /// True if this engine's own query embedder is loaded (`load_model`, feature `embed`);
     /// always false in the browser build, whose embedder is the separate `jikji-query-model-wasm`.
     pub fn has_model(&self) -> bool {

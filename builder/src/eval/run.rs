@@ -66,6 +66,8 @@ pub struct EvalOptions {
     pub query_model: Option<PathBuf>,
     /// Dense index lists per dense query (`None`: the bundle's `nprobe`).
     pub nprobe: Option<usize>,
+    /// Oversampling of a binary index's rescoring (`None`: the bundle's `rescore`).
+    pub rescore: Option<usize>,
 }
 
 /// Chunks the dense-index comparison asks for ([`IndexRow`]): a visitor's top 10 plus the
@@ -83,6 +85,14 @@ pub struct IndexRow {
     pub nprobe: usize,
     /// How the builder chose the bundle's default `nprobe` (`pages.ivf.nprobe_from`).
     pub nprobe_from: Option<String>,
+    /// What the lists hold (`int8` or `binary`).
+    pub codes: String,
+    /// The oversampling of a binary index's rescoring (0 for int8 lists).
+    pub rescore: usize,
+    /// Bytes of list pages per chunk of the bundle (all `j` pages / chunks, as stored).
+    pub list_bytes_per_vector: f64,
+    /// Mean bytes of the int8 row pages (`i`) a binary index's rescoring reads per query.
+    pub row_bytes_mean: f64,
     /// Mean over the queries of |top-10 chunks ∩ exact top-10| / |exact top-10|.
     pub recall_10_vs_exact: f64,
     /// Metrics through the index, documents ranked from the first [`COMPARE_DEPTH`] chunks
@@ -250,6 +260,15 @@ pub fn run(dir: &Path, o: &EvalOptions) -> Result<EvalReport> {
         .filter_map(|e| e.metadata().ok())
         .map(|m| m.len())
         .sum();
+    // All list pages (`p/j-*`, as stored) per chunk: the index's bytes per vector.
+    let list_bytes: u64 = std::fs::read_dir(out.join("p"))
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("j-"))
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.len())
+        .sum();
     if !has_index {
         let _ = std::fs::remove_dir_all(&out);
     }
@@ -258,12 +277,18 @@ pub fn run(dir: &Path, o: &EvalOptions) -> Result<EvalReport> {
             engine.set_embedder(load_build_embedder(&o.model)?);
         }
         engine.set_nprobe(o.nprobe);
+        engine.set_rescore(o.rescore);
         let m = evaluate(&mut engine, &mut set, o, |h| h.source.clone())?;
         Ok((m, engine))
     });
     let _ = std::fs::remove_dir_all(&out);
-    let (measured, engine) = measured?;
+    let (mut measured, engine) = measured?;
     let m = engine.bundle().manifest();
+    for r in &mut measured.rows {
+        if let Some(i) = r.dense_index.as_mut() {
+            i.list_bytes_per_vector = list_bytes as f64 / m.counts.chunks.max(1) as f64;
+        }
+    }
     Ok(EvalReport {
         documents: set.corpus.len(),
         chunks: built.chunks,
@@ -588,7 +613,7 @@ fn evaluate(
             .then(|| {
                 engine
                     .dense_index()
-                    .map(|r| (r.nlist, r.nprobe, r.nprobe_from.clone()))
+                    .map(|r| (r.nlist, r.nprobe, r.nprobe_from.clone(), r.codes.clone(), r.rescore))
             })
             .flatten();
         let mut vs = IndexTally::default();
@@ -608,6 +633,7 @@ fn evaluate(
                 let f = engine.last_fetch();
                 let kind = |k: &str| f.by_kind.get(k).map_or(0, |b| b.1);
                 vs.list_bytes.push(kind("j") as f64);
+                vs.row_bytes.push(kind("i") as f64);
                 vs.centroid_bytes = vs.centroid_bytes.max(kind("g") + kind("w"));
                 vs.rounds.push(f.rounds as f64);
                 engine.set_exact_dense(true);
@@ -688,8 +714,11 @@ fn evaluate(
         if index.is_some() {
             engine.set_cache_budget(jikji_format::paged::cache::DEFAULT_BUDGET);
         }
-        let dense_index =
-            index.map(|(nlist, nprobe, from)| vs.row(nlist, o.nprobe.unwrap_or(nprobe), from));
+        let dense_index = index.map(|(nlist, nprobe, from, codes, rescore)| IndexRow {
+            codes,
+            rescore: rescore.map_or(0, |r| o.rescore.unwrap_or(r)),
+            ..vs.row(nlist, o.nprobe.unwrap_or(nprobe), from)
+        });
         rows.push(ModeRow {
             dense_index,
             mode: label,
@@ -722,6 +751,7 @@ struct IndexTally {
     ms: Vec<f64>,
     exact: Vec<Metrics>,
     list_bytes: Vec<f64>,
+    row_bytes: Vec<f64>,
     centroid_bytes: u64,
     exact_vector_bytes: u64,
     rounds: Vec<f64>,
@@ -744,6 +774,10 @@ impl IndexTally {
             nlist,
             nprobe: nprobe.clamp(1, nlist),
             nprobe_from,
+            codes: String::new(),
+            rescore: 0,
+            list_bytes_per_vector: 0.0,
+            row_bytes_mean: avg(&self.row_bytes),
             recall_10_vs_exact: avg(&self.recall),
             exact: mean(&self.exact),
             index: mean(&self.index),
@@ -848,16 +882,20 @@ impl EvalReport {
             if let Some(i) = &r.dense_index {
                 let _ = writeln!(
                     s,
-                    "  dense index nlist {} nprobe {}: recall@10 vs exact {:.4}, nDCG@10 {:.4} vs exact {:.4} (Δ {:+.4}, top {COMPARE_DEPTH} chunks); \
-                     list bytes/query {:.0}, centroids+sample {} B once, exact scan {} B/query; \
+                    "  dense index {} nlist {} nprobe {} rescore {}: recall@10 vs exact {:.4}, nDCG@10 {:.4} vs exact {:.4} (Δ {:+.4}, top {COMPARE_DEPTH} chunks); \
+                     list bytes/query {:.0} ({:.1} B/vector), row bytes/query {:.0}, centroids+sample {} B once, exact scan {} B/query; \
                      rounds (cold) median {:.0}; median ms {:.2} (exact {:.2}, both cold); default nprobe from {}",
+                    i.codes,
                     i.nlist,
                     i.nprobe,
+                    i.rescore,
                     i.recall_10_vs_exact,
                     i.index.ndcg_10,
                     i.exact.ndcg_10,
                     i.index.ndcg_10 - i.exact.ndcg_10,
                     i.list_bytes_mean,
+                    i.list_bytes_per_vector,
+                    i.row_bytes_mean,
                     i.centroid_bytes,
                     i.exact_vector_bytes,
                     i.rounds_median,

@@ -110,6 +110,7 @@ fn write_dense_index(
     v: &Vectors,
     model: &ModelInfo,
     nlist: usize,
+    binary: bool,
     queries: &[Vec<f32>],
     threads: usize,
     sink: &mut dyn FnMut(jikji_format::paged::page::Encoded) -> jikji_format::Result<()>,
@@ -159,16 +160,48 @@ fn write_dense_index(
             ),
         )
     };
+    let scoring = |i: usize| {
+        let (scale, row) = v.row(i);
+        match &centring {
+            Some(c) => c.scoring_vector(i, scale, row),
+            None => v.get(i),
+        }
+    };
+    let codes = if binary {
+        jikji_format::paged::ivf::ListCodes::Binary {
+            scoring: &scoring,
+            rows_per_page: jikji_format::paged::ivf::INDEX_ROWS_PER_PAGE,
+            rescore: jikji_format::paged::ivf::DEFAULT_RESCORE,
+        }
+    } else {
+        jikji_format::paged::ivf::ListCodes::Int8
+    };
     let mut root = jikji_format::paged::ivf::write_pages(
         &jikji_format::paged::ivf::IvfParts {
             centroids: &ivf.centroids,
             lists: &ivf.lists,
             nprobe,
+            codes,
         },
         v,
         sink,
     )?;
     root.nprobe_from = Some(nprobe_from);
+    let cost = crate::ivf::query_cost(
+        v.len(),
+        v.dim(),
+        root.nlist,
+        root.nprobe,
+        root.rescore
+            .zip(root.rows.as_ref().map(|r| r.per_page)),
+    );
+    root.chosen_by = Some(format!(
+        "per dense query at {} chunks: exact scan {:.1} kB, this index {:.1} kB + {:.1} kB once",
+        v.len(),
+        cost.exact / 1e3,
+        cost.index / 1e3,
+        cost.once / 1e3
+    ));
     Ok(root)
 }
 
@@ -225,6 +258,7 @@ pub fn write_bundle(
                 v,
                 model,
                 nlist,
+                p.settings.dense_index.binary_for(v.len()),
                 p.probe_queries,
                 p.threads,
                 &mut |page| sink.put(page),

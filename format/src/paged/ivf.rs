@@ -18,6 +18,19 @@
 //! - `w` background sample: one page, the rows of the [`sample_docs`] chunks as a
 //!   `vectors.bin` body (the dense z-score background, `jikji_engine::fusion`).
 //!
+//! With binary codes (`codes` = [`CODES_BINARY`]) a `j` page holds, instead of the rows,
+//! for each chunk its projection `p_i = y_i·ĉ_j / ĉ_j·ĉ_j` on the list's stored
+//! (dequantized) centroid and one sign bit per dimension of the *residual* `r_i = y_i −
+//! p_i·ĉ_j` (centring on the list's centroid, the IVF-ADC residual of Jégou et al. 2011
+//! §4.1, taken after the projection: scoring vectors need not be unit long, e.g. with the
+//! `shift` centring, and a residual to the unit centroid would spend its bits on the
+//! length), with a per-row length `α_i = ‖r_i‖₁ / dim` (the least-squares scale of
+//! `sign(r_i)`), so that `p_i·(q·ĉ_j) + α_i·(q·sign(r_i))` estimates the exact score
+//! `q·y_i` ([`BinaryList::estimate`]).
+//! The engine rescores the best estimates with their int8 rows, read from the `i` pages
+//! (the `v` rows again, in list order: list 0's rows, then list 1's, …,
+//! [`IvfRoot::rows`]`.per_page` per page) for the candidates only.
+//!
 //! Every read is bounds-checked before it allocates: bytes from the network are hostile.
 
 use serde::{Deserialize, Serialize};
@@ -34,8 +47,26 @@ pub const CENTROIDS_PER_PAGE: usize = 256;
 /// Rows of the background sample (`w` page): at most this many chunks, evenly spaced.
 pub const SAMPLE_ROWS: usize = 256;
 
-/// The only code kind written so far: the lists hold the `v` pages' int8 rows.
+/// Lists that hold the `v` pages' int8 rows.
 pub const CODES_INT8: &str = "int8";
+
+/// Lists that hold sign bits of the residuals and a length per row; int8 rows for the
+/// rescoring in `i` pages ([`BinaryList`]).
+pub const CODES_BINARY: &str = "binary";
+
+/// Rows per `i` page written by default (a page is `48 + 12 + rows·(dim + 4)` bytes: 1.6 kB
+/// for four e5-small rows).
+pub const INDEX_ROWS_PER_PAGE: usize = 4;
+
+/// Most rows an `i` page may hold (bounds what a reader sizes from the entry).
+pub const MAX_INDEX_ROWS_PER_PAGE: usize = 256;
+
+/// The default oversampling of a binary index: the engine rescores `rescore · min(k, 10)`
+/// best estimates with their int8 rows (`k` the hits asked for).
+pub const DEFAULT_RESCORE: usize = 8;
+
+/// Largest oversampling an entry may ask for.
+pub const MAX_RESCORE: usize = 1024;
 
 /// Most lists an index may have (bounds the per-query centroid work and the entry check).
 pub const MAX_LISTS: usize = 1 << 20;
@@ -51,7 +82,8 @@ pub struct IvfRoot {
     /// over 300 (target 0.99)`, or `share 0.25`); absent in bundles written before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nprobe_from: Option<String>,
-    /// How the lists store vectors: `int8` (the `v` pages' rows).
+    /// How the lists store vectors: [`CODES_INT8`] (the `v` pages' rows) or
+    /// [`CODES_BINARY`] (sign bits of the residuals, rows for rescoring in [`Self::rows`]).
     pub codes: String,
     /// Centroid pages `g-<gen>-<n>` ([`CENTROIDS_PER_PAGE`] each).
     pub centroids: Numbered,
@@ -59,6 +91,19 @@ pub struct IvfRoot {
     pub lists: Numbered,
     /// The background sample page `w-<gen>-0` (`per_page` = its rows).
     pub sample: Numbered,
+    /// Binary codes only: the int8 rows in list order (`i-<gen>-<n>`, `per_page` rows each),
+    /// read for the candidates a query rescores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows: Option<Numbered>,
+    /// Binary codes only: the default oversampling (`rescore · min(k, 10)` candidates are
+    /// rescored; engines may be told another number).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rescore: Option<usize>,
+    /// How the builder chose the index (informative): the cost model's figures for the
+    /// exact scan and the index at this bundle's size, e.g. `auto: exact 226 kB/q, ivf
+    /// 172 kB/q + 117 kB once`; absent in bundles written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chosen_by: Option<String>,
 }
 
 impl crate::json::FromJson for IvfRoot {
@@ -73,6 +118,9 @@ impl crate::json::FromJson for IvfRoot {
             centroids: o.req("centroids")?,
             lists: o.req("lists")?,
             sample: o.req("sample")?,
+            rows: o.req("rows")?,
+            rescore: o.req("rescore")?,
+            chosen_by: o.req("chosen_by")?,
         })
     }
 }
@@ -93,6 +141,28 @@ impl IvfRoot {
         self.sample.name(Kind::Sample, 0)
     }
 
+    /// True if the lists hold binary codes ([`CODES_BINARY`]).
+    pub fn is_binary(&self) -> bool {
+        self.codes == CODES_BINARY
+    }
+
+    /// The `i` page holding row `pos` (list order) and the row's place on it, for a binary
+    /// index; `None` for int8 lists.
+    pub fn row_page(&self, pos: usize) -> Option<(String, usize)> {
+        let r = self.rows.as_ref()?;
+        let per = r.per_page.max(1);
+        Some((r.name(Kind::IndexRows, pos / per), pos % per))
+    }
+
+    /// Rows on `i` page `n` of a bundle of `chunks` chunks (0 for int8 lists).
+    pub fn rows_on_page(&self, n: usize, chunks: usize) -> usize {
+        self.rows.as_ref().map_or(0, |r| {
+            chunks
+                .saturating_sub(n.saturating_mul(r.per_page))
+                .min(r.per_page)
+        })
+    }
+
     /// Every page of the index.
     pub fn all_pages(&self) -> Vec<String> {
         let mut out: Vec<String> = (0..self.centroids.pages)
@@ -100,6 +170,9 @@ impl IvfRoot {
             .collect();
         out.extend((0..self.lists.pages).map(|j| self.list_page(j)));
         out.push(self.sample_page());
+        if let Some(r) = &self.rows {
+            out.extend((0..r.pages).map(|n| r.name(Kind::IndexRows, n)));
+        }
         out
     }
 
@@ -119,8 +192,33 @@ impl IvfRoot {
                 self.nprobe, self.nlist
             ));
         }
-        if self.codes != CODES_INT8 {
-            return bad(format!("pages.ivf.codes {:?} is not known", self.codes));
+        match (self.codes.as_str(), &self.rows, self.rescore) {
+            (CODES_INT8, None, None) => {}
+            (CODES_BINARY, Some(r), Some(x)) => {
+                if r.per_page == 0
+                    || r.per_page > MAX_INDEX_ROWS_PER_PAGE
+                    || r.pages != chunks.div_ceil(r.per_page)
+                {
+                    return bad(format!(
+                        "pages.ivf.rows: {} pages of {} rows for {chunks} chunks (1..={MAX_INDEX_ROWS_PER_PAGE} rows a page)",
+                        r.pages, r.per_page
+                    ));
+                }
+                if x == 0 || x > MAX_RESCORE {
+                    return bad(format!(
+                        "pages.ivf.rescore {x} outside 1..={MAX_RESCORE}"
+                    ));
+                }
+            }
+            (CODES_INT8 | CODES_BINARY, _, _) => {
+                return bad(format!(
+                    "pages.ivf.codes {:?} with rows {} and rescore {:?} (binary codes need both, int8 neither)",
+                    self.codes,
+                    if self.rows.is_some() { "present" } else { "absent" },
+                    self.rescore
+                ));
+            }
+            _ => return bad(format!("pages.ivf.codes {:?} is not known", self.codes)),
         }
         if self.centroids.per_page != CENTROIDS_PER_PAGE
             || self.centroids.pages != self.nlist.div_ceil(CENTROIDS_PER_PAGE)
@@ -154,6 +252,22 @@ pub fn sample_docs(n: usize) -> impl Iterator<Item = usize> {
     (0..take).map(move |j| j * n / take)
 }
 
+/// How the lists store their chunks ([`write_pages`]).
+pub enum ListCodes<'a> {
+    /// The int8 rows ([`CODES_INT8`]).
+    Int8,
+    /// Sign bits of the residuals ([`CODES_BINARY`]).
+    Binary {
+        /// Chunk `i`'s scoring vector `y_i` (`dim` long): the vector the centroids were
+        /// computed from (the engine's exact score of a centred query `q` is `q·y_i`).
+        scoring: &'a (dyn Fn(usize) -> Vec<f32> + Sync),
+        /// Rows per `i` page (1..=[`MAX_INDEX_ROWS_PER_PAGE`]).
+        rows_per_page: usize,
+        /// Default oversampling (1..=[`MAX_RESCORE`]).
+        rescore: usize,
+    },
+}
+
 /// What the builder computed: centroids (normalised, `dim` each) and the chunks of each
 /// list (ascending doc ids; every chunk in exactly one list).
 pub struct IvfParts<'a> {
@@ -163,11 +277,14 @@ pub struct IvfParts<'a> {
     pub lists: &'a [Vec<u32>],
     /// Default lists per query.
     pub nprobe: usize,
+    /// What the lists hold.
+    pub codes: ListCodes<'a>,
 }
 
 /// Writes the index's pages for `vectors` (the bundle's rows, doc id = row) to `sink`.
 /// Errors: [`FormatError::InvalidInput`] if the lists do not partition the rows, a
-/// centroid's length is not `vectors.dim()`, or `nprobe` is outside `1..=nlist`.
+/// centroid's or scoring vector's length is not `vectors.dim()`, `nprobe` is outside
+/// `1..=nlist`, or binary codes' rows per page or oversampling are out of range.
 pub fn write_pages(
     parts: &IvfParts,
     vectors: &Vectors,
@@ -203,12 +320,34 @@ pub fn write_pages(
         return invalid("a chunk is in no list".into());
     }
     let dim = vectors.dim();
+    if let ListCodes::Binary {
+        rows_per_page,
+        rescore,
+        ..
+    } = parts.codes
+    {
+        if rows_per_page == 0 || rows_per_page > MAX_INDEX_ROWS_PER_PAGE {
+            return invalid(format!(
+                "{rows_per_page} rows per page outside 1..={MAX_INDEX_ROWS_PER_PAGE}"
+            ));
+        }
+        if rescore == 0 || rescore > MAX_RESCORE {
+            return invalid(format!("oversampling {rescore} outside 1..={MAX_RESCORE}"));
+        }
+    }
     let mut cbodies = Vec::new();
+    // The centroids as a reader sees them (dequantized): binary residuals are taken from
+    // these, so the engine's `q·ĉ_j` is the estimate's base.
+    let mut stored: Vec<Vec<f32>> = Vec::with_capacity(nlist);
     for group in parts.centroids.chunks(CENTROIDS_PER_PAGE) {
         let rows: Vec<(f32, Vec<i8>)> = group.iter().map(|c| crate::vectors::quantize(c)).collect();
         if group.iter().any(|c| c.len() != dim) {
             return invalid("a centroid's dimension differs from the vectors'".into());
         }
+        stored.extend(
+            rows.iter()
+                .map(|(s, q)| q.iter().map(|&x| f32::from(x) * s).collect::<Vec<f32>>()),
+        );
         cbodies.push(write_quantized(
             dim,
             rows.iter().map(|(s, q)| (*s, q.as_slice())),
@@ -218,29 +357,311 @@ pub fn write_pages(
     for p in pages {
         sink(p)?;
     }
-    let lbodies = parts
-        .lists
-        .iter()
-        .map(|l| list_body(l, vectors))
-        .collect::<Result<Vec<_>>>()?;
+    let (lbodies, rows) = match &parts.codes {
+        ListCodes::Int8 => (
+            parts
+                .lists
+                .iter()
+                .map(|l| list_body(l, vectors))
+                .collect::<Result<Vec<_>>>()?,
+            None,
+        ),
+        ListCodes::Binary {
+            scoring,
+            rows_per_page,
+            ..
+        } => {
+            let mut first = 0usize;
+            let mut bodies = Vec::with_capacity(nlist);
+            for (l, c) in parts.lists.iter().zip(&stored) {
+                bodies.push(binary_list_body(l, first, c, *scoring, dim)?);
+                first += l.len();
+            }
+            let order: Vec<u32> = parts.lists.concat();
+            let rbodies = order
+                .chunks(*rows_per_page)
+                .map(|part| write_quantized(dim, part.iter().map(|&d| vectors.row(d as usize))))
+                .collect::<Result<Vec<_>>>()?;
+            (bodies, Some(super::numbered(Kind::IndexRows, rbodies, *rows_per_page)))
+        }
+    };
     let (lists, pages) = super::numbered(Kind::Lists, lbodies, 1);
     for p in pages {
         sink(p)?;
     }
+    let rows = match rows {
+        Some((r, pages)) => {
+            for p in pages {
+                sink(p)?;
+            }
+            Some(r)
+        }
+        None => None,
+    };
     let sbody = write_quantized(dim, sample_docs(n).map(|d| vectors.row(d)))?;
     let (sample, pages) = super::numbered(Kind::Sample, vec![sbody], n.min(SAMPLE_ROWS));
     for p in pages {
         sink(p)?;
     }
+    let (codes, rescore) = match parts.codes {
+        ListCodes::Int8 => (CODES_INT8, None),
+        ListCodes::Binary { rescore, .. } => (CODES_BINARY, Some(rescore)),
+    };
     Ok(IvfRoot {
         nlist,
         nprobe: parts.nprobe,
         nprobe_from: None,
-        codes: CODES_INT8.into(),
+        codes: codes.into(),
         centroids,
         lists,
         sample,
+        rows,
+        rescore,
+        chosen_by: None,
     })
+}
+
+/// Bytes of one row's sign bits for vectors of `dim`.
+pub fn code_bytes(dim: usize) -> usize {
+    dim.div_ceil(8)
+}
+
+/// The raw body of a binary list page: `varint count`, `varint first` (the list-order
+/// position of its first row: the `i` pages hold row `first + i` for its chunk `i`), the
+/// doc-id deltas, `f32` (LE) `amax`, `pmin`, `pmax`, `count` bytes `a_i` (`α_i ≈ amax ·
+/// a_i / 255`), `count` bytes `b_i` (`p_i ≈ pmin + (pmax − pmin) · b_i / 255`), then
+/// `count × ⌈dim/8⌉` bytes of sign bits (bit `t % 8` of byte `t / 8` set iff the
+/// residual's component `t` is > 0).
+fn binary_list_body(
+    docs: &[u32],
+    first: usize,
+    centroid: &[f32],
+    scoring: &(dyn Fn(usize) -> Vec<f32> + Sync),
+    dim: usize,
+) -> Result<Vec<u8>> {
+    let nb = code_bytes(dim);
+    let mut out = Vec::with_capacity(docs.len() * (nb + 3) + 24);
+    put_varint(&mut out, docs.len() as u64);
+    put_varint(&mut out, first as u64);
+    let mut prev = 0u32;
+    for (i, &d) in docs.iter().enumerate() {
+        put_varint(&mut out, u64::from(if i == 0 { d } else { d - prev }));
+        prev = d;
+    }
+    let mut alphas = Vec::with_capacity(docs.len());
+    let mut projs = Vec::with_capacity(docs.len());
+    let mut codes = Vec::with_capacity(docs.len() * nb);
+    let cc: f32 = centroid.iter().map(|c| c * c).sum();
+    for &d in docs {
+        let y = scoring(d as usize);
+        if y.len() != dim {
+            return Err(FormatError::InvalidInput(format!(
+                "scoring vector of chunk {d} has {} dimensions, expected {dim}",
+                y.len()
+            )));
+        }
+        let yc: f32 = y.iter().zip(centroid).map(|(a, c)| a * c).sum();
+        let p = if cc > 0.0 && (yc / cc).is_finite() {
+            yc / cc
+        } else {
+            0.0
+        };
+        let mut bits = vec![0u8; nb];
+        let mut l1 = 0f32;
+        for (t, (a, c)) in y.iter().zip(centroid).enumerate() {
+            let r = a - p * c;
+            l1 += r.abs();
+            if r > 0.0 {
+                bits[t / 8] |= 1 << (t % 8);
+            }
+        }
+        let a = l1 / dim.max(1) as f32;
+        alphas.push(if a.is_finite() { a } else { 0.0 });
+        projs.push(p);
+        codes.extend(bits);
+    }
+    let amax = alphas.iter().fold(0f32, |m, &a| m.max(a));
+    let pmin = projs.iter().copied().fold(f32::INFINITY, f32::min);
+    let pmax = projs.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let (pmin, pmax) = if pmin.is_finite() { (pmin, pmax) } else { (0.0, 0.0) };
+    out.extend(amax.to_le_bytes());
+    out.extend(pmin.to_le_bytes());
+    out.extend(pmax.to_le_bytes());
+    out.extend(alphas.iter().map(|&a| {
+        if amax > 0.0 {
+            (a / amax * 255.0).round().clamp(0.0, 255.0) as u8
+        } else {
+            0
+        }
+    }));
+    out.extend(projs.iter().map(|&p| {
+        if pmax > pmin {
+            ((p - pmin) / (pmax - pmin) * 255.0).round().clamp(0.0, 255.0) as u8
+        } else {
+            0
+        }
+    }));
+    out.extend(codes);
+    Ok(out)
+}
+
+/// One decoded binary list page ([`CODES_BINARY`]).
+pub struct BinaryList {
+    /// Doc ids, ascending.
+    pub docs: Vec<u32>,
+    /// List-order position of row 0 (row `i` is at `first + i` in the `i` pages).
+    pub first: usize,
+    /// Per-row residual length `α_i` (dequantized).
+    pub alphas: Vec<f32>,
+    /// Per-row projection `p_i` on the list's centroid (dequantized).
+    pub projs: Vec<f32>,
+    /// `docs.len() × ⌈dim/8⌉` bytes of sign bits.
+    pub codes: Vec<u8>,
+}
+
+impl BinaryList {
+    /// Decodes the raw body of binary list page `name` of a bundle of `chunks` chunks with
+    /// vectors of `dim`. Errors (DataCorruption naming `p/<name>` and the byte offset): a
+    /// count larger than the body could hold, `first + count` beyond `chunks`, ids not
+    /// ascending or not below `chunks`, a non-finite or negative `amax`, a non-finite
+    /// `pmin`/`pmax` or `pmin > pmax`, a body whose length is not exactly what the count
+    /// needs.
+    pub fn open(name: &str, body: &[u8], chunks: usize, dim: usize) -> Result<Self> {
+        let file = format!("p/{name}");
+        let nb = code_bytes(dim);
+        let mut r = Reader::new(&file, body, 0);
+        let count = r.varint()?;
+        // Each row takes at least 1 id byte, 2 bytes of length and projection and nb code
+        // bytes.
+        let room = (body.len() - r.pos()) / (nb + 3);
+        if count > room as u64 {
+            return Err(FormatError::corrupt(
+                &file,
+                0,
+                format!("list of {count} rows in a {}-byte page", body.len()),
+            ));
+        }
+        let count = count as usize;
+        let at = r.pos() as u64;
+        let first = r.varint()?;
+        if first.saturating_add(count as u64) > chunks as u64 {
+            return Err(FormatError::corrupt(
+                &file,
+                at,
+                format!("rows {first}.. + {count} of a bundle of {chunks} chunks"),
+            ));
+        }
+        let mut docs = Vec::with_capacity(count);
+        let mut prev: Option<u64> = None;
+        for _ in 0..count {
+            let at = r.pos() as u64;
+            let delta = r.varint()?;
+            let doc = match prev {
+                None => delta,
+                Some(p) if delta > 0 => p.saturating_add(delta),
+                Some(_) => {
+                    return Err(FormatError::corrupt(&file, at, "doc ids not ascending"));
+                }
+            };
+            if doc >= chunks as u64 {
+                return Err(FormatError::corrupt(
+                    &file,
+                    at,
+                    format!("doc {doc} of a bundle of {chunks} chunks"),
+                ));
+            }
+            docs.push(doc as u32);
+            prev = Some(doc);
+        }
+        let at = r.pos();
+        let need = 12 + count * (nb + 2);
+        if body.len() - at != need {
+            return Err(FormatError::corrupt(
+                &file,
+                at as u64,
+                format!(
+                    "{} bytes of lengths and codes, {need} expected for {count} rows of dimension {dim}",
+                    body.len() - at
+                ),
+            ));
+        }
+        let f = |i: usize| f32::from_le_bytes(body[at + i..at + i + 4].try_into().expect("4 bytes"));
+        let (amax, pmin, pmax) = (f(0), f(4), f(8));
+        if !amax.is_finite() || amax < 0.0 {
+            return Err(FormatError::corrupt(
+                &file,
+                at as u64,
+                format!("row length scale {amax}"),
+            ));
+        }
+        if !pmin.is_finite() || !pmax.is_finite() || pmin > pmax {
+            return Err(FormatError::corrupt(
+                &file,
+                at as u64 + 4,
+                format!("projection range {pmin}..{pmax}"),
+            ));
+        }
+        let at = at + 12;
+        let alphas = body[at..at + count]
+            .iter()
+            .map(|&a| amax * f32::from(a) / 255.0)
+            .collect();
+        let projs = body[at + count..at + 2 * count]
+            .iter()
+            .map(|&b| pmin + (pmax - pmin) * f32::from(b) / 255.0)
+            .collect();
+        let codes = body[at + 2 * count..].to_vec();
+        Ok(BinaryList {
+            docs,
+            first: first as usize,
+            alphas,
+            projs,
+            codes,
+        })
+    }
+
+    /// The estimate of row `i`'s exact score `q·y_i`: `p_i·qc + α_i · (2·Σ_{t: bit t set}
+    /// q_t − Σ_t q_t)` with `qc = q·ĉ` (the list's stored centroid) and the per-query byte
+    /// tables of [`SignTables`]. Panics if `i` is out of range.
+    pub fn estimate(&self, i: usize, qc: f32, t: &SignTables) -> f32 {
+        let nb = t.bytes;
+        let code = &self.codes[i * nb..(i + 1) * nb];
+        let mut s = 0f32;
+        for (p, &b) in code.iter().enumerate() {
+            s += t.table[p * 256 + usize::from(b)];
+        }
+        self.projs[i] * qc + self.alphas[i] * (2.0 * s - t.sum)
+    }
+}
+
+/// A query's sign-bit tables: for byte position `p` and byte value `v`, the sum of the
+/// query components whose bits `v` sets (`table[p·256 + v]`), and the sum of all
+/// components; one table lookup per code byte then gives `q·sign(r)`.
+pub struct SignTables {
+    table: Vec<f32>,
+    sum: f32,
+    bytes: usize,
+}
+
+impl SignTables {
+    /// The tables of query `q` (its length is the vectors' `dim`): `⌈dim/8⌉ × 256` floats.
+    pub fn new(q: &[f32]) -> Self {
+        let nb = code_bytes(q.len());
+        let mut table = vec![0f32; nb * 256];
+        for p in 0..nb {
+            let t = &mut table[p * 256..(p + 1) * 256];
+            for v in 1..256usize {
+                let low = v.trailing_zeros() as usize;
+                let x = q.get(p * 8 + low).copied().unwrap_or(0.0);
+                t[v] = t[v & (v - 1)] + x;
+            }
+        }
+        SignTables {
+            table,
+            sum: q.iter().sum(),
+            bytes: nb,
+        }
+    }
 }
 
 /// The raw body of a list page: count, id deltas, then the rows.
@@ -383,6 +804,7 @@ mod tests {
                 centroids: &centroids,
                 lists: &lists,
                 nprobe: 1,
+                codes: ListCodes::Int8,
             },
             &v,
             &mut |p| {
@@ -451,6 +873,110 @@ mod tests {
         // Every truncation is an error, never a panic.
         for cut in 0..good.len() {
             assert!(ListPage::open(&name, &good[..cut], 9, 3).is_err());
+        }
+    }
+
+    fn written_binary(n: usize) -> (IvfRoot, Vec<Encoded>) {
+        let v = vectors(n);
+        let lists = vec![
+            (0..n as u32).step_by(2).collect(),
+            (1..n as u32).step_by(2).collect(),
+        ];
+        let centroids = vec![vec![1.0, 0.0, 0.0], vec![0.0, 1.0, 0.0]];
+        let scoring = |i: usize| v.get(i);
+        let mut pages = Vec::new();
+        let root = write_pages(
+            &IvfParts {
+                centroids: &centroids,
+                lists: &lists,
+                nprobe: 1,
+                codes: ListCodes::Binary {
+                    scoring: &scoring,
+                    rows_per_page: 4,
+                    rescore: 8,
+                },
+            },
+            &v,
+            &mut |p| {
+                pages.push(p);
+                Ok(())
+            },
+        )
+        .unwrap();
+        (root, pages)
+    }
+
+    #[test]
+    fn binary_lists_hold_signs_of_residuals_and_rows_in_list_order() {
+        let (root, pages) = written_binary(9);
+        root.check(9).unwrap();
+        assert!(root.is_binary());
+        let v = vectors(9);
+        // Rows in list order: 0 2 4 6 8 1 3 5 7, four a page.
+        let rows = root.rows.as_ref().unwrap();
+        assert_eq!((rows.pages, rows.per_page), (3, 4));
+        assert_eq!(root.rows_on_page(2, 9), 1);
+        let name = root.list_page(1);
+        let l = BinaryList::open(&name, &body_of(&pages, &name), 9, 3).unwrap();
+        assert_eq!((l.docs.as_slice(), l.first), ([1, 3, 5, 7].as_slice(), 5));
+        for (i, &d) in l.docs.iter().enumerate() {
+            let (page, at) = root.row_page(l.first + i).unwrap();
+            let n = (l.first + i) / 4;
+            let r = open_rows(&page, &body_of(&pages, &page), root.rows_on_page(n, 9), 3).unwrap();
+            assert_eq!(r.row(at), v.row(d as usize));
+            // The estimate: p·(q·c) + α·(q·sign(x − p·c)), c = (0, 1, 0) stored exactly,
+            // p = x·c.
+            let x = v.get(d as usize);
+            let q = [0.3f32, -0.2, 0.9];
+            let p = x[1];
+            let r: Vec<f32> = x.iter().zip([0.0, p, 0.0]).map(|(a, c)| a - c).collect();
+            let alpha = r.iter().map(|a| a.abs()).sum::<f32>() / 3.0;
+            let signed: f32 = r.iter().zip(&q).map(|(a, b)| if *a > 0.0 { *b } else { -b }).sum();
+            let want = p * -0.2 + alpha * signed;
+            let got = l.estimate(i, -0.2, &SignTables::new(&q));
+            assert!((got - want).abs() < 0.01, "{got} vs {want}");
+        }
+    }
+
+    #[test]
+    fn hostile_binary_list_pages_are_refused() {
+        let (_, pages) = written_binary(9);
+        let (root, _) = written_binary(9);
+        let name = root.list_page(0);
+        let good = body_of(&pages, &name);
+        assert!(BinaryList::open(&name, &good, 9, 3).is_ok());
+        for cut in 0..good.len() {
+            assert!(BinaryList::open(&name, &good[..cut], 9, 3).is_err(), "cut {cut}");
+        }
+        let mut long = good.clone();
+        long.push(0);
+        assert!(BinaryList::open(&name, &long, 9, 3).is_err());
+        // Rows past the bundle's end (first = 0, count 5: a bundle of 4 chunks).
+        let e = BinaryList::open(&name, &good, 4, 3).err().unwrap().to_string();
+        assert!(e.contains(&name) && e.contains("of a bundle of 4 chunks"), "{e}");
+        let mut b = Vec::new();
+        put_varint(&mut b, u64::MAX >> 1);
+        b.extend_from_slice(&good[1..]);
+        let e = BinaryList::open(&name, &b, 9, 3).err().unwrap().to_string();
+        assert!(e.contains("rows in a"), "{e}");
+        // A NaN row-length scale: after count (1 B), first (1 B) and 5 deltas (5 B); an
+        // empty projection range.
+        let mut b = good.clone();
+        b[7..11].copy_from_slice(&f32::NAN.to_le_bytes());
+        let e = BinaryList::open(&name, &b, 9, 3).err().unwrap().to_string();
+        assert!(e.contains("row length scale"), "{e}");
+        let mut b = good.clone();
+        b[11..15].copy_from_slice(&f32::MAX.to_le_bytes());
+        let e = BinaryList::open(&name, &b, 9, 3).err().unwrap().to_string();
+        assert!(e.contains("projection range"), "{e}");
+        // Roots: binary without rows, int8 with a rescore, a zero oversampling.
+        for bad in [
+            IvfRoot { rows: None, ..root.clone() },
+            IvfRoot { rescore: Some(0), ..root.clone() },
+            IvfRoot { codes: CODES_INT8.into(), ..root.clone() },
+        ] {
+            let e = bad.check(9).unwrap_err().to_string();
+            assert!(e.contains(ENTRY_FILE) && e.contains("pages.ivf"), "{e}");
         }
     }
 

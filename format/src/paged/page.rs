@@ -5,7 +5,8 @@
 //! ```text
 //! 0   "JKP2"
 //! 4   u8 kind (the name's letter: b'd', b'o', b'c', b'v', b'l', b'h', b't', b's', b'x',
-//!     the query model's b'm', b'k', b'u', b'r', and the Unicode tables' b'n')
+//!     the query model's b'm', b'k', b'u', b'r', the Unicode tables' b'n', the dense
+//!     index's b'g', b'j', b'w', b'i')
 //! 5   u8 codec: 0 = raw, 1 = deflate-raw (RFC 1951)
 //! 6   u16 0
 //! 8   u32 raw_len      body length before compression
@@ -68,6 +69,9 @@ pub enum Kind {
     Lists,
     /// Dense background sample rows ([`super::ivf`]).
     Sample,
+    /// A binary-coded dense index's int8 rows in list order, read only for the candidates
+    /// it rescores ([`super::ivf`]).
+    IndexRows,
 }
 
 impl Kind {
@@ -91,6 +95,7 @@ impl Kind {
             Kind::Centroids => b'g',
             Kind::Lists => b'j',
             Kind::Sample => b'w',
+            Kind::IndexRows => b'i',
         }
     }
 
@@ -121,6 +126,7 @@ impl Kind {
             b'g' => Kind::Centroids,
             b'j' => Kind::Lists,
             b'w' => Kind::Sample,
+            b'i' => Kind::IndexRows,
             _ => return None,
         })
     }

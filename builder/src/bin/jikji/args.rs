@@ -167,9 +167,15 @@ pub struct IndexArgs {
     pub lang_means: Option<PathBuf>,
     /// Dense index (issue 14): `exact` scans every vector; `ivf` (or `ivf:NLIST`) writes a
     /// paged IVF index (round(2·√chunks) lists by default), so a dense query fetches the
-    /// centroids and a share of the lists instead of every vector page; `auto` (default)
-    /// writes it from 100,000 chunks on (docs/design/dense-index.md).
-    #[arg(long, default_value = "auto", value_name = "exact|ivf|ivf:NLIST|auto")]
+    /// centroids and a share of the lists instead of every vector page; `ivf-binary` (or
+    /// `ivf-binary:NLIST`) the same with lists of sign bits (49 B a chunk with e5-small) and
+    /// int8 rescoring of the best candidates; `auto` (default) writes it from 100,000
+    /// chunks on (docs/design/dense-index.md).
+    #[arg(
+        long,
+        default_value = "auto",
+        value_name = "exact|ivf|ivf:NLIST|ivf-binary|ivf-binary:NLIST|auto"
+    )]
     pub dense_index: String,
 }
 
@@ -224,7 +230,7 @@ impl IndexArgs {
             dense_index: jikji_builder::ivf::DenseIndex::parse(&self.dense_index).ok_or_else(
                 || {
                     anyhow::anyhow!(
-                        "--dense-index must be exact, ivf, ivf:NLIST (NLIST ≥ 1) or auto, got {:?}",
+                        "--dense-index must be exact, ivf, ivf:NLIST, ivf-binary, ivf-binary:NLIST (NLIST ≥ 1) or auto, got {:?}",
                         self.dense_index
                     )
                 },

@@ -92,6 +92,10 @@ pub struct Args {
     /// exact scan, bytes and rounds.
     #[arg(long)]
     nprobe: Option<usize>,
+    /// Oversampling of a binary dense index's int8 rescoring (default: the bundle's
+    /// `pages.ivf.rescore`; `--dense-index ivf-binary`); 0: none (binary-only ranking).
+    #[arg(long)]
+    rescore: Option<usize>,
 }
 
 /// Runs the set and prints the report.
@@ -130,6 +134,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         filters: a.filter.filters()?,
         query_model: a.query_model,
         nprobe: a.nprobe,
+        rescore: a.rescore,
     };
     anyhow::ensure!(
         a.bundle.is_some() || opts.filters.is_empty(),

@@ -70,6 +70,11 @@ pub struct Args {
     /// clamped to 1..=nlist). More lists: closer to the exact scan, more bytes.
     #[arg(long)]
     nprobe: Option<usize>,
+    /// Oversampling of a binary dense index's int8 rescoring (default: the bundle's
+    /// `pages.ivf.rescore`): `RESCORE · min(top-k, 10)` best estimates get their int8 rows;
+    /// 0: none (binary-only ranking).
+    #[arg(long)]
+    rescore: Option<usize>,
     /// Scan every vector even when the bundle has a dense index (the exact reference).
     #[arg(long)]
     exact_dense: bool,
@@ -104,6 +109,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     engine.set_filters(a.filter.filters()?);
     anyhow::ensure!(a.nprobe != Some(0), "--nprobe must be at least 1");
     engine.set_nprobe(a.nprobe);
+    engine.set_rescore(a.rescore);
     engine.set_exact_dense(a.exact_dense);
     engine.set_search_options(SearchOptions {
         now_ms: Some(a.clock.now_ms()?),

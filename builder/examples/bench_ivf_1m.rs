@@ -1,0 +1,421 @@
+//! The dense index at 1M vectors (issue 14): real e5-small vectors extended to `--n` by
+//! perturbation, the builder's k-means and the format's pages, searched by the engine's
+//! own scan (`jikji_engine::ivf::search_pages`) over an in-memory page map that records
+//! what each pass lacks, so rounds and bytes are what a browser would fetch (pages as
+//! stored: header, deflate when it pays). Side by side in one run: the exact int8 scan
+//! (the recall reference and its bytes), IVF with int8 lists, IVF with binary lists for
+//! each oversampling (0 = binary-only).
+//!
+//! ```text
+//! cargo run --release -p jikji-builder --example bench_ivf_1m -- \
+//!     --cache target/h14-cache/vectors-<h16>.bin --model models/e5-small \
+//!     --queries ../shared/eval/xquad-en/queries.jsonl,... [--n 1000000] [--nlist 2000] \
+//!     [--nprobe 4,8,16] [--rescore 0,4,8,16] [--codes int8,binary] [--rows-per-page 1] \
+//!     [--max-queries 300] [--train-per-list 32] [--iterations 10] [--threads 2]
+//! ```
+//!
+//! Vectors. Base: every vector of the embedding cache file (passages of the eval corpora
+//! and books embedded so far, and the calibration's pseudo-queries) except the eval queries
+//! named by `--queries` (found by their cache key, `query: ` + text), which are the
+//! queries. Copy `c ≥ 1` of base vector `x` is `cos θ·x + sin θ·u`: `u` a unit vector
+//! orthogonal to `x` in the direction of `0.7·(w − μ)/‖w − μ‖ + 0.3·g/‖g‖` (`w` another
+//! base vector chosen at random, `μ` the base mean, `g` Gaussian noise), `θ` uniform in
+//! `[0, --max-angle]` degrees: a rotation of `x` by a small angle, mostly within the
+//! subspace the real vectors span, that keeps its unit norm. Copy 0 is `x` itself. No
+//! per-language centring (the rows are scored as stored). Seeded: the same run gives the
+//! same vectors.
+
+use std::collections::{HashMap, HashSet};
+use std::io::BufRead;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use jikji_engine::ivf::{search_pages, IndexPages, Place};
+use jikji_format::paged::ivf::{self, IvfParts, IvfRoot, ListCodes};
+use jikji_format::paged::page::decode_stored;
+use jikji_format::vectors::{write_vectors, Vectors};
+use sha2::{Digest, Sha256};
+
+const DIM: usize = 384;
+const RECORD: usize = 32 + 4 + 1 + 4 * DIM;
+
+struct Args {
+    cache: String,
+    model: String,
+    queries: Vec<String>,
+    n: usize,
+    nlist: usize,
+    nprobe: Vec<usize>,
+    rescore: Vec<usize>,
+    codes: Vec<String>,
+    rows_per_page: usize,
+    max_queries: usize,
+    train_per_list: usize,
+    iterations: usize,
+    threads: usize,
+    max_angle: f32,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        cache: String::new(),
+        model: "models/e5-small".into(),
+        queries: Vec::new(),
+        n: 1_000_000,
+        nlist: 2000,
+        nprobe: vec![4, 8, 16],
+        rescore: vec![0, 4, 8, 16],
+        codes: vec!["int8".into(), "binary".into()],
+        rows_per_page: 1,
+        max_queries: 300,
+        train_per_list: 32,
+        iterations: 10,
+        threads: 2,
+        max_angle: 25.0,
+    };
+    let list = |s: &str| -> Vec<usize> { s.split(',').map(|x| x.parse().expect("a number")).collect() };
+    let mut it = std::env::args().skip(1);
+    while let Some(k) = it.next() {
+        let v = it.next().unwrap_or_else(|| panic!("{k} needs a value"));
+        match k.as_str() {
+            "--cache" => a.cache = v,
+            "--model" => a.model = v,
+            "--queries" => a.queries = v.split(',').map(String::from).collect(),
+            "--n" => a.n = v.parse().expect("--n"),
+            "--nlist" => a.nlist = v.parse().expect("--nlist"),
+            "--nprobe" => a.nprobe = list(&v),
+            "--rescore" => a.rescore = list(&v),
+            "--codes" => a.codes = v.split(',').map(String::from).collect(),
+            "--rows-per-page" => a.rows_per_page = v.parse().expect("--rows-per-page"),
+            "--max-queries" => a.max_queries = v.parse().expect("--max-queries"),
+            "--train-per-list" => a.train_per_list = v.parse().expect("--train-per-list"),
+            "--iterations" => a.iterations = v.parse().expect("--iterations"),
+            "--threads" => a.threads = v.parse().expect("--threads"),
+            "--max-angle" => a.max_angle = v.parse().expect("--max-angle"),
+            _ => panic!("unknown argument {k}"),
+        }
+    }
+    assert!(!a.cache.is_empty(), "--cache FILE is required");
+    a
+}
+
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn uniform(s: &mut u64) -> f32 {
+    (splitmix(s) >> 40) as f32 / (1u64 << 24) as f32
+}
+
+/// Box–Muller.
+fn gauss(s: &mut u64) -> f32 {
+    let u = uniform(s).max(1e-7);
+    let v = uniform(s);
+    (-2.0 * u.ln()).sqrt() * (std::f32::consts::TAU * v).cos()
+}
+
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+fn normalise(v: &mut [f32]) {
+    let n = dot(v, v).sqrt();
+    if n > 0.0 {
+        v.iter_mut().for_each(|x| *x /= n);
+    }
+}
+
+/// The in-memory bundle: page name → (stored bytes, raw body); `have` what a browser
+/// holds, `need` what the last pass lacked.
+struct Pages {
+    all: HashMap<String, (usize, Arc<Vec<u8>>)>,
+    have: Mutex<HashSet<String>>,
+    need: Mutex<Vec<String>>,
+}
+
+impl IndexPages for Pages {
+    fn page(&self, name: &str) -> Option<Arc<Vec<u8>>> {
+        if self.have.lock().unwrap().contains(name) {
+            return self.all.get(name).map(|p| p.1.clone());
+        }
+        self.need.lock().unwrap().push(name.to_string());
+        None
+    }
+}
+
+fn percentile(v: &mut [f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    v[((v.len() - 1) as f64 * p).round() as usize]
+}
+
+fn main() {
+    let a = args();
+    let t0 = Instant::now();
+    let load = || std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!("load at start: {}", load().trim());
+    // The model's hash names the cache keys.
+    let onnx = std::fs::read(format!("{}/model.onnx", a.model)).expect("reading model.onnx");
+    let sha = hex(&Sha256::digest(&onnx));
+    let bytes = std::fs::read(&a.cache).expect("reading the cache file");
+    let mut by_key: HashMap<[u8; 32], Vec<f32>> = HashMap::new();
+    for r in bytes.chunks_exact(RECORD) {
+        let key: [u8; 32] = r[..32].try_into().unwrap();
+        let v: Vec<f32> = r[37..]
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        by_key.insert(key, v);
+    }
+    drop(bytes);
+    let mut queries: Vec<Vec<f32>> = Vec::new();
+    let mut qkeys = HashSet::new();
+    for path in &a.queries {
+        let f = std::fs::File::open(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let mut found = 0;
+        let mut lines = 0;
+        for line in std::io::BufReader::new(f).lines() {
+            let line = line.expect("reading queries");
+            let j: serde_json::Value = serde_json::from_str(&line).expect("a JSON line");
+            let Some(text) = j["text"].as_str() else { continue };
+            lines += 1;
+            let key = jikji_builder::vector_cache::cache_key(&sha, jikji_embed::Prefix::Query, text);
+            if let Some(v) = by_key.get(&key) {
+                if qkeys.insert(key) {
+                    queries.push(v.clone());
+                    found += 1;
+                }
+            }
+        }
+        println!("{path}: {found} of {lines} queries in the cache");
+    }
+    let mut keys: Vec<&[u8; 32]> = by_key.keys().filter(|k| !qkeys.contains(*k)).collect();
+    keys.sort();
+    let base: Vec<&Vec<f32>> = keys.iter().map(|k| &by_key[*k]).collect();
+    let b = base.len();
+    assert!(b > 0 && !queries.is_empty(), "no base vectors or no queries");
+    // Queries evenly spaced over the sets' order, at most max_queries.
+    let take = queries.len().min(a.max_queries);
+    let queries: Vec<Vec<f32>> = (0..take).map(|i| queries[i * queries.len() / take].clone()).collect();
+    let mut mu = vec![0f32; DIM];
+    for x in &base {
+        mu.iter_mut().zip(x.iter()).for_each(|(m, v)| *m += v / b as f32);
+    }
+    // Extend to n.
+    let mut s = 0x31_4d_u64;
+    let max = a.max_angle.to_radians();
+    let mut rows: Vec<Vec<f32>> = Vec::with_capacity(a.n);
+    let mut cos_sum = 0f64;
+    for i in 0..a.n {
+        let x = base[i % b];
+        if i < b {
+            rows.push(x.clone());
+            continue;
+        }
+        let w = base[(splitmix(&mut s) % b as u64) as usize];
+        let mut d: Vec<f32> = w.iter().zip(&mu).map(|(a, m)| a - m).collect();
+        normalise(&mut d);
+        let mut g: Vec<f32> = (0..DIM).map(|_| gauss(&mut s)).collect();
+        normalise(&mut g);
+        let mut u: Vec<f32> = d.iter().zip(&g).map(|(a, b)| 0.7 * a + 0.3 * b).collect();
+        let p = dot(&u, x);
+        u.iter_mut().zip(x.iter()).for_each(|(a, b)| *a -= p * b);
+        normalise(&mut u);
+        let th = uniform(&mut s) * max;
+        let mut y: Vec<f32> = x.iter().zip(&u).map(|(a, b)| th.cos() * a + th.sin() * b).collect();
+        normalise(&mut y);
+        cos_sum += f64::from(dot(&y, x));
+        rows.push(y);
+    }
+    let vbytes = write_vectors(DIM, &rows).expect("quantizing");
+    drop(rows);
+    let v = Vectors::open(&vbytes).expect("vectors");
+    println!(
+        "vectors: {} base (+{} queries held out), extended to {} (copies: mean cos to their original {:.3}, angle ≤ {}°), {:.1} s",
+        b,
+        qkeys.len(),
+        v.len(),
+        cos_sum / (a.n.saturating_sub(b)).max(1) as f64,
+        a.max_angle,
+        t0.elapsed().as_secs_f64()
+    );
+    let n = v.len();
+    // The exact int8 top 10 of each query (the reference), and its time.
+    let t = Instant::now();
+    let per = queries.len().div_ceil(a.threads.max(1));
+    let exact: Vec<Vec<u32>> = std::thread::scope(|sc| {
+        let hs: Vec<_> = queries
+            .chunks(per)
+            .map(|part| {
+                let v = &v;
+                sc.spawn(move || {
+                    part.iter()
+                        .map(|q| {
+                            let mut s: Vec<(u32, f32)> = (0..n).map(|d| (d as u32, v.dot(d, q))).collect();
+                            s.select_nth_unstable_by(9, |a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+                            s.truncate(10);
+                            s.into_iter().map(|x| x.0).collect::<Vec<u32>>()
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
+    });
+    let exact_ms = t.elapsed().as_secs_f64() * 1e3 * a.threads as f64 / queries.len() as f64;
+    let exact_bytes = n * (DIM + 4);
+    println!(
+        "exact int8 scan: {:.1} ms/query (one thread, {} queries), {:.1} MB of rows per query",
+        exact_ms,
+        queries.len(),
+        exact_bytes as f64 / 1e6
+    );
+    // k-means.
+    let t = Instant::now();
+    let index = jikji_builder::ivf::build_with(&v, None, a.nlist, 0x6a696b6a69, a.threads, a.train_per_list, a.iterations)
+        .expect("k-means");
+    let sizes: Vec<usize> = index.lists.iter().map(Vec::len).collect();
+    println!(
+        "k-means: nlist {}, {} training points per list, ≤ {} rounds: {:.1} s; list sizes min {} median {} max {}",
+        a.nlist,
+        a.train_per_list,
+        a.iterations,
+        t.elapsed().as_secs_f64(),
+        sizes.iter().min().unwrap(),
+        {
+            let mut s = sizes.clone();
+            s.sort();
+            s[s.len() / 2]
+        },
+        sizes.iter().max().unwrap()
+    );
+    println!("load now: {}", load().trim());
+    println!(
+        "{:<7}{:>5}{:>7}{:>10}{:>9}{:>10}{:>10}{:>9}{:>9}{:>8}{:>9}{:>9}",
+        "codes", "resc", "nprobe", "recall@10", "B/vec", "kB/q warm", "kB/q cold", "lists kB", "rows kB", "rounds", "p50 ms", "p95 ms"
+    );
+    for codes in &a.codes {
+        let binary = codes == "binary";
+        let scoring = |i: usize| v.get(i);
+        let lc = if binary {
+            ListCodes::Binary {
+                scoring: &scoring,
+                rows_per_page: a.rows_per_page,
+                rescore: 8,
+            }
+        } else {
+            ListCodes::Int8
+        };
+        let mut all = HashMap::new();
+        let root: IvfRoot = ivf::write_pages(
+            &IvfParts {
+                centroids: &index.centroids,
+                lists: &index.lists,
+                nprobe: 1,
+                codes: lc,
+            },
+            &v,
+            &mut |p| {
+                let body = decode_stored(&p.name, &p.bytes)?;
+                all.insert(p.name.clone(), (p.bytes.len(), Arc::new(body)));
+                Ok(())
+            },
+        )
+        .expect("pages");
+        let list_total: usize = all.iter().filter(|(k, _)| k.starts_with("j-")).map(|(_, p)| p.0).sum();
+        let once: Vec<String> = (0..root.centroids.pages)
+            .map(|i| root.centroid_page(i))
+            .chain([root.sample_page()])
+            .collect();
+        let once_bytes: usize = once.iter().map(|p| all[p].0).sum();
+        let pages = Pages {
+            all,
+            have: Mutex::new(HashSet::new()),
+            need: Mutex::new(Vec::new()),
+        };
+        let at = Place { chunks: n, dim: DIM };
+        let rescores: Vec<Option<usize>> = if binary { a.rescore.iter().map(|&r| Some(r)).collect() } else { vec![None] };
+        for &np in &a.nprobe {
+            for &rs in &rescores {
+                let mut recall = 0f64;
+                let mut warm_bytes = Vec::new();
+                let mut list_b = Vec::new();
+                let mut row_b = Vec::new();
+                let mut rounds = Vec::new();
+                let mut ms = Vec::new();
+                for (q, ex) in queries.iter().zip(&exact) {
+                    // Warm: the centroids and the sample cached, nothing else.
+                    *pages.have.lock().unwrap() = once.iter().cloned().collect();
+                    let (mut bytes, mut lb, mut rb, mut r) = (0usize, 0usize, 0usize, 0usize);
+                    let hits = loop {
+                        pages.need.lock().unwrap().clear();
+                        let t = Instant::now();
+                        match search_pages(&pages, at, &root, q, 10, np, rs) {
+                            Ok(h) => {
+                                ms.push(t.elapsed().as_secs_f64() * 1e3);
+                                break h;
+                            }
+                            Err(jikji_engine::EngineError::Format(jikji_format::FormatError::PageMissing { .. })) => {
+                                r += 1;
+                                let need: Vec<String> = std::mem::take(&mut *pages.need.lock().unwrap());
+                                let mut have = pages.have.lock().unwrap();
+                                for p in need {
+                                    if have.insert(p.clone()) {
+                                        let b = pages.all.get(&p).map_or(0, |x| x.0);
+                                        bytes += b;
+                                        if p.starts_with("j-") {
+                                            lb += b;
+                                        } else if p.starts_with("i-") {
+                                            rb += b;
+                                        }
+                                    }
+                                }
+                                assert!(r < 20, "more than 20 rounds");
+                            }
+                            Err(e) => panic!("{e}"),
+                        }
+                    };
+                    let top: HashSet<u32> = hits.iter().take(10).map(|h| h.0).collect();
+                    recall += ex.iter().filter(|d| top.contains(d)).count() as f64 / ex.len() as f64;
+                    warm_bytes.push(bytes as f64);
+                    list_b.push(lb as f64);
+                    row_b.push(rb as f64);
+                    rounds.push(r as f64);
+                }
+                let m = queries.len() as f64;
+                let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+                let w = mean(&warm_bytes);
+                println!(
+                    "{:<7}{:>5}{:>7}{:>10.4}{:>9.1}{:>10.1}{:>10.1}{:>9.1}{:>9.1}{:>8.0}{:>9.2}{:>9.2}",
+                    codes,
+                    rs.map_or("-".to_string(), |r| r.to_string()),
+                    np,
+                    recall / m,
+                    list_total as f64 / n as f64,
+                    w / 1e3,
+                    (w + once_bytes as f64) / 1e3,
+                    mean(&list_b) / 1e3,
+                    mean(&row_b) / 1e3,
+                    percentile(&mut rounds, 0.5),
+                    percentile(&mut ms.clone(), 0.5),
+                    percentile(&mut ms, 0.95),
+                );
+            }
+        }
+        println!(
+            "  {codes}: centroids + sample {:.1} kB once (cold = warm + this); rounds: index rounds with the centroids cached (chunk pages: +1)",
+            once_bytes as f64 / 1e3
+        );
+    }
+    println!("total {:.0} s; load at the end: {}", t0.elapsed().as_secs_f64(), load().trim());
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}

@@ -1,0 +1,159 @@
+//! Format 2 with a binary-coded dense index (issue 14, `pages.ivf.codes` = `binary`): the
+//! frozen fixture `format/tests/compat/v2-ivf/` (the format 1 fixtures' corpus, built with
+//! `--dense-index ivf-binary:3`; never rebuilt, see its README) searched with the query
+//! vectors of `../v2-centring/queries.json` (same corpus and model). Checked: the entry's
+//! `pages.ivf` is what FORMAT.md says; dense and hybrid hits through the index (one list
+//! binary-only, one list rescored, every list) equal the frozen `expected.json` (chunk ids
+//! and raw scores), natively and through the browser's page loop; every list probed and
+//! every chunk rescored equals the exact scan.
+//!
+//! `expected.json` was written once by the ignored test below:
+//! `cargo test --release -p jikji-engine --test compat_v2_ivf -- --ignored`.
+
+use std::path::{Path, PathBuf};
+
+use jikji_engine::{Engine, EngineError, Mode, SearchResult};
+use jikji_format::paged::page;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../format/tests/compat")
+        .join(name)
+}
+
+#[derive(serde::Deserialize)]
+struct Query {
+    text: String,
+    vector: Vec<f32>,
+}
+
+fn queries() -> Vec<Query> {
+    let bytes = std::fs::read(fixture("v2-centring/queries.json")).unwrap();
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+/// (nprobe, rescore) settings the frozen results were taken at.
+const SETTINGS: [(usize, usize); 3] = [(1, 0), (1, 8), (3, 8)];
+
+fn browser_search(
+    dir: &Path,
+    engine: &Engine,
+    q: &Query,
+    mode: Mode,
+) -> (SearchResult, usize) {
+    for round in 0..=jikji_engine::MAX_ROUNDS {
+        match engine.search_with_vector(&q.text, Some(&q.vector), mode, 10) {
+            Ok(r) => return (r, round),
+            Err(EngineError::NeedPages(names)) => {
+                for n in names {
+                    assert!(!n.starts_with("v-"), "{}: the index read {n}", q.text);
+                    let stored = std::fs::read(dir.join("p").join(&n)).unwrap();
+                    let raw = page::decode_stored(&n, &stored).unwrap();
+                    let mut bytes = stored[..page::HEADER_LEN].to_vec();
+                    bytes.extend_from_slice(&raw);
+                    engine.add_page(&n, &bytes).unwrap();
+                }
+            }
+            Err(e) => panic!("{}: {e}", q.text),
+        }
+    }
+    panic!("{}: too many rounds", q.text)
+}
+
+/// `[{text, mode, nprobe, rescore, hits: [[chunk id, raw score], …]}]` of the native paged
+/// read.
+fn results(dir: &Path) -> Vec<serde_json::Value> {
+    let mut e = Engine::open_dir_paged(dir).unwrap();
+    let mut out = Vec::new();
+    for q in queries() {
+        for mode in [Mode::Dense, Mode::Hybrid] {
+            for (nprobe, rescore) in SETTINGS {
+                e.set_nprobe(Some(nprobe));
+                e.set_rescore(Some(rescore));
+                let r = e
+                    .search_with_vector(&q.text, Some(&q.vector), mode, 10)
+                    .unwrap();
+                out.push(serde_json::json!({
+                    "text": q.text,
+                    "mode": mode.to_string(),
+                    "nprobe": nprobe,
+                    "rescore": rescore,
+                    "hits": r.hits.iter().map(|h| serde_json::json!([h.chunk.id, h.raw_score])).collect::<Vec<_>>(),
+                }));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+#[ignore = "writes the frozen fixture's expected.json; run once by hand"]
+fn write_v2_ivf_expected() {
+    let dir = fixture("v2-ivf");
+    let out = results(&dir.join("bundle"));
+    std::fs::write(
+        dir.join("expected.json"),
+        serde_json::to_vec_pretty(&out).unwrap(),
+    )
+    .unwrap();
+}
+
+#[test]
+fn ivf_fixture_answers_as_frozen() {
+    let dir = fixture("v2-ivf/bundle");
+    let e = Engine::open_dir_paged(&dir).unwrap();
+    let root = e.dense_index().unwrap().clone();
+    assert_eq!(
+        (
+            root.codes.as_str(),
+            root.nlist,
+            root.rescore,
+            root.rows.as_ref().map(|r| (r.per_page, r.pages))
+        ),
+        ("binary", 3, Some(8), Some((4, 4)))
+    );
+    let n = e.bundle().manifest().counts.chunks;
+    assert_eq!(n, 13);
+    let want: Vec<serde_json::Value> =
+        serde_json::from_slice(&std::fs::read(fixture("v2-ivf/expected.json")).unwrap())
+            .unwrap();
+    let got = results(&dir);
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!(g["text"], w["text"]);
+        let (gh, wh) = (g["hits"].as_array().unwrap(), w["hits"].as_array().unwrap());
+        assert_eq!(gh.len(), wh.len(), "{g}");
+        for (a, b) in gh.iter().zip(wh) {
+            assert_eq!(a[0], b[0], "{} {} {}/{}", g["text"], g["mode"], g["nprobe"], g["rescore"]);
+            let (x, y) = (a[1].as_f64().unwrap(), b[1].as_f64().unwrap());
+            assert!((x - y).abs() < 1e-6, "{g}: score {x} vs frozen {y}");
+        }
+    }
+    // The browser's loop: the same hits; every list probed and every chunk rescored is
+    // the exact scan.
+    let entry = std::fs::read(dir.join("jikji.json")).unwrap();
+    let whole = Engine::open_dir(&dir).unwrap();
+    for q in queries() {
+        for mode in [Mode::Dense, Mode::Hybrid] {
+            let mut browser = Engine::open_entry(&entry).unwrap();
+            browser.set_nprobe(Some(1));
+            let mut native = Engine::open_dir_paged(&dir).unwrap();
+            native.set_nprobe(Some(1));
+            let (b, rounds) = browser_search(&dir, &browser, &q, mode);
+            let nat = native
+                .search_with_vector(&q.text, Some(&q.vector), mode, 10)
+                .unwrap();
+            assert_eq!(b.hits, nat.hits, "{} {mode}", q.text);
+            assert!(rounds >= 3, "{}: centroids, lists, rows: {rounds} rounds", q.text);
+            native.set_nprobe(Some(3));
+            native.set_rescore(Some(n.div_ceil(10)));
+            let exact = whole
+                .search_with_vector(&q.text, Some(&q.vector), mode, 10)
+                .unwrap();
+            let all = native
+                .search_with_vector(&q.text, Some(&q.vector), mode, 10)
+                .unwrap();
+            assert_eq!(all.hits, exact.hits, "{} {mode}: every chunk rescored", q.text);
+        }
+    }
+}
