@@ -68,6 +68,10 @@ pub enum Kind {
     Lists,
     /// Dense background sample rows ([`super::ivf`]).
     Sample,
+    /// Dictionary index: the first keys of a run of dictionary blocks and the long-list
+    /// terms among them ([`super::dict`], bundles with more than
+    /// [`super::dict::INLINE_KEYS_MAX`] blocks).
+    DictIndex,
 }
 
 impl Kind {
@@ -91,6 +95,7 @@ impl Kind {
             Kind::Centroids => b'g',
             Kind::Lists => b'j',
             Kind::Sample => b'w',
+            Kind::DictIndex => b'i',
         }
     }
 
@@ -121,6 +126,7 @@ impl Kind {
             b'g' => Kind::Centroids,
             b'j' => Kind::Lists,
             b'w' => Kind::Sample,
+            b'i' => Kind::DictIndex,
             _ => return None,
         })
     }
