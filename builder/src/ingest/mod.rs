@@ -273,7 +273,10 @@ pub fn checked_corpus(opts: &IngestOptions, check: CheckOptions) -> Result<(Scan
 }
 
 /// Builds a bundle at `opts.bundle` from the corpus folder `opts.corpus` with `settings`.
-/// Errors: corpus errors with `strict`, no usable file, a missing or broken model, I/O.
+/// The corpus text is dropped once the files are chunked (the chunk records hold what the
+/// later stages need), so it is not held with the index and the pages at 1M chunks
+/// (`docs/design/scale-1m.md`). Errors: corpus errors with `strict`, no usable file, a
+/// missing or broken model, I/O.
 pub fn build(opts: &IngestOptions, settings: &BundleSettings) -> Result<BuildReport> {
     let t = Instant::now();
     let check = CheckOptions {
@@ -281,10 +284,15 @@ pub fn build(opts: &IngestOptions, settings: &BundleSettings) -> Result<BuildRep
     };
     let (scanned, quarantined) = checked_corpus(opts, check)?;
     let mut seconds = vec![("read".to_string(), t.elapsed().as_secs_f64())];
-    let mut report = build_files(&scanned.files, opts, settings)?;
+    let Scan {
+        files, findings, ..
+    } = scanned;
+    let chunked = chunk_stage(&files, opts, settings)?;
+    drop(files);
+    let mut report = build_chunked(chunked, opts, settings)?;
     seconds.append(&mut report.seconds);
     report.seconds = seconds;
-    report.findings = scanned.findings;
+    report.findings = findings;
     report.quarantined = quarantined;
     Ok(report)
 }
@@ -298,11 +306,30 @@ pub fn build_files(
     opts: &IngestOptions,
     settings: &BundleSettings,
 ) -> Result<BuildReport> {
-    let mut seconds = Vec::new();
-    let mut cpu = report::CpuLaps::start();
-    let corpus_bytes = files.iter().map(|f| f.text.len() as u64).sum();
+    build_chunked(chunk_stage(files, opts, settings)?, opts, settings)
+}
 
+/// What [`chunk_stage`] hands to the later stages: the chunks and what the report says of
+/// the files (the files themselves are no longer needed).
+pub struct ChunkStage {
+    chunking: Chunking,
+    chunked: chunk::Chunked,
+    version_notes: Vec<crate::versions::VersionNote>,
+    files: usize,
+    corpus_bytes: u64,
+    seconds: f64,
+    /// CPU seconds from the start of the chunk stage (the build's first lap, `chunk`).
+    cpu: report::CpuLaps,
+}
+
+/// The chunk stage of a build: versions resolved, every file chunked with `settings`.
+pub fn chunk_stage(
+    files: &[SourceFile],
+    opts: &IngestOptions,
+    settings: &BundleSettings,
+) -> Result<ChunkStage> {
     let t = Instant::now();
+    let cpu = report::CpuLaps::start();
     let chunking = Chunking::new(
         settings.strategy,
         settings.params,
@@ -310,14 +337,42 @@ pub fn build_files(
     )?;
     let versions = crate::versions::resolve(files);
     let version_notes = crate::versions::notes(files, &versions);
-    let mut chunked = chunk::chunk_files(files, &versions, &chunking);
+    let chunked = chunk::chunk_files(files, &versions, &chunking);
+    Ok(ChunkStage {
+        chunking,
+        chunked,
+        version_notes,
+        files: files.len(),
+        corpus_bytes: files.iter().map(|f| f.text.len() as u64).sum(),
+        seconds: t.elapsed().as_secs_f64(),
+        cpu,
+    })
+}
+
+/// The stages after chunking (index, embed, conflicts, calibrate, write) of a build.
+fn build_chunked(
+    stage: ChunkStage,
+    opts: &IngestOptions,
+    settings: &BundleSettings,
+) -> Result<BuildReport> {
+    let ChunkStage {
+        chunking,
+        mut chunked,
+        version_notes,
+        files,
+        corpus_bytes,
+        seconds: chunk_seconds,
+        mut cpu,
+    } = stage;
+    let mut seconds = Vec::new();
+    let t = Instant::now();
     let mut chunk_chars: Vec<usize> = chunked
         .records
         .iter()
         .map(|r| r.text.chars().count())
         .collect();
     let chunk_chars = Dist::of(&mut chunk_chars);
-    seconds.push(("chunk".to_string(), t.elapsed().as_secs_f64()));
+    seconds.push(("chunk".to_string(), chunk_seconds + t.elapsed().as_secs_f64()));
     cpu.lap("chunk");
 
     let t = Instant::now();
@@ -428,7 +483,7 @@ pub fn build_files(
     cpu.lap("write");
     seconds.extend(pages.seconds);
     Ok(BuildReport {
-        files: files.len(),
+        files,
         findings: Vec::new(),
         quarantined: Vec::new(),
         corpus_bytes,

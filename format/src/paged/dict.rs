@@ -49,6 +49,13 @@ pub const INLINE_MAX: usize = 1024;
 pub const POSTINGS_PAGE: usize = 4096;
 /// Typo dictionary pages: terms of 1 … `TYPO_BUCKETS − 1` chars, then all longer terms.
 pub const TYPO_BUCKETS: usize = 24;
+/// Most dictionary blocks whose first keys the entry file lists itself (`pages.dict_keys`);
+/// a dictionary of more blocks is indexed by dictionary index pages instead
+/// (`pages.dict_index`), so the entry does not grow with the dictionary. 2,048 keeps the
+/// books (1,535 blocks) and SciFact bundles as they were: one round less for them.
+pub const INLINE_KEYS_MAX: usize = 2048;
+/// Target raw size of a dictionary index page (`e-…`).
+pub const INDEX_PAGE_TARGET: usize = 4096;
 
 fn typo_bucket(chars: usize) -> usize {
     chars.clamp(1, TYPO_BUCKETS) - 1
@@ -70,6 +77,186 @@ pub struct Written {
     /// The typo dictionary pages (`t-<gen>-<b>`, [`TYPO_BUCKETS`] of them), if any term
     /// qualifies.
     pub typo: Option<Numbered>,
+    /// The dictionary index pages, when there are more than [`INLINE_KEYS_MAX`] blocks
+    /// (`keys` is then empty).
+    pub index: Option<DictIndex>,
+}
+
+/// The entry's `pages.dict_index`: dictionary index pages (`e-<gen>-<n>`) and the first
+/// term of each (= the first term of its first block), in term order.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DictIndex {
+    /// The first term of each index page.
+    pub keys: Vec<String>,
+    /// The index pages (`per_page` unused, 0).
+    pub pages: Numbered,
+}
+
+impl crate::json::FromJson for DictIndex {
+    const WHAT: &'static str = "an object";
+    fn from_json(j: &crate::json::Json, f: &str) -> Result<Self> {
+        let o = j.obj(f)?;
+        Ok(DictIndex {
+            keys: o.req("keys")?,
+            pages: o.req("pages")?,
+        })
+    }
+}
+
+/// A long list's place in the postings stream, as a dictionary index page gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LongRef {
+    /// Document frequency.
+    pub df: u32,
+    /// Postings page number (`o-<gen>-<page>`).
+    pub page: usize,
+    /// Offset in that page.
+    pub offset: usize,
+    /// List length in bytes (continuing over the following pages).
+    pub len: usize,
+}
+
+/// A decoded dictionary index page:
+/// ```text
+/// varint first_block, varint n_blocks
+/// n_blocks × (varint keep, varint add, add bytes)      each block's first term, front-coded
+/// varint n_long
+/// n_long × (varint keep, varint add, add bytes,        the terms of those blocks whose lists
+///           varint df, varint len,                     are in postings pages, front-coded
+///           varint page, varint offset)                among themselves, with the list's place
+/// ```
+/// A term with a long list is resolved by its index page alone (one round less: index →
+/// postings); any other term by its block (index → block, postings inline).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexPage {
+    /// Number of the first block this page covers.
+    pub first_block: usize,
+    /// The first term of each covered block.
+    pub keys: Vec<String>,
+    /// The covered blocks' long-list terms, in term order.
+    pub long: Vec<(String, LongRef)>,
+}
+
+/// Reads a front-coded term (`varint keep`, `varint add`, `add` bytes) after `prev`.
+fn front_term(r: &mut Reader<'_>, prev: &mut Vec<u8>) -> Result<String> {
+    let keep = r.varint()? as usize;
+    let add = r.varint()? as usize;
+    if keep > prev.len() {
+        return Err(r.corrupt("front coding keeps more than the previous term"));
+    }
+    prev.truncate(keep);
+    prev.extend_from_slice(r.take(add)?);
+    String::from_utf8(prev.clone()).map_err(|_| r.corrupt("term is not UTF-8"))
+}
+
+fn put_front(out: &mut Vec<u8>, prev: &[u8], k: &[u8]) {
+    let keep = prev.iter().zip(k).take_while(|(a, b)| a == b).count();
+    put_varint(out, keep as u64);
+    put_varint(out, (k.len() - keep) as u64);
+    out.extend_from_slice(&k[keep..]);
+}
+
+impl IndexPage {
+    /// The page body (layout above).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        put_varint(&mut out, self.first_block as u64);
+        put_varint(&mut out, self.keys.len() as u64);
+        let mut prev: &[u8] = b"";
+        for k in &self.keys {
+            put_front(&mut out, prev, k.as_bytes());
+            prev = k.as_bytes();
+        }
+        put_varint(&mut out, self.long.len() as u64);
+        let mut prev: &[u8] = b"";
+        for (t, l) in &self.long {
+            put_front(&mut out, prev, t.as_bytes());
+            put_varint(&mut out, u64::from(l.df));
+            put_varint(&mut out, l.len as u64);
+            put_varint(&mut out, l.page as u64);
+            put_varint(&mut out, l.offset as u64);
+            prev = t.as_bytes();
+        }
+        out
+    }
+
+    /// Decodes index page `name` of a bundle with `blocks` dictionary blocks and `postings`
+    /// postings pages; every count and reference is checked against them and the body
+    /// (bytes from the network are hostile). Errors: DataCorruption naming `p/<name>`.
+    pub fn parse(name: &str, body: &[u8], blocks: usize, postings: usize) -> Result<IndexPage> {
+        let file = format!("p/{name}");
+        let mut r = Reader::new(&file, body, 0);
+        let first_block = r.varint()? as usize;
+        let n = r.varint()? as usize;
+        if n == 0 || n > body.len() || first_block.checked_add(n).is_none_or(|e| e > blocks) {
+            return Err(r.corrupt(format!(
+                "blocks {first_block}+{n} in a {}-byte page of a {blocks}-block dictionary",
+                body.len()
+            )));
+        }
+        let mut keys = Vec::with_capacity(n);
+        let mut prev = Vec::new();
+        for _ in 0..n {
+            let k = front_term(&mut r, &mut prev)?;
+            if keys.last().is_some_and(|p: &String| p.as_str() >= k.as_str()) {
+                return Err(r.corrupt("block keys not in term order"));
+            }
+            keys.push(k);
+        }
+        let n_long = r.varint()? as usize;
+        if n_long > body.len() {
+            return Err(r.corrupt(format!("{n_long} long terms in a {}-byte page", body.len())));
+        }
+        let mut long = Vec::with_capacity(n_long);
+        let mut prev = Vec::new();
+        for _ in 0..n_long {
+            let t = front_term(&mut r, &mut prev)?;
+            let df = u32::try_from(r.varint()?).map_err(|_| r.corrupt("df over u32"))?;
+            let len = usize::try_from(r.varint()?).map_err(|_| r.corrupt("length overflow"))?;
+            let page = usize::try_from(r.varint()?).map_err(|_| r.corrupt("page overflow"))?;
+            let offset = usize::try_from(r.varint()?).map_err(|_| r.corrupt("offset overflow"))?;
+            let end = offset
+                .checked_add(len)
+                .map(|e| e.div_ceil(POSTINGS_PAGE))
+                .and_then(|p| p.checked_add(page));
+            if offset >= POSTINGS_PAGE || end.is_none_or(|e| e > postings) {
+                return Err(r.corrupt(format!(
+                    "term {t:?}: postings range past the bundle's {postings} pages"
+                )));
+            }
+            if long.last().is_some_and(|(p, _): &(String, LongRef)| p.as_str() >= t.as_str()) {
+                return Err(r.corrupt("long terms not in term order"));
+            }
+            long.push((
+                t,
+                LongRef {
+                    df,
+                    page,
+                    offset,
+                    len,
+                },
+            ));
+        }
+        Ok(IndexPage {
+            first_block,
+            keys,
+            long,
+        })
+    }
+
+    /// The long-list reference of `term`, if this page has one.
+    pub fn long_of(&self, term: &str) -> Option<LongRef> {
+        self.long
+            .binary_search_by(|(t, _)| t.as_str().cmp(term))
+            .ok()
+            .map(|i| self.long[i].1)
+    }
+
+    /// The number of the block that would hold `term` (`None`: before this page's first key).
+    pub fn block_of(&self, term: &str) -> Option<usize> {
+        let i = self.keys.partition_point(|k| k.as_str() <= term);
+        i.checked_sub(1).map(|i| self.first_block + i)
+    }
 }
 
 fn encode_list(list: &[(u32, u32)], doc_lens: &[u32]) -> Vec<u8> {
@@ -146,6 +333,8 @@ pub fn write<'a>(
     // Pass 2: blocks.
     let mut keys = Vec::new();
     let mut block_bodies = Vec::new();
+    // Per block: its long-list terms (for the index pages).
+    let mut block_longs: Vec<Vec<(String, LongRef)>> = Vec::new();
     let mut i = 0;
     while i < all.len() {
         // Choose the block's terms: until the estimated size reaches the target.
@@ -206,9 +395,34 @@ pub fn write<'a>(
         }
         keys.push(group[0].term.to_string());
         block_bodies.push(body);
+        block_longs.push(
+            group
+                .iter()
+                .filter_map(|t| {
+                    t.long.map(|(at, len)| {
+                        (
+                            t.term.to_string(),
+                            LongRef {
+                                df: t.df,
+                                page: at / POSTINGS_PAGE,
+                                offset: at % POSTINGS_PAGE,
+                                len,
+                            },
+                        )
+                    })
+                })
+                .collect(),
+        );
     }
     let (blocks, block_pages) = super::numbered(Kind::Dict, block_bodies, 0);
     pages.extend(block_pages);
+    let index = if keys.len() > INLINE_KEYS_MAX {
+        let (index, index_pages) = index_pages(std::mem::take(&mut keys), block_longs);
+        pages.extend(index_pages);
+        Some(index)
+    } else {
+        None
+    };
     let typo = if any_typo {
         let mut bodies = Vec::with_capacity(TYPO_BUCKETS);
         for b in typo {
@@ -229,7 +443,51 @@ pub fn write<'a>(
         blocks,
         postings,
         typo,
+        index,
     })
+}
+
+/// Cuts the blocks (first `keys`, `longs` per block) into dictionary index pages of about
+/// [`INDEX_PAGE_TARGET`] raw bytes (at least one block each; a block's long terms stay
+/// with it). Returns the entry's `dict_index` and the encoded pages.
+fn index_pages(keys: Vec<String>, longs: Vec<Vec<(String, LongRef)>>) -> (DictIndex, Vec<Encoded>) {
+    let mut bodies = Vec::new();
+    let mut firsts = Vec::new();
+    let mut page = IndexPage {
+        first_block: 0,
+        keys: Vec::new(),
+        long: Vec::new(),
+    };
+    let mut size = 0usize;
+    for (b, (key, long)) in keys.into_iter().zip(longs).enumerate() {
+        // Estimated bytes: a key and each long term ≈ its length + 2, plus ~9 for the ref.
+        let add = key.len() + 2 + long.iter().map(|(t, _)| t.len() + 11).sum::<usize>();
+        if !page.keys.is_empty() && size + add > INDEX_PAGE_TARGET {
+            firsts.push(page.keys[0].clone());
+            bodies.push(page.encode());
+            page = IndexPage {
+                first_block: b,
+                keys: Vec::new(),
+                long: Vec::new(),
+            };
+            size = 0;
+        }
+        size += add;
+        page.keys.push(key);
+        page.long.extend(long);
+    }
+    if !page.keys.is_empty() {
+        firsts.push(page.keys[0].clone());
+        bodies.push(page.encode());
+    }
+    let (root, pages) = super::numbered(Kind::DictIndex, bodies, 0);
+    (
+        DictIndex {
+            keys: firsts,
+            pages: root,
+        },
+        pages,
+    )
 }
 
 /// Where a term's postings are.
@@ -409,12 +667,25 @@ pub fn decode_list(
 pub struct PagedLexicon {
     cache: Arc<PageCache>,
     keys: Vec<String>,
+    index: Option<DictIndex>,
     blocks: Numbered,
     postings: Numbered,
     typo: Option<Numbered>,
     num_docs: usize,
     num_terms: usize,
     avg_doc_len: f32,
+}
+
+/// Where a term's dictionary entry is, as far as the loaded pages say.
+enum Place {
+    /// Before the first term: absent.
+    Before,
+    /// Its dictionary index page is not loaded.
+    Unknown,
+    /// In this block (if anywhere).
+    Block(usize),
+    /// A long list, resolved by its index page.
+    Long(LongRef),
 }
 
 impl PagedLexicon {
@@ -435,6 +706,7 @@ impl PagedLexicon {
         PagedLexicon {
             cache,
             keys,
+            index: None,
             blocks,
             postings,
             typo,
@@ -442,6 +714,13 @@ impl PagedLexicon {
             num_terms,
             avg_doc_len,
         }
+    }
+
+    /// This lexicon with the entry's dictionary index pages (`pages.dict_index`) instead of
+    /// the block keys in the entry (`keys` is then empty).
+    pub fn with_index(mut self, index: Option<DictIndex>) -> Self {
+        self.index = index;
+        self
     }
 
     /// The block named `name`, parsed, if the cache holds it (else recorded as missing).
@@ -474,25 +753,46 @@ impl PagedLexicon {
 
     /// Number of blocks.
     pub fn num_blocks(&self) -> usize {
-        self.keys.len()
+        self.blocks.pages
     }
 
-    fn block_index(&self, term: &str) -> Option<usize> {
-        let i = self.keys.partition_point(|first| first.as_str() <= term);
-        i.checked_sub(1)
+    /// Index page `p` parsed, if loaded (`record`: a miss is recorded; else nothing is).
+    fn index_page(&self, idx: &DictIndex, p: usize, record: bool) -> Result<Option<IndexPage>> {
+        let name = idx.pages.name(Kind::DictIndex, p);
+        if !record && !self.cache.contains(&name) {
+            return Ok(None);
+        }
+        match self.cache.get(&name) {
+            Some(body) => Ok(Some(IndexPage::parse(
+                &name,
+                &body,
+                self.blocks.pages,
+                self.postings.pages,
+            )?)),
+            None => Ok(None),
+        }
+    }
+
+    fn place(&self, term: &str, record: bool) -> Result<Place> {
+        let Some(idx) = &self.index else {
+            let i = self.keys.partition_point(|first| first.as_str() <= term);
+            return Ok(i.checked_sub(1).map_or(Place::Before, Place::Block));
+        };
+        let p = idx.keys.partition_point(|first| first.as_str() <= term);
+        let Some(p) = p.checked_sub(1) else {
+            return Ok(Place::Before);
+        };
+        let Some(page) = self.index_page(idx, p, record)? else {
+            return Ok(Place::Unknown);
+        };
+        if let Some(l) = page.long_of(term) {
+            return Ok(Place::Long(l));
+        }
+        Ok(page.block_of(term).map_or(Place::Before, Place::Block))
     }
 
     fn block(&self, i: usize) -> Result<Option<Block>> {
         self.block_named(&self.block_name(i))
-    }
-
-    /// The block that would hold `term` (`None`: before the first term, or not loaded —
-    /// then recorded as missing).
-    fn block_for(&self, term: &str) -> Result<Option<Block>> {
-        match self.block_index(term) {
-            Some(i) => self.block(i),
-            None => Ok(None),
-        }
     }
 
     /// True if this pass has read a page that was not loaded (see
@@ -501,46 +801,122 @@ impl PagedLexicon {
         self.cache.has_missing()
     }
 
-    /// True if the block that would hold `term` is in the cache (or no block could hold
-    /// it). Records nothing.
+    /// True if the pages that say whether `term` is in the dictionary (its index page and,
+    /// unless that resolves it, its block) are in the cache. Records nothing.
     pub fn knows(&self, term: &str) -> bool {
-        match self.block_index(term) {
-            Some(i) => self.cache.contains(&self.block_name(i)),
-            None => true,
+        match self.place(term, false) {
+            Ok(Place::Block(i)) => self.cache.contains(&self.block_name(i)),
+            Ok(Place::Before | Place::Long(_)) => true,
+            Ok(Place::Unknown) => false,
+            // A corrupt index page: the lookup that records it reports the error.
+            Err(_) => true,
         }
     }
 
-    /// Document frequency of `term`, `None` if absent (or its block is not loaded).
+    /// Document frequency of `term`, `None` if absent (or its pages are not loaded).
     pub fn doc_freq(&self, term: &str) -> Result<Option<usize>> {
-        Ok(self
-            .block_for(term)?
-            .and_then(|b| b.find(term).map(|e| e.df as usize)))
+        Ok(match self.place(term, true)? {
+            Place::Long(l) => Some(l.df as usize),
+            Place::Block(i) => self
+                .block(i)?
+                .and_then(|b| b.find(term).map(|e| e.df as usize)),
+            Place::Before | Place::Unknown => None,
+        })
     }
 
     /// Postings of `term` as `(doc, tf, doc_len)`; `None` if absent or not loaded.
     pub fn postings_with_len(&self, term: &str) -> Result<Option<Vec<(u32, u32, u32)>>> {
-        let Some(b) = self.block_for(term)? else {
-            return Ok(None);
+        match self.place(term, true)? {
+            Place::Long(l) => {
+                let n = (l.offset + l.len).div_ceil(POSTINGS_PAGE);
+                let bodies: Vec<_> = (l.page..l.page + n)
+                    .map(|p| self.cache.get(&self.postings.name(Kind::Postings, p)))
+                    .collect();
+                let mut out = Vec::with_capacity(n * POSTINGS_PAGE);
+                for b in bodies {
+                    let Some(b) = b else { return Ok(None) };
+                    out.extend_from_slice(&b);
+                }
+                let file = format!(
+                    "p/{} ({term:?})",
+                    self.postings.name(Kind::Postings, l.page)
+                );
+                if out.len() < l.offset + l.len {
+                    return Err(FormatError::corrupt(
+                        &file,
+                        0,
+                        format!("list of {} bytes past its pages' {}", l.len, out.len()),
+                    ));
+                }
+                decode_list(&file, &out[l.offset..l.offset + l.len], l.df, self.num_docs)
+                    .map(Some)
+            }
+            Place::Block(i) => {
+                let Some(b) = self.block(i)? else {
+                    return Ok(None);
+                };
+                let Some(e) = b.find(term) else {
+                    return Ok(None);
+                };
+                let Some(bytes) = b.list_bytes(e, &self.cache) else {
+                    return Ok(None);
+                };
+                let file = format!("p/{} ({term:?})", b.name());
+                decode_list(&file, &bytes, e.df, self.num_docs).map(Some)
+            }
+            Place::Before | Place::Unknown => Ok(None),
+        }
+    }
+
+    /// The blocks a prefix scan for `prefix` reads, with their first terms: from the block
+    /// that would hold `prefix` (or the first) while the first term starts with `prefix`
+    /// or sorts before it. With index pages, stops at one that is not loaded (recorded).
+    fn prefix_blocks(&self, prefix: &str) -> Result<Vec<(usize, String)>> {
+        let keep = |i: usize, start: usize, first: &str| {
+            i == start || first.starts_with(prefix) || first <= prefix
         };
-        let Some(e) = b.find(term) else {
-            return Ok(None);
+        let mut out = Vec::new();
+        let Some(idx) = &self.index else {
+            let start = self
+                .keys
+                .partition_point(|first| first.as_str() <= prefix)
+                .saturating_sub(1);
+            for i in start..self.keys.len() {
+                if !keep(i, start, &self.keys[i]) {
+                    break;
+                }
+                out.push((i, self.keys[i].clone()));
+            }
+            return Ok(out);
         };
-        let Some(bytes) = b.list_bytes(e, &self.cache) else {
-            return Ok(None);
-        };
-        let file = format!("p/{} ({term:?})", b.name());
-        decode_list(&file, &bytes, e.df, self.num_docs).map(Some)
+        let first_page = idx
+            .keys
+            .partition_point(|first| first.as_str() <= prefix)
+            .saturating_sub(1);
+        let mut start = None;
+        for p in first_page..idx.keys.len() {
+            let Some(page) = self.index_page(idx, p, true)? else {
+                return Ok(out);
+            };
+            let s = *start.get_or_insert_with(|| page.block_of(prefix).unwrap_or(page.first_block));
+            for (j, first) in page.keys.into_iter().enumerate() {
+                let i = page.first_block + j;
+                if i < s {
+                    continue;
+                }
+                if !keep(i, s, &first) {
+                    return Ok(out);
+                }
+                out.push((i, first));
+            }
+        }
+        Ok(out)
     }
 
     /// Terms starting with `prefix` with their df, the first [`SCAN`] in term order.
     pub fn prefix_matches(&self, prefix: &str) -> Result<Vec<(u32, String)>> {
         let mut found = Vec::new();
-        let start = self.block_index(prefix).unwrap_or(0);
-        for i in start..self.keys.len() {
-            let first = &self.keys[i];
-            if i > start && !first.starts_with(prefix) && first.as_str() > prefix {
-                break;
-            }
+        for (i, _) in self.prefix_blocks(prefix)? {
             let Some(b) = self.block(i)? else { continue };
             for e in b.entries.iter().filter(|e| e.term.starts_with(prefix)) {
                 if found.len() >= SCAN {
@@ -593,5 +969,149 @@ impl PagedLexicon {
         found.sort_by(|a, b| a.1.cmp(&b.1));
         found.truncate(SCAN);
         Ok(found)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A dictionary of `n` terms: every 7th has a long list (in postings pages), the rest
+    /// short inline lists; doc ids < `docs`.
+    fn dictionary(n: usize, docs: u32) -> (Vec<(String, Vec<(u32, u32)>)>, Vec<u32>) {
+        let terms = (0..n)
+            .map(|i| {
+                let t = format!("t{:06}{}", i * 3, ["", "x", "가나", "學"][i % 4]);
+                let df = if i % 7 == 0 { 600 + i % 50 } else { 1 + i % 40 };
+                let step = (docs as usize / df).max(1);
+                let list = (0..df)
+                    .map(|k| (((k * step + i) % docs as usize) as u32, 1 + (k % 3) as u32))
+                    .collect::<std::collections::BTreeMap<u32, u32>>()
+                    .into_iter()
+                    .collect();
+                (t, list)
+            })
+            .collect();
+        (terms, (0..docs).map(|d| 5 + d % 90).collect())
+    }
+
+    fn cache_of(pages: &[Encoded], skip: impl Fn(&str) -> bool) -> Arc<PageCache> {
+        let cache = Arc::new(PageCache::new(usize::MAX));
+        for p in pages.iter().filter(|p| !skip(&p.name)) {
+            cache.add_stored(&p.name, &p.bytes).unwrap();
+        }
+        cache
+    }
+
+    /// A dictionary over the inline-key limit gets index pages; every lookup through them
+    /// answers as through the block keys (which the index pages hold), and a long list is
+    /// read with no dictionary block loaded.
+    #[test]
+    fn index_pages_answer_as_block_keys() {
+        let (terms, lens) = dictionary(80_000, 3_000);
+        let w = write(terms.iter().map(|(t, l)| (t.as_str(), l.clone())), &lens).unwrap();
+        let idx = w.index.clone().expect("over INLINE_KEYS_MAX blocks: index pages");
+        assert!(w.blocks.pages > INLINE_KEYS_MAX && w.keys.is_empty());
+        assert!(idx.keys.len() * 20 < w.blocks.pages, "{} index pages", idx.keys.len());
+        let cache = cache_of(&w.pages, |_| false);
+        // The block keys, read back from the index pages.
+        let mut keys = Vec::new();
+        for p in 0..idx.pages.pages {
+            let name = idx.pages.name(Kind::DictIndex, p);
+            let page =
+                IndexPage::parse(&name, &cache.get(&name).unwrap(), w.blocks.pages, w.postings.pages)
+                    .unwrap();
+            assert_eq!(page.first_block, keys.len());
+            assert_eq!(IndexPage::parse(&name, &page.encode(), w.blocks.pages, w.postings.pages).unwrap(), page);
+            keys.extend(page.keys);
+        }
+        assert_eq!(keys.len(), w.blocks.pages);
+        let lex = |c: &Arc<PageCache>, paged: bool| {
+            let l = PagedLexicon::new(
+                c.clone(),
+                if paged { Vec::new() } else { keys.clone() },
+                w.blocks.clone(),
+                w.postings.clone(),
+                w.typo.clone(),
+                lens.len(),
+                terms.len(),
+                1.0,
+            );
+            if paged { l.with_index(Some(idx.clone())) } else { l }
+        };
+        let (a, b) = (lex(&cache, true), lex(&cache, false));
+        let mut probes: Vec<String> = terms.iter().map(|(t, _)| t.clone()).collect();
+        probes.extend(["", "a", "t", "t0001", "t0999", "t000003y", "zzz", "t039999"].map(String::from));
+        for t in &probes {
+            assert_eq!(a.doc_freq(t).unwrap(), b.doc_freq(t).unwrap(), "{t}");
+            assert_eq!(a.postings_with_len(t).unwrap(), b.postings_with_len(t).unwrap(), "{t}");
+            assert!(a.knows(t) && b.knows(t));
+        }
+        for (t, list) in terms.iter().step_by(97) {
+            let got = a.postings_with_len(t).unwrap().unwrap();
+            let want: Vec<_> = list.iter().map(|&(d, tf)| (d, tf, lens[d as usize])).collect();
+            assert_eq!(got, want);
+        }
+        for p in ["t0", "t00012", "t0399", "t01", "u", "t000003x"] {
+            assert_eq!(a.prefix_matches(p).unwrap(), b.prefix_matches(p).unwrap(), "{p}");
+        }
+        // Without any dictionary block: long lists resolve from the index page, others are
+        // unknown (and their block is recorded as missing).
+        let no_blocks = cache_of(&w.pages, |n| n.starts_with("d-"));
+        let c = lex(&no_blocks, true);
+        let (long, _) = &terms[7 * 100];
+        let (short, _) = &terms[7 * 100 + 1];
+        assert!(c.knows(long) && !c.knows(short));
+        assert_eq!(c.postings_with_len(long).unwrap(), a.postings_with_len(long).unwrap());
+        assert!(!c.pending());
+        assert_eq!(c.doc_freq(short).unwrap(), None);
+        assert!(c.pending());
+        // Without the index pages, nothing is known and the index page is what is missing.
+        let no_index = cache_of(&w.pages, |n| n.starts_with("e-"));
+        let d = lex(&no_index, true);
+        assert!(!d.knows(long));
+        assert_eq!(d.doc_freq(long).unwrap(), None);
+        assert!(no_index.take_missing().iter().all(|n| n.starts_with("e-")));
+    }
+
+    /// A small dictionary keeps its block keys in the entry (no index pages).
+    #[test]
+    fn small_dictionary_has_no_index_pages() {
+        let (terms, lens) = dictionary(2_000, 500);
+        let w = write(terms.iter().map(|(t, l)| (t.as_str(), l.clone())), &lens).unwrap();
+        assert!(w.index.is_none() && w.keys.len() == w.blocks.pages);
+    }
+
+    /// Hostile index pages: truncations and flipped bytes give errors, never a panic or a
+    /// reference past the bundle's pages.
+    #[test]
+    fn corrupt_index_pages_are_refused() {
+        let page = IndexPage {
+            first_block: 3,
+            keys: vec!["a".into(), "ab".into(), "b".into()],
+            long: vec![(
+                "ab".into(),
+                LongRef {
+                    df: 9,
+                    page: 1,
+                    offset: 4000,
+                    len: 200,
+                },
+            )],
+        };
+        let body = page.encode();
+        assert_eq!(IndexPage::parse("e-x", &body, 6, 3).unwrap(), page);
+        assert!(IndexPage::parse("e-x", &body, 5, 3).is_err(), "blocks past the dictionary");
+        assert!(IndexPage::parse("e-x", &body, 6, 2).is_err(), "postings past the bundle");
+        for cut in 0..body.len() {
+            assert!(IndexPage::parse("e-x", &body[..cut], 6, 3).is_err());
+        }
+        for i in 0..body.len() {
+            for x in [0x01u8, 0x80, 0xFF] {
+                let mut b = body.clone();
+                b[i] ^= x;
+                let _ = IndexPage::parse("e-x", &b, 6, 3);
+            }
+        }
     }
 }

@@ -82,8 +82,14 @@ impl Numbered {
 /// The roots of a paged bundle's pages, in the entry file (`pages`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PagesRoot {
-    /// The first term of each dictionary block, in term order.
+    /// The first term of each dictionary block, in term order; empty when the dictionary
+    /// has index pages (`dict_index`).
     pub dict_keys: Vec<String>,
+    /// The dictionary index pages, in bundles of more than [`dict::INLINE_KEYS_MAX`] blocks
+    /// (so the entry does not grow with the dictionary); absent: `dict_keys` lists every
+    /// block.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dict_index: Option<dict::DictIndex>,
     /// Dictionary blocks (`d-<gen>-<n>`; `per_page` unused, 0).
     pub dict: Numbered,
     /// Postings pages (`o-<gen>-<n>`; `per_page` = their raw size in bytes).
@@ -185,6 +191,7 @@ impl crate::json::FromJson for PagesRoot {
         let o = j.obj(f)?;
         Ok(PagesRoot {
             dict_keys: o.req("dict_keys")?,
+            dict_index: o.req("dict_index")?,
             dict: o.req("dict")?,
             postings: o.req("postings")?,
             typo: o.req("typo")?,
@@ -546,6 +553,7 @@ pub fn write_pages_into(parts: &Parts, sink: &mut dyn PageSink) -> Result<PagesR
     let total_doc_len = doc_lens.iter().map(|&l| u64::from(l)).sum();
     Ok(PagesRoot {
         dict_keys: written.keys,
+        dict_index: written.index,
         dict: written.blocks,
         postings: written.postings,
         typo: written.typo,
@@ -614,8 +622,25 @@ pub fn check_root(root: &PagesRoot, chunks: usize, parents: usize) -> Result<()>
         }
         i.check(chunks)?;
     }
-    if root.dict_keys.windows(2).any(|w| w[0] >= w[1]) || root.dict_keys.len() != root.dict.pages {
-        return bad("dictionary blocks are not in term order, or not one key per block".into());
+    match &root.dict_index {
+        None => {
+            if root.dict_keys.windows(2).any(|w| w[0] >= w[1])
+                || root.dict_keys.len() != root.dict.pages
+            {
+                return bad(
+                    "dictionary blocks are not in term order, or not one key per block".into(),
+                );
+            }
+        }
+        Some(x) => {
+            if !root.dict_keys.is_empty()
+                || x.keys.windows(2).any(|w| w[0] >= w[1])
+                || x.keys.len() != x.pages.pages
+                || x.pages.pages > root.dict.pages
+            {
+                return bad("dictionary index pages are not in term order, not one key per page, or with dict_keys too".into());
+            }
+        }
     }
     let hanja_pages = root.hanja.as_ref().map_or(0, |h| h.pages);
     if root.hanja_keys.windows(2).any(|w| w[0] >= w[1]) || root.hanja_keys.len() != hanja_pages {
@@ -1062,6 +1087,9 @@ pub fn all_pages(root: &PagesRoot) -> Vec<String> {
     let mut out: Vec<String> = (0..root.dict.pages)
         .map(|n| root.dict.name(Kind::Dict, n))
         .collect();
+    if let Some(x) = &root.dict_index {
+        out.extend((0..x.pages.pages).map(|n| x.pages.name(Kind::DictIndex, n)));
+    }
     out.extend((0..root.postings.pages).map(|n| root.postings.name(Kind::Postings, n)));
     if let Some(t) = &root.typo {
         out.extend((0..t.pages).map(|n| t.name(Kind::Typo, n)));
@@ -1137,6 +1165,7 @@ pub fn lexicon(
         num_terms,
         avg,
     )
+    .with_index(root.dict_index.clone())
 }
 
 #[cfg(feature = "v1")]

@@ -72,6 +72,10 @@ pub enum Kind {
     /// A binary-coded dense index's int8 rows in list order, read only for the candidates
     /// it rescores ([`super::ivf`]).
     IndexRows,
+    /// Dictionary index: the first keys of a run of dictionary blocks and the long-list
+    /// terms among them ([`super::dict`], bundles with more than
+    /// [`super::dict::INLINE_KEYS_MAX`] blocks).
+    DictIndex,
 }
 
 impl Kind {
@@ -96,6 +100,7 @@ impl Kind {
             Kind::Lists => b'j',
             Kind::Sample => b'w',
             Kind::IndexRows => b'i',
+            Kind::DictIndex => b'e',
         }
     }
 
@@ -127,6 +132,7 @@ impl Kind {
             b'j' => Kind::Lists,
             b'w' => Kind::Sample,
             b'i' => Kind::IndexRows,
+            b'e' => Kind::DictIndex,
             _ => return None,
         })
     }
