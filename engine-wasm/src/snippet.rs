@@ -492,12 +492,26 @@ mod tests {
     fn korean_marks_the_whole_eojeol_not_the_stem() {
         let a = Analyzer::default();
         let text = "나는 논어를 읽었다. 논어는 공자의 말을 모은 책이다.";
-        assert_eq!(marked(&snippet(&a, "논어를", text, 240)), ["논어를", "논어는"]);
-        assert_eq!(marked(&snippet(&a, "논어", text, 240)), ["논어를", "논어는"]);
+        assert_eq!(
+            marked(&snippet(&a, "논어를", text, 240)),
+            ["논어를", "논어는"]
+        );
+        assert_eq!(
+            marked(&snippet(&a, "논어", text, 240)),
+            ["논어를", "논어는"]
+        );
         let text = "공자가 말하였다. 공자께서 이르시되 배우고 때로 익히면 기쁘지 아니한가.";
-        assert_eq!(marked(&snippet(&a, "공자가", text, 240)), ["공자가", "공자께서"]);
+        assert_eq!(
+            marked(&snippet(&a, "공자가", text, 240)),
+            ["공자가", "공자께서"]
+        );
         // A longer lemma (a term of its own), and a one-syllable stem.
-        let s = snippet(&a, "메밀꽃", "달밤에 메밀꽃을 보았다. 메밀꽃이 핀 산이 있다.", 240);
+        let s = snippet(
+            &a,
+            "메밀꽃",
+            "달밤에 메밀꽃을 보았다. 메밀꽃이 핀 산이 있다.",
+            240,
+        );
         assert_eq!(marked(&s), ["메밀꽃을", "메밀꽃이"]);
         assert_eq!(marked(&snippet(&a, "산", "산이 높다", 240)), ["산이"]);
     }
@@ -506,23 +520,48 @@ mod tests {
     fn a_korean_term_covering_part_of_the_lemma_marks_that_part() {
         let a = Analyzer::default();
         // `메밀` is in `메밀꽃을`, whose lemma is `메밀꽃`: only `메밀` is the query's.
-        assert_eq!(marked(&snippet(&a, "메밀", "메밀꽃을 보았다", 240)), ["메밀"]);
-        assert_eq!(marked(&snippet(&a, "논어", "논어집주를 읽었다", 240)), ["논어"]);
-        assert_eq!(marked(&snippet(&a, "민국", "대한민국에서 왔다", 240)), ["민국"]);
+        assert_eq!(
+            marked(&snippet(&a, "메밀", "메밀꽃을 보았다", 240)),
+            ["메밀"]
+        );
+        assert_eq!(
+            marked(&snippet(&a, "논어", "논어집주를 읽었다", 240)),
+            ["논어"]
+        );
+        assert_eq!(
+            marked(&snippet(&a, "민국", "대한민국에서 왔다", 240)),
+            ["민국"]
+        );
     }
 
     #[test]
     fn han_folding_and_english_stems_still_mark() {
         let a = Analyzer::default();
         // Traditional query, Simplified text and the reverse (folded as the index folds them).
-        assert_eq!(marked(&snippet(&a, "學而", "子曰：学而时习之", 240)), ["学而"]);
-        assert_eq!(marked(&snippet(&a, "学而", "子曰：「學而時習之」", 240)), ["學而"]);
         assert_eq!(
-            marked(&snippet(&a, "學而時習之", "子曰：「學而時習之，不亦說乎」", 240)),
+            marked(&snippet(&a, "學而", "子曰：学而时习之", 240)),
+            ["学而"]
+        );
+        assert_eq!(
+            marked(&snippet(&a, "学而", "子曰：「學而時習之」", 240)),
+            ["學而"]
+        );
+        assert_eq!(
+            marked(&snippet(
+                &a,
+                "學而時習之",
+                "子曰：「學而時習之，不亦說乎」",
+                240
+            )),
             ["學而時習之"]
         );
         // English by the stem: `father` marks `fathers`, `running` marks `run`.
-        let s = snippet(&a, "father running", "Our fathers brought forth; we run.", 240);
+        let s = snippet(
+            &a,
+            "father running",
+            "Our fathers brought forth; we run.",
+            240,
+        );
         assert_eq!(marked(&s), ["fathers", "run"]);
     }
 
