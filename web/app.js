@@ -35,22 +35,37 @@ search.addEventListener("jikji-open", (ev) => {
 // Defined only now, with its attributes set: the element reads them when it starts.
 await import("./jikji-search.js");
 
-// Offline: a service worker caches the page, the engine and the bundle pages as they are used
-// (sw.js). <meta name="jikji-offline" content="off"> leaves it out, and so does ?sw=off (?sw=on
-// overrides the meta); when left out, a worker registered before is unregistered.
+// Offline: a service worker (sw.js, made from sw-src.js by scripts/stamp-sw) keeps the page and
+// the engine of this build (a second visit takes none of them from the network), the bundle's
+// entry (network first) and the bundle pages used. <meta name="jikji-offline" content="off">
+// leaves it out, and so does ?sw=off (?sw=on overrides the meta); when left out, a worker
+// registered before is unregistered. Registered once keyword search is ready, so that on a first
+// visit its install revalidates files the page has just fetched instead of racing the page for
+// them.
 const offline = params.get("sw") || document.querySelector('meta[name="jikji-offline"]')?.content || "on";
 if ("serviceWorker" in navigator) {
   if (offline === "off") {
     navigator.serviceWorker.getRegistrations().then((rs) => rs.forEach((r) => r.unregister()));
   } else {
-    navigator.serviceWorker
-      .register("sw.js", { scope: "./" })
-      .then(() => navigator.serviceWorker.ready)
-      .then((reg) => {
-        // Keep this bundle's entry too (the first visit fetched it before the worker was in control).
-        const bundle = new URL(search.getAttribute("bundle"), location.href);
-        reg.active?.postMessage({ type: "keep", urls: [new URL("jikji.json", bundle).href] });
-      })
-      .catch((e) => console.warn("service worker not registered:", e.message));
+    const register = () =>
+      navigator.serviceWorker
+        .register("sw.js", { scope: "./" })
+        .then(() => navigator.serviceWorker.ready)
+        .then((reg) => {
+          // Keep this bundle's entry too (the first visit fetched it before the worker was in control).
+          const bundle = new URL(search.getAttribute("bundle"), location.href);
+          reg.active?.postMessage({ type: "keep", urls: [new URL("jikji.json", bundle).href] });
+        })
+        .catch((e) => console.warn("service worker not registered:", e.message));
+    const ready = () => ["bm25-ready", "ready", "error"].includes(search.dataset.state);
+    if (ready()) register();
+    else {
+      const on = () => {
+        if (!ready()) return;
+        search.removeEventListener("jikji-state", on);
+        register();
+      };
+      search.addEventListener("jikji-state", on);
+    }
   }
 }

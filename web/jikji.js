@@ -186,6 +186,36 @@ function filterStrings(filters) {
   return out;
 }
 
+/**
+ * Registers the package's service worker so that the site works offline after a first visit and
+ * a second visit takes the package's files (this file, the component, the worker, the engine)
+ * from Cache Storage: the site serves a copy of the package's `sw.js` (same origin; its folder is
+ * the largest scope it may have) and calls this from its page. The worker is registered as
+ * `swUrl?package=<this package's folder>` with `scope` (default: sw.js's folder), keeps the
+ * package's files of this version (checked against their SHA-256 in sw.js), the bundles' entry
+ * files (network first) and pages (cache first), and the site's own pages, scripts and styles
+ * under its scope (network first, kept for offline use). `bundle` (a bundle folder URL, or a
+ * list): entries to keep at once (the first visit fetched them before the worker was in control).
+ * Resolves with the registration once its worker is active; rejects with an Error when the
+ * browser has no service workers (or not here: http other than localhost) and with a JikjiError
+ * (code "origin") for a URL on another origin. Source: web/sw-src.js, scripts/stamp-sw.
+ * @param {string | URL} [swUrl]
+ * @param {{scope?: string, packageUrl?: string | URL, bundle?: string | URL | Array<string | URL>}} [options]
+ * @returns {Promise<ServiceWorkerRegistration>}
+ */
+export async function registerOffline(swUrl = "sw.js", { scope, packageUrl, bundle } = {}) {
+  const sw = globalThis.navigator?.serviceWorker;
+  if (!sw) throw new Error("service workers are not available here (they need https, or http on localhost)");
+  const script = new URL(checkOrigin(swUrl, [], "service worker"));
+  const pkg = new URL(checkOrigin(packageUrl ?? new URL("./", import.meta.url).href, [], "package"));
+  script.searchParams.set("package", folderUrl(pkg.href).slice(pkg.origin.length));
+  const reg = await sw.register(script.href, { scope: scope ?? new URL("./", script).pathname });
+  const ready = await sw.ready;
+  const entries = (bundle == null ? [] : Array.isArray(bundle) ? bundle : [bundle]).map((b) => new URL("jikji.json", folderUrl(checkOrigin(b, [], "bundle"))).href);
+  if (entries.length) ready.active?.postMessage({ type: "keep", urls: entries });
+  return reg;
+}
+
 export class Jikji {
   /**
    * Load a bundle in a Worker and open it. Options (packages/jikji-web/jikji.d.ts, LoadOptions):

@@ -44,6 +44,10 @@
 //!   then 9, and 5 above [`BROTLI_FAST_ABOVE`] (the embedder's ~20 MB wasm).
 //! - v1 bundles (`manifest.json` and the files it lists) are served as before, plus the text
 //!   file rules above for `manifest.json`.
+//!
+//! With [`ServeOptions::log_requests`] (`jikji serve --log-requests`) every answered request is
+//! one line on stderr ([`request_line`]): what reached the server, whatever the browser's caches
+//! or a service worker answered themselves.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -114,6 +118,10 @@ pub struct ServeOptions {
     pub bundle: PathBuf,
     /// Model folder (contains `model.onnx` and `tokenizer.json`).
     pub model: Option<PathBuf>,
+    /// Print one line per answered request to stderr: `request GET /bundle/jikji.json 200`
+    /// (method, path with query, status; see [`request_line`]). For seeing what a browser
+    /// really asks for (the offline tests count them).
+    pub log_requests: bool,
 }
 
 /// Serve forever on `opts.addr`, printing `listening on http://ADDR` once bound.
@@ -124,7 +132,7 @@ pub fn serve(opts: &ServeOptions) -> Result<()> {
     let (listener, mounts) = bind(opts)?;
     let addr = local_addr(&listener)?;
     announce(addr, opts);
-    run(listener, mounts, HEADER_READ_TIMEOUT)
+    run(listener, mounts, HEADER_READ_TIMEOUT, opts.log_requests)
 }
 
 /// Bind (port 0 allowed), print the `listening on` line and serve from a background thread.
@@ -135,7 +143,7 @@ pub fn serve_in_background(opts: &ServeOptions) -> Result<(SocketAddr, JoinHandl
     let (listener, mounts) = bind(opts)?;
     let addr = local_addr(&listener)?;
     announce(addr, opts);
-    let handle = spawn_server(listener, mounts, HEADER_READ_TIMEOUT)?;
+    let handle = spawn_server(listener, mounts, HEADER_READ_TIMEOUT, opts.log_requests)?;
     Ok((addr, handle))
 }
 
@@ -143,11 +151,12 @@ fn spawn_server(
     listener: TcpListener,
     mounts: Mounts,
     header_timeout: Duration,
+    log_requests: bool,
 ) -> Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name("jikji-serve".into())
         .spawn(move || {
-            if let Err(e) = run(listener, mounts, header_timeout) {
+            if let Err(e) = run(listener, mounts, header_timeout, log_requests) {
                 eprintln!("serve: {e}");
             }
         })
@@ -274,10 +283,17 @@ fn bind(opts: &ServeOptions) -> Result<(TcpListener, Mounts)> {
 struct State {
     mounts: Mounts,
     cache: TextCache,
+    /// [`ServeOptions::log_requests`].
+    log_requests: bool,
 }
 
 /// Run the accept loop on a new current-thread runtime until the process ends.
-fn run(listener: TcpListener, mounts: Mounts, header_timeout: Duration) -> Result<()> {
+fn run(
+    listener: TcpListener,
+    mounts: Mounts,
+    header_timeout: Duration,
+    log_requests: bool,
+) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .max_blocking_threads(BLOCKING_THREADS)
@@ -290,6 +306,7 @@ fn run(listener: TcpListener, mounts: Mounts, header_timeout: Duration) -> Resul
     let state = Arc::new(State {
         mounts,
         cache: TextCache::default(),
+        log_requests,
     });
     let warm = Arc::clone(&state);
     runtime.spawn_blocking(move || prewarm(&warm));
@@ -324,7 +341,17 @@ async fn accept_loop(
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req| {
                 let state = Arc::clone(&state);
-                async move { Ok::<_, Infallible>(answer(req, state).await) }
+                async move {
+                    let log = state.log_requests.then(|| {
+                        let target = req.uri().path_and_query().map(|p| p.as_str().to_owned());
+                        (req.method().clone(), target.unwrap_or_else(|| "/".into()))
+                    });
+                    let resp = answer(req, state).await;
+                    if let Some((method, target)) = log {
+                        eprintln!("{}", request_line(&method, &target, resp.status()));
+                    }
+                    Ok::<_, Infallible>(resp)
+                }
             });
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
@@ -338,6 +365,13 @@ async fn accept_loop(
             drop(slot);
         });
     }
+}
+
+/// The line [`ServeOptions::log_requests`] prints for one request: `request METHOD TARGET
+/// STATUS`, e.g. `request GET /bundle/jikji.json 304` (TARGET as sent: path and query,
+/// percent-encoded; it holds no space).
+pub fn request_line(method: &Method, target: &str, status: StatusCode) -> String {
+    format!("request {method} {target} {}", status.as_u16())
 }
 
 /// Connection ends not worth a line: idle timeouts, clients going away mid-response.
@@ -1110,6 +1144,7 @@ mod tests {
             pkg: root.join("pkg"),
             bundle: root.join("bundle"),
             model: Some(root.join("model")),
+            log_requests: false,
         };
         let mounts = Mounts::new(&opts).unwrap();
         let outside = root.join("secret.txt");
@@ -1233,6 +1268,18 @@ mod tests {
     }
 
     #[test]
+    fn request_lines() {
+        assert_eq!(
+            request_line(&Method::GET, "/bundle/jikji.json", StatusCode::NOT_MODIFIED),
+            "request GET /bundle/jikji.json 304"
+        );
+        assert_eq!(
+            request_line(&Method::HEAD, "/?q=%E5%AD%B8", StatusCode::OK),
+            "request HEAD /?q=%E5%AD%B8 200"
+        );
+    }
+
+    #[test]
     fn content_types() {
         let ct = |p: &str| content_type(Path::new(p));
         assert_eq!(ct("a/index.html"), "text/html; charset=utf-8");
@@ -1343,7 +1390,7 @@ mod tests {
         let (listener, mounts) = bind(&f.opts).unwrap();
         let addr = listener.local_addr().unwrap();
         let timeout = std::time::Duration::from_millis(300);
-        let _h = spawn_server(listener, mounts, timeout).unwrap();
+        let _h = spawn_server(listener, mounts, timeout, false).unwrap();
         // Never sends anything.
         let mut silent = TcpStream::connect(addr).unwrap();
         // Sends half a header and stops (slowloris).

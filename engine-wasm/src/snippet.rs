@@ -4,10 +4,13 @@
 //! `snippet` and `label`), so the match positions come from the same analyzer that built the
 //! index: a query term is marked where the text yields the same index term (English words
 //! after stemming, `fathers` for `father`; Han text by the bigrams the index holds, folded
-//! Traditional → Simplified, so `學而` marks `学而`; Korean by bigrams, whole words and the
-//! stem without its particle, `학문을` marks `학문은`). The window is chosen to hold the most
-//! distinct query terms (then the most matches), like Lucene's unified highlighter's passage
-//! scoring reduced to one passage.
+//! Traditional → Simplified, so `學而` marks `学而`; Korean by the word, eojeol: a Hangul
+//! word whose lemma — the word without its particle or ending ([`korean_stem`]), or the word
+//! itself — is matched whole by the query's terms is marked whole, particle included, as a
+//! reader takes it, so `논어를` marks `논어를` and `논어는`, `공자가` marks `공자께서`; a term that
+//! covers only part of the lemma, `메밀` in `메밀꽃을`, marks that part). The window is chosen to
+//! hold the most distinct query terms (then the most matches), like Lucene's unified
+//! highlighter's passage scoring reduced to one passage.
 //!
 //! The text shown is the chunk's text with its Markdown heading markers (`# `, `## `, …)
 //! removed and its whitespace runs (newlines included) collapsed to one space: the heading
@@ -157,6 +160,34 @@ struct Match {
     term: usize,
 }
 
+/// The term a Korean word `word` (one normalised Hangul run, an eojeol) is marked whole by,
+/// or `None`. Its lemma is [`korean_stem`]'s stem, or the word itself when nothing is stripped;
+/// the word is marked whole when the lemma is matched whole: the lemma (or the word) is one of
+/// `terms` (a one-syllable stem, a two-syllable stem — its only bigram —, or a longer lemma the
+/// analyzer made a term of), or every bigram of the lemma is (a bundle without Korean lemma
+/// terms). Returns the matching term (the lemma, the word, or the lemma's first bigram).
+fn eojeol_match<'a>(word: &'a str, terms: &Terms) -> Option<&'a str> {
+    if word.chars().count() > 2 && terms.contains(word) {
+        return Some(word);
+    }
+    let lemma = korean_stem(word).unwrap_or(word);
+    if terms.contains(lemma) {
+        return Some(lemma);
+    }
+    let bounds: Vec<usize> = lemma
+        .char_indices()
+        .map(|(b, _)| b)
+        .chain([lemma.len()])
+        .collect();
+    if bounds.len() < 4 {
+        return None; // one or two syllables: handled above
+    }
+    let all = bounds
+        .windows(3)
+        .all(|b| terms.contains(&lemma[b[0]..b[2]]));
+    all.then_some(&lemma[..bounds[2]])
+}
+
 /// The matches of `terms` in `chars`, in text order (see the module doc for the rules).
 fn find_matches(
     analyzer: &Analyzer,
@@ -196,25 +227,16 @@ fn find_matches(
             _ => {
                 let hangul = class == Script::Hangul;
                 let w = word();
-                if hangul && run.len() > 2 && terms.contains(&w) {
-                    out.push(Match {
-                        start: s,
-                        end: i,
-                        term: id_of(&w, ids),
-                    });
-                    continue;
-                }
                 if hangul {
-                    if let Some(stem) = korean_stem(&w).filter(|st| terms.contains(st)) {
-                        let n = stem.chars().count();
-                        if n != 2 {
-                            out.push(Match {
-                                start: s,
-                                end: s + n,
-                                term: id_of(stem, ids),
-                            });
-                            continue;
-                        }
+                    if let Some(lemma) = eojeol_match(&w, terms) {
+                        // The whole word, particle included; counted as its lemma's term, so
+                        // `논어를` and `논어는` are one distinct term of the window.
+                        out.push(Match {
+                            start: s,
+                            end: i,
+                            term: id_of(lemma, ids),
+                        });
+                        continue;
                     }
                 }
                 let mut j = s;
@@ -462,6 +484,85 @@ mod tests {
         );
         assert!(s.cut_start && s.cut_end);
         assert!(s.text().chars().count() <= 80);
+    }
+
+    /// Issue 16: a Korean query marked only the stem (`논어` of `논어를`); a reader expects the
+    /// word, eojeol = stem + particle.
+    #[test]
+    fn korean_marks_the_whole_eojeol_not_the_stem() {
+        let a = Analyzer::default();
+        let text = "나는 논어를 읽었다. 논어는 공자의 말을 모은 책이다.";
+        assert_eq!(
+            marked(&snippet(&a, "논어를", text, 240)),
+            ["논어를", "논어는"]
+        );
+        assert_eq!(
+            marked(&snippet(&a, "논어", text, 240)),
+            ["논어를", "논어는"]
+        );
+        let text = "공자가 말하였다. 공자께서 이르시되 배우고 때로 익히면 기쁘지 아니한가.";
+        assert_eq!(
+            marked(&snippet(&a, "공자가", text, 240)),
+            ["공자가", "공자께서"]
+        );
+        // A longer lemma (a term of its own), and a one-syllable stem.
+        let s = snippet(
+            &a,
+            "메밀꽃",
+            "달밤에 메밀꽃을 보았다. 메밀꽃이 핀 산이 있다.",
+            240,
+        );
+        assert_eq!(marked(&s), ["메밀꽃을", "메밀꽃이"]);
+        assert_eq!(marked(&snippet(&a, "산", "산이 높다", 240)), ["산이"]);
+    }
+
+    #[test]
+    fn a_korean_term_covering_part_of_the_lemma_marks_that_part() {
+        let a = Analyzer::default();
+        // `메밀` is in `메밀꽃을`, whose lemma is `메밀꽃`: only `메밀` is the query's.
+        assert_eq!(
+            marked(&snippet(&a, "메밀", "메밀꽃을 보았다", 240)),
+            ["메밀"]
+        );
+        assert_eq!(
+            marked(&snippet(&a, "논어", "논어집주를 읽었다", 240)),
+            ["논어"]
+        );
+        assert_eq!(
+            marked(&snippet(&a, "민국", "대한민국에서 왔다", 240)),
+            ["민국"]
+        );
+    }
+
+    #[test]
+    fn han_folding_and_english_stems_still_mark() {
+        let a = Analyzer::default();
+        // Traditional query, Simplified text and the reverse (folded as the index folds them).
+        assert_eq!(
+            marked(&snippet(&a, "學而", "子曰：学而时习之", 240)),
+            ["学而"]
+        );
+        assert_eq!(
+            marked(&snippet(&a, "学而", "子曰：「學而時習之」", 240)),
+            ["學而"]
+        );
+        assert_eq!(
+            marked(&snippet(
+                &a,
+                "學而時習之",
+                "子曰：「學而時習之，不亦說乎」",
+                240
+            )),
+            ["學而時習之"]
+        );
+        // English by the stem: `father` marks `fathers`, `running` marks `run`.
+        let s = snippet(
+            &a,
+            "father running",
+            "Our fathers brought forth; we run.",
+            240,
+        );
+        assert_eq!(marked(&s), ["fathers", "run"]);
     }
 
     #[test]

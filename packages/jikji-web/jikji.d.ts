@@ -254,6 +254,31 @@ export class JikjiError extends Error {
  */
 export function checkOrigin(url: string | URL, allowed?: string[] | string, what?: string): string;
 
+/** Options of {@link registerOffline}. */
+export interface OfflineOptions {
+  /** The service worker's scope (a path); default: the folder of the sw.js URL. */
+  scope?: string;
+  /** Where this package is served, same origin; default: the folder of jikji.js. */
+  packageUrl?: string | URL;
+  /** Bundle folder URL(s) whose entry file (jikji.json) the worker keeps at once. */
+  bundle?: string | URL | Array<string | URL>;
+}
+
+/**
+ * Registers the package's service worker for offline use: the site serves a copy of the
+ * package's `sw.js` (same origin, e.g. next to its page; a worker's scope is at most its own
+ * folder) and calls this from its page. The worker, registered as `sw.js?package=<package
+ * folder>`, keeps this package version's files (each checked against the SHA-256 that
+ * scripts/pack-web wrote into sw.js; a second visit takes none of them from the network),
+ * bundle entries (network first) and pages (cache first, named by content), and the site's own
+ * pages, scripts and styles in its scope (network first, for offline use). Resolves with the
+ * registration once its worker is active. Rejects with an Error when service workers are not
+ * available (they need https, or http on localhost), with a JikjiError (code "origin") for a URL
+ * on another origin, and with the browser's error when sw.js cannot be fetched or installed.
+ * Source: web/sw-src.js and scripts/stamp-sw in the Jikji repository.
+ */
+export function registerOffline(swUrl?: string | URL, options?: OfflineOptions): Promise<ServiceWorkerRegistration>;
+
 /** A bundle open in a Web Worker. */
 export class Jikji {
   /** Fetches the bundle's entry file and opens it; rejects with the engine's message on failure. */

@@ -8,7 +8,13 @@
 // query, and the same figures unthrottled (desktop, no CPU or network limit) in the same run as
 // the reference, with their ratio.
 //
-// usage: node tests/e2e/bench-phone.mjs [--queries JSON] [--runs N]
+// --sw on (default: the page as it ships, its service worker on: a warm visit takes the page and
+// the engine from Cache Storage) or --sw off (HTTP cache only, the figures before issue 16's
+// service worker). The throttling is applied to the page's target (its network and its dedicated
+// worker's); fetches the service worker itself makes (its install's revalidations, and on a
+// controlled visit the entry and the pages it passes on) are not throttled by CDP.
+//
+// usage: node tests/e2e/bench-phone.mjs [--queries JSON] [--sw on|off]
 // Needs what browser.test.mjs needs (JIKJI_BIN, the e2e bundle with its query-model pages, pkg/, Chromium).
 
 import { mkdtemp, rm } from "node:fs/promises";
@@ -30,6 +36,8 @@ const opt = (name, dflt) => {
   return i >= 0 ? args[i + 1] : dflt;
 };
 const QUERIES = JSON.parse(opt("--queries", '["學而時習之", "메밀꽃 필 무렵"]'));
+const SW = opt("--sw", "on");
+if (!["on", "off"].includes(SW)) throw new Error(`--sw ${SW}: expected on or off`);
 const log = (...a) => console.error(...a);
 
 /** Lighthouse's mobile throttling as DevTools applies it (lighthouse-core/config/constants.js). */
@@ -81,7 +89,7 @@ async function main() {
   for (const p of [BIN, CHROMIUM, path.join(PKG, "jikji_engine_bg.wasm"), path.join(BUNDLE, "jikji.json")]) {
     if (!existsSync(p)) throw new Error(`${p} not found`);
   }
-  const web = await hookedWeb(path.join(ROOT, "web"));
+  const web = await hookedWeb(path.join(ROOT, "web"), SW === "on" ? { pkg: PKG } : { offline: false });
   const server = await startServer({ bin: BIN, bundle: BUNDLE, web, pkg: PKG, model: path.join(ROOT, "models/e5-small"), cwd: ROOT, log: () => {}, tag: "bench-phone" });
   const browserArgs = { executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS };
   const rows = [];
@@ -111,6 +119,7 @@ async function main() {
     server.proc.kill();
     await rm(web, { recursive: true, force: true });
   }
+  console.log(`# service worker ${SW}`);
   console.log("query\tvisit\tphone BM25 ms\tdesktop BM25 ms\tratio\tphone hybrid ms\tdesktop hybrid ms\tratio");
   for (const q of QUERIES) {
     for (const v of ["cold", "warm"]) {

@@ -315,7 +315,7 @@ async function main() {
   }
 
   try {
-    const started = await startServer({ bin: o.bin, bundle: o.bundle, web: await hookedWeb(o.web), pkg: o.pkg, model: o.model, cwd: ROOT, log, tag: "bench", track: (p) => (server = p) });
+    const started = await startServer({ bin: o.bin, bundle: o.bundle, web: await hookedWeb(o.web, { offline: false }), pkg: o.pkg, model: o.model, cwd: ROOT, log, tag: "bench", track: (p) => (server = p) });
     log(`[bench] server at ${started.url}`);
     profileDir = await mkdtemp(path.join(tmpdir(), "jikji-bench-chromium-"));
     context = await chromium.launchPersistentContext(profileDir, {

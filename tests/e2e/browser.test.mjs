@@ -212,7 +212,7 @@ describe("Jikji search page in Chromium", { timeout: READY_MS + 20 * 60_000 }, (
   before(
     async () => {
       preflight();
-      server = await startServer({ bin: BIN, bundle: BUNDLE, web: await hookedWeb(WEB), pkg: PKG, model: MODEL, cwd: ROOT, log });
+      server = await startServer({ bin: BIN, bundle: BUNDLE, web: await hookedWeb(WEB, { offline: false }), pkg: PKG, model: MODEL, cwd: ROOT, log });
       log(`[e2e] server at ${server.url}`);
       profileDir = await mkdtemp(path.join(tmpdir(), "jikji-e2e-chromium-"));
       context = await chromium.launchPersistentContext(profileDir, {

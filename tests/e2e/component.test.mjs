@@ -54,6 +54,8 @@ function hitsShown(page) {
         snippet: snip.textContent,
         marks: [...snip.querySelectorAll("mark")].map((m) => m.textContent),
         markChildren: [...snip.querySelectorAll("mark")].map((m) => m.children.length),
+        // The character after each mark ("" at the end).
+        markNext: [...snip.querySelectorAll("mark")].map((m) => (m.nextSibling?.textContent ?? "").slice(0, 1)),
         otherElements: [...snip.querySelectorAll("*")].filter((e) => e.tagName !== "MARK").length,
         band: li.querySelector(".score")?.dataset.band ?? null,
         scoreText: li.querySelector(".score")?.textContent,
@@ -80,7 +82,7 @@ describe("<jikji-search> on the page", { timeout: 600_000 }, () => {
     ]) {
       if (!existsSync(p)) throw new Error(`${what} not found: ${p}`);
     }
-    web = await hookedWeb(path.join(ROOT, "web"));
+    web = await hookedWeb(path.join(ROOT, "web"), { pkg: PKG });
     server = await startServer({ bin: BIN, bundle: BUNDLE, web, pkg: PKG, model: path.join(ROOT, "models/e5-small"), cwd: ROOT, log, tag: "component" });
     browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
   });
@@ -145,7 +147,7 @@ describe("<jikji-search> on the page", { timeout: 600_000 }, () => {
     }
   });
 
-  test("a typed search writes ?q= and ?mode= back; a Korean query marks its stem", async () => {
+  test("a typed search writes ?q= and ?mode= back; a Korean query marks whole words, particles included", async () => {
     const { context, page } = await newPage();
     try {
       await page.goto(`${server.url}/?mode=bm25`);
@@ -160,6 +162,17 @@ describe("<jikji-search> on the page", { timeout: 600_000 }, () => {
       const hits = await hitsShown(page);
       assert.equal(hits[0].title, "When Buckwheat Flowers Blossom");
       assert.ok(hits[0].marks.some((m) => m.startsWith("메밀")), JSON.stringify(hits[0]));
+      // 동이를 (stem 동이 + particle 를): the forms in the story — 동이의, 동이는, 동이가, … — are
+      // marked whole, never 동이 with its particle left out of the mark.
+      const k = "동이를";
+      await page.fill("#q", k);
+      await page.press("#q", "Enter");
+      await resultsOf(page, k, "bm25");
+      const top = (await hitsShown(page))[0];
+      log(`[component] ${k}: marks ${JSON.stringify(top.marks)}, next ${JSON.stringify(top.markNext)}`);
+      const words = top.marks.map((m, i) => [m, top.markNext[i]]).filter(([m]) => m.startsWith("동이"));
+      assert.ok(words.some(([m]) => m.length > 2), `no particle marked: ${JSON.stringify(top.marks)}`);
+      for (const [m, next] of words) assert.ok(!/^[은는이가을를의도와과로에]/.test(next), `${m} marked without its particle (${next}…)`);
       // The shared URL gives the same list in a fresh page.
       const again = await newPage();
       try {

@@ -43,16 +43,25 @@ export const CHROMIUM_ARGS = [
 
 /**
  * Start `BIN serve BUNDLE --addr 127.0.0.1:0 --web WEB --pkg PKG --model MODEL` in `cwd`; resolves
- * {url, proc} once it prints `listening on http://ADDR`, rejects if it exits first or stays silent
- * for 120 s. `track(proc)` is called at once so callers can kill it on any error; `log` gets the
- * server's other output, each line prefixed `[server]`.
+ * {url, proc, requests} once it prints `listening on http://ADDR`, rejects if it exits first or
+ * stays silent for 120 s. `track(proc)` is called at once so callers can kill it on any error;
+ * `log` gets the server's other output, each line prefixed `[server]`. With `logRequests` the
+ * server runs with --log-requests and `requests` fills with every request it answered, in order:
+ * {method, path (without query), target (with it), status}: the server's view, which a service
+ * worker or the browser's caches cannot hide.
  */
-export function startServer({ bin, bundle, web, pkg, model, cwd, log, tag = "e2e", track = () => {} }) {
+export function startServer({ bin, bundle, web, pkg, model, cwd, log, tag = "e2e", track = () => {}, logRequests = false }) {
   const args = ["serve", bundle, "--addr", "127.0.0.1:0", "--web", web, "--pkg", pkg, "--model", model];
+  if (logRequests) args.push("--log-requests");
   log(`[${tag}] ${bin} ${args.join(" ")}`);
   const proc = spawn(bin, args, { cwd, stdio: ["ignore", "pipe", "pipe"] });
   track(proc);
-  createInterface({ input: proc.stderr }).on("line", (l) => log(`[server] ${l}`));
+  const requests = [];
+  createInterface({ input: proc.stderr }).on("line", (l) => {
+    const m = logRequests && /^request (\S+) (\S+) (\d{3})$/.exec(l);
+    if (m) requests.push({ method: m[1], target: m[2], path: m[2].split("?")[0], status: Number(m[3]) });
+    else log(`[server] ${l}`);
+  });
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
       proc.kill();
@@ -62,7 +71,7 @@ export function startServer({ bin, bundle, web, pkg, model, cwd, log, tag = "e2e
       const m = /listening on (https?:\/\/\S+)/.exec(line);
       if (m) {
         clearTimeout(timer);
-        resolve({ url: m[1].replace(/\/$/, ""), proc });
+        resolve({ url: m[1].replace(/\/$/, ""), proc, requests });
       } else {
         log(`[server] ${line}`);
       }
@@ -95,25 +104,36 @@ window.jikjiPage = {
 /**
  * A copy of the page folder `web` in a new temp folder whose app.js has TEST_HOOK appended, to
  * serve instead of `web`: tests reach the page's Jikji instance and renderer as
- * `window.jikjiPage` (the shipped page exposes nothing). Its index.html turns the service worker
- * off (<meta name="jikji-offline" content="off">), so the tests that count the page's requests
- * and bytes see the network, not Cache Storage; offline.test.mjs turns it on with ?sw=on.
- * A copy rather than a playwright route, because request interception turns Chromium's HTTP
- * cache off (the second-visit tests need it). Returns the folder's path (the caller removes it).
+ * `window.jikjiPage` (the shipped page exposes nothing). With `offline` (the default, as the page
+ * ships) its service worker sw.js is stamped anew for the copy's files and `pkg`
+ * (scripts/stamp-sw page: the build's files and hashes change with the hook); `offline: false`
+ * turns the service worker off (<meta name="jikji-offline" content="off">), for the tests that
+ * count the page's requests and bytes on the network and in the HTTP cache rather than in Cache
+ * Storage. A copy rather than a playwright route, because request interception turns Chromium's
+ * HTTP cache off (the second-visit tests need it). Returns the folder's path (the caller
+ * removes it).
  */
-export async function hookedWeb(web) {
+export async function hookedWeb(web, { pkg = null, offline = true } = {}) {
   const { cp, mkdtemp, readFile, writeFile } = await import("node:fs/promises");
   const { tmpdir } = await import("node:os");
   const path = await import("node:path");
+  const { execFileSync } = await import("node:child_process");
   const dir = await mkdtemp(path.join(tmpdir(), "jikji-web-hooked-"));
   await cp(web, dir, { recursive: true });
   const app = path.join(dir, "app.js");
   await writeFile(app, (await readFile(app, "utf8")) + TEST_HOOK);
   const index = path.join(dir, "index.html");
   const html = await readFile(index, "utf8");
-  const off = html.replace('<meta name="jikji-offline" content="on">', '<meta name="jikji-offline" content="off">');
-  if (off === html) throw new Error(`${index}: no <meta name="jikji-offline" content="on"> to turn off`);
-  await writeFile(index, off);
+  const on = '<meta name="jikji-offline" content="on">';
+  if (!html.includes(on)) throw new Error(`${index}: no ${on} (the shipped default)`);
+  if (offline) {
+    if (!pkg) throw new Error("hookedWeb: the service worker is stamped with pkg/'s files: pass {pkg}");
+    const { fileURLToPath } = await import("node:url");
+    const stamp = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../scripts/stamp-sw");
+    execFileSync(process.execPath, [stamp, "page", dir, pkg], { stdio: ["ignore", "ignore", "inherit"] });
+  } else {
+    await writeFile(index, html.replace(on, '<meta name="jikji-offline" content="off">'));
+  }
   return dir;
 }
 

@@ -1,12 +1,19 @@
-// Offline use (web/sw.js) in headless Chromium against `jikji serve` on the real e2e bundle: after
-// a first visit, the page searches with the network off (playwright's context.setOffline); a
-// second visit with the bundle unchanged takes nothing of the bundle from the network but its
-// entry file jikji.json (the pages come from Cache Storage). The page is served as the tests serve
-// it (hookedWeb: service worker off by its meta) and turned on with ?sw=on, as a site would leave
-// the shipped default on. Then a new build of the bundle is deployed into the served folder (its
-// new pages added, its jikji.json replacing the old): the next visit fetches the new entry and
-// only pages the old build did not have, answers as the new build does (`jikji search` on it),
-// and the pages only the old build named are dropped from Cache Storage.
+// Offline use (web/sw-src.js, stamped as sw.js by scripts/stamp-sw) in headless Chromium against
+// `jikji serve --log-requests` on the real e2e bundle, with the page as it ships (service worker
+// on). Every request that reaches the server is recorded by the server itself (so neither the
+// service worker nor the browser's caches can hide one):
+// - a first visit installs the worker, which keeps the build's files and the pages used;
+// - a second visit with nothing changed asks the server for the bundle's entry file jikji.json
+//   and nothing else (besides the browser's own update check of sw.js, a 304 when unchanged:
+//   how a new deploy of the page is found), and answers the same;
+// - offline (playwright's context.setOffline), the page loads and searches;
+// - a deploy of the page whose files do not all match the new sw.js (a copy still under way) is
+//   not taken: the old build stays in use whole; a complete deploy is taken on the next visit and
+//   its old cache dropped;
+// - a new build of the bundle deployed into the served folder (its new pages added, its
+//   jikji.json replacing the old) is switched to whole: the next visit fetches the new entry and
+//   only pages the old build did not have, answers as the new build does (`jikji search` on it),
+//   and the pages only the old build named are dropped from Cache Storage.
 //
 // Run: tests/e2e/run.sh (or node --test tests/e2e/offline.test.mjs). Needs what browser.test.mjs
 // needs (JIKJI_BIN, the e2e bundle, pkg/, Chromium).
@@ -14,13 +21,13 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { appendFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync } from "node:fs";
+import { appendFileSync, cpSync, existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
-import { CHROMIUM_ARGS, e2eBundle, hookedWeb, pageName, startServer } from "./harness.mjs";
+import { CHROMIUM_ARGS, e2eBundle, hookedWeb, startServer } from "./harness.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const BIN = path.resolve(ROOT, process.env.JIKJI_BIN || "target/release/jikji");
@@ -48,17 +55,44 @@ async function resultIds(page, query, mode = "bm25") {
   return r.ids;
 }
 
-describe("offline: the service worker", { timeout: 600_000 }, () => {
+/** The BUILD of a stamped sw.js. */
+function buildOf(file) {
+  const m = /^const BUILD = "([0-9a-f]{16})";$/m.exec(readFileSync(file, "utf8"));
+  if (!m) throw new Error(`${file} is not stamped`);
+  return m[1];
+}
+
+/** The service worker's Cache Storage: cache names and the shell's kept paths. */
+function cachesOf(page) {
+  return page.evaluate(async () => {
+    const names = (await caches.keys()).sort();
+    const shell = names.find((n) => n.startsWith("jikji-shell-"));
+    const kept = shell ? (await (await caches.open(shell)).keys()).map((r) => new URL(r.url).pathname).sort() : [];
+    return { names, shell, kept };
+  });
+}
+
+describe("offline: the service worker, as the page ships", { timeout: 900_000 }, () => {
   let server;
   let web;
   let served;
   let context;
   let profile;
   let page;
+  let rebuilt;
   const errors = [];
-  /** Requests that left the browser for the network: made by the service worker, or not answered by it. */
-  let network = [];
-  const pending = new Set();
+
+  /** Requests the server answered from now until the returned function is called (after a settle). */
+  const record = () => {
+    const from = server.requests.length;
+    return async () => {
+      await page.waitForTimeout(1500); // the browser's update check of sw.js runs after the load
+      return server.requests.slice(from);
+    };
+  };
+  const show = (rs) => rs.map((r) => `${r.target} ${r.status}`).join(", ") || "none";
+  /** The browser's update check of the worker: sw.js, revalidated (304) when unchanged. */
+  const isUpdateCheck = (r) => r.path === "/sw.js";
 
   before(async () => {
     for (const [what, p] of [
@@ -69,25 +103,13 @@ describe("offline: the service worker", { timeout: 600_000 }, () => {
     ]) {
       if (!existsSync(p)) throw new Error(`${what} not found: ${p}`);
     }
-    web = await hookedWeb(path.join(ROOT, "web"));
+    web = await hookedWeb(path.join(ROOT, "web"), { pkg: PKG });
     // A copy to deploy a new build into.
     served = path.join(web, "..", `${path.basename(web)}-bundle`);
     cpSync(BUNDLE, served, { recursive: true });
-    server = await startServer({ bin: BIN, bundle: served, web, pkg: PKG, model: path.join(ROOT, "models/e5-small"), cwd: ROOT, log, tag: "offline" });
+    server = await startServer({ bin: BIN, bundle: served, web, pkg: PKG, model: path.join(ROOT, "models/e5-small"), cwd: ROOT, log, tag: "offline", logRequests: true });
     profile = await mkdtemp(path.join(tmpdir(), "jikji-offline-chromium-"));
     context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
-    context.on("requestfinished", (req) => {
-      const p = (async () => {
-        const res = await req.response();
-        const fromSw = res ? res.fromServiceWorker() : false;
-        if (req.serviceWorker() || !fromSw) {
-          const sizes = await req.sizes();
-          network.push({ url: req.url(), status: res?.status() ?? 0, body: sizes.responseBodySize, by: req.serviceWorker() ? "sw" : "page" });
-        }
-      })().catch(() => {});
-      pending.add(p);
-      p.finally(() => pending.delete(p));
-    });
     page = context.pages()[0] ?? (await context.newPage());
     page.on("pageerror", (e) => errors.push(e.message));
     page.on("console", (m) => (m.type() === "error" || m.type() === "warning") && log(`[offline browser ${m.type()}] ${m.text()}`));
@@ -101,57 +123,60 @@ describe("offline: the service worker", { timeout: 600_000 }, () => {
 
   const Q = "學而時習之";
   let firstIds;
-  let rebuilt;
+  let build;
 
-  test("first visit: the service worker takes control and keeps what the search used", async () => {
-    await page.goto(`${server.url}/?sw=on&mode=bm25`);
+  test("first visit: the service worker installs this build's files and keeps the pages the search used", async () => {
+    build = buildOf(path.join(web, "sw.js"));
+    const done = record();
+    await page.goto(`${server.url}/?mode=bm25`);
     await page.waitForFunction(() => navigator.serviceWorker?.controller != null, null, { timeout: 60_000 });
-    await page.waitForFunction(() => ["bm25-ready", "ready"].includes(document.body.dataset.state), null, { timeout: 60_000 });
     await page.fill("#q", Q);
     await page.press("#q", "Enter");
     firstIds = await resultIds(page, Q);
     assert.ok(firstIds.length > 0);
     // The entry is kept (the page asked the worker to keep it), and the pages the query read.
     await page.waitForFunction(async () => (await (await caches.open("jikji-entries-v1")).keys()).length > 0, null, { timeout: 30_000, polling: 250 });
-    const kept = await page.evaluate(async () => ({
-      shell: (await (await caches.open("jikji-shell-v1")).keys()).map((r) => new URL(r.url).pathname),
-      pages: (await (await caches.open("jikji-pages-v1")).keys()).length,
-    }));
-    log(`[offline] kept: shell ${kept.shell.join(" ")}; ${kept.pages} pages`);
-    assert.ok(kept.shell.includes("/pkg/jikji_engine_bg.wasm") && kept.shell.includes("/"), kept.shell.join(" "));
-    assert.ok(kept.pages > 0, "no bundle page kept");
+    const c = await cachesOf(page);
+    const pages = await page.evaluate(async () => (await (await caches.open("jikji-pages-v1")).keys()).length);
+    log(`[offline] first visit, from the server: ${show(await done())}`);
+    log(`[offline] kept: ${c.names.join(" ")}; shell ${c.kept.join(" ")}; ${pages} pages`);
+    assert.equal(c.shell, `jikji-shell-${build}`);
+    for (const f of ["/", "/app.js", "/style.css", "/jikji-search.js", "/jikji.js", "/worker.js", "/pages.js", "/pkg/integrity.json", "/pkg/jikji_engine.js", "/pkg/jikji_engine_bg.wasm"]) {
+      assert.ok(c.kept.includes(f), `${f} not kept: ${c.kept.join(" ")}`);
+    }
+    assert.ok(!c.kept.some((f) => f.includes("qmodel")), "the query model's wasm kept before it was asked for");
+    assert.ok(pages > 0, "no bundle page kept");
   });
 
-  test("second visit, bundle unchanged: only the entry file comes from the network", async () => {
-    while (pending.size) await Promise.all([...pending]);
-    network = [];
-    await page.goto(`${server.url}/?sw=on&mode=bm25&q=${encodeURIComponent(Q)}`);
+  test("second visit, nothing changed: the server is asked for jikji.json only", async () => {
+    const done = record();
+    await page.goto(`${server.url}/?mode=bm25&q=${encodeURIComponent(Q)}`);
     assert.deepEqual(await resultIds(page, Q), firstIds);
-    await page.waitForTimeout(300);
-    while (pending.size) await Promise.all([...pending]);
-    const bundle = network.filter((r) => new URL(r.url).pathname.startsWith("/bundle/"));
-    log(`[offline] second visit, from the network: ${network.map((r) => `${new URL(r.url).pathname} ${r.status} ${r.body} B (${r.by})`).join(", ")}`);
-    assert.deepEqual(bundle.map((r) => new URL(r.url).pathname), ["/bundle/jikji.json"], "bundle files from the network");
-    assert.deepEqual(bundle.map((r) => pageName(r.url)).filter(Boolean), []);
-    // The page's own files are revalidated (the server says no-cache; a 304 carries no body).
-    const bodies = network.filter((r) => !new URL(r.url).pathname.startsWith("/bundle/") && r.body > 0);
-    log(`[offline] page files downloaded again: ${bodies.map((r) => `${new URL(r.url).pathname} ${r.body} B`).join(", ") || "none"}`);
+    const got = await done();
+    log(`[offline] second visit, from the server: ${show(got)}`);
+    const checks = got.filter(isUpdateCheck);
+    assert.ok(checks.every((r) => r.status === 304), `sw.js changed? ${show(checks)}`);
+    assert.deepEqual(got.filter((r) => !isUpdateCheck(r)).map((r) => r.target), ["/bundle/jikji.json"]);
+    assert.equal((await cachesOf(page)).shell, `jikji-shell-${build}`);
   });
 
   test("offline: the page loads and searches", async () => {
     await context.setOffline(true);
     try {
-      network = [];
-      await page.goto(`${server.url}/?sw=on&mode=bm25&q=${encodeURIComponent(Q)}`);
+      await page.goto(`${server.url}/?mode=bm25&q=${encodeURIComponent(Q)}`);
       assert.deepEqual(await resultIds(page, Q), firstIds);
-      // A query that needs a page never fetched fails with a message naming it, and the page
-      // stays usable: the kept query still answers.
-      const other = "the prince of Denmark";
+      // A query that needs a page never fetched fails with a message naming it (one whose pages
+      // the browser already holds answers), and the page stays usable: the kept query still answers.
+      const other = "Rosencrantz Guildenstern Ophelia Yorick";
       await page.fill("#q", other);
       await page.press("#q", "Enter");
       await page.waitForFunction((q) => document.querySelector("#results").dataset.query === q, other, { timeout: 60_000 });
-      assert.equal(await page.getAttribute("#results", "data-status"), "error");
-      assert.match(await page.textContent("#error"), /Search failed: page p\/[a-z]-[0-9a-f]+.*network error/);
+      const status = await page.getAttribute("#results", "data-status");
+      log(`[offline] offline, a query never asked before: ${status}`);
+      if (status !== "done") {
+        assert.equal(status, "error");
+        assert.match(await page.textContent("#error"), /Search failed: page p\/[a-z]-[0-9a-f]+.*network error/);
+      }
       await page.fill("#q", Q);
       await page.press("#q", "Enter");
       assert.deepEqual(await resultIds(page, Q), firstIds);
@@ -160,7 +185,49 @@ describe("offline: the service worker", { timeout: 600_000 }, () => {
     }
   });
 
-  test("a new build is switched to atomically: new entry, only its new pages, old pages dropped", { timeout: 600_000 }, async () => {
+  /** Asks the browser to check sw.js now and waits until no worker is installing; returns the caches. */
+  async function updateWorker() {
+    await page.evaluate(async () => {
+      const reg = await navigator.serviceWorker.getRegistration();
+      await reg.update().catch(() => {});
+      for (let i = 0; i < 300 && (reg.installing || reg.waiting || reg.active?.state !== "activated"); i++) await new Promise((r) => setTimeout(r, 100));
+    });
+    return cachesOf(page);
+  }
+
+  test("a deploy of the page is taken whole or not at all", async () => {
+    const css = path.join(web, "style.css");
+    const old = readFileSync(css, "utf8");
+    const MARK = "/* deploy 2 */";
+    // Half a deploy: the new sw.js is there, style.css is still the old one.
+    writeFileSync(css, `${old}${MARK}\n`);
+    execFileSync(process.execPath, [path.join(ROOT, "scripts/stamp-sw"), "page", web, PKG], { stdio: ["ignore", "ignore", "inherit"] });
+    const next = buildOf(path.join(web, "sw.js"));
+    assert.notEqual(next, build, "a changed file changes the build");
+    writeFileSync(css, old);
+    let c = await updateWorker();
+    log(`[offline] half deploy: caches ${c.names.join(" ")}`);
+    assert.equal(c.shell, `jikji-shell-${build}`, "the old build stays");
+    assert.deepEqual(c.names.filter((n) => n.startsWith("jikji-shell-")), [`jikji-shell-${build}`]);
+    await page.goto(`${server.url}/?mode=bm25&q=${encodeURIComponent(Q)}`);
+    assert.deepEqual(await resultIds(page, Q), firstIds);
+    assert.ok(!(await page.evaluate(async () => (await (await fetch("style.css")).text()))).includes(MARK));
+    // The rest of the deploy arrives: the next check takes it, whole.
+    writeFileSync(css, `${old}${MARK}\n`);
+    c = await updateWorker();
+    log(`[offline] complete deploy: caches ${c.names.join(" ")}`);
+    assert.deepEqual(c.names.filter((n) => n.startsWith("jikji-shell-")), [`jikji-shell-${next}`], "the new build replaces the old");
+    const done = record();
+    await page.goto(`${server.url}/?mode=bm25&q=${encodeURIComponent(Q)}`);
+    assert.deepEqual(await resultIds(page, Q), firstIds);
+    assert.ok((await page.evaluate(async () => (await (await fetch("style.css")).text()))).includes(MARK), "the new style.css is served");
+    const got = await done();
+    log(`[offline] visit after the deploy, from the server: ${show(got)}`);
+    assert.deepEqual(got.filter((r) => !isUpdateCheck(r)).map((r) => r.target), ["/bundle/jikji.json"]);
+    build = next;
+  });
+
+  test("a new build of the bundle is switched to whole: new entry, only its new pages, old pages dropped", { timeout: 600_000 }, async () => {
     // The e2e corpus (tests/e2e/corpus.txt over books/) with one paragraph added to 大學.
     rebuilt = await mkdtemp(path.join(tmpdir(), "jikji-offline-rebuild-"));
     const books = path.join(rebuilt, "books");
@@ -184,18 +251,16 @@ describe("offline: the service worker", { timeout: 600_000 }, () => {
     const native = JSON.parse(execFileSync(BIN, ["search", out, Q, "--mode", "bm25", "--top-k", "10", "--json"], { cwd: ROOT, maxBuffer: 64 << 20 }).toString());
     const want = (Array.isArray(native) ? native[0] : native).hits.map((h) => String(h.id));
 
-    while (pending.size) await Promise.all([...pending]);
-    network = [];
-    await page.goto(`${server.url}/?sw=on&mode=bm25&q=${encodeURIComponent(Q)}`);
+    const done = record();
+    await page.goto(`${server.url}/?mode=bm25&q=${encodeURIComponent(Q)}`);
     const ids = await resultIds(page, Q);
-    await page.waitForTimeout(300);
-    while (pending.size) await Promise.all([...pending]);
     assert.deepEqual(ids, want, "the page answers as the new build");
-    const fetched = network.map((r) => pageName(r.url)).filter(Boolean);
-    log(`[offline] after the deploy, pages from the network: ${fetched.length} (${fetched.slice(0, 8).join(", ")}…)`);
-    assert.ok(network.some((r) => new URL(r.url).pathname === "/bundle/jikji.json"), "the new entry was fetched");
-    const stale = fetched.filter((n) => !added.has(n));
-    assert.deepEqual(stale, [], "pages the old build had were fetched again");
+    const got = await done();
+    const fetched = got.map((r) => /^\/bundle\/p\/([^/]+)$/.exec(r.path)?.[1]).filter(Boolean).map(decodeURIComponent);
+    log(`[offline] after the bundle deploy, from the server: ${show(got.filter((r) => !r.path.startsWith("/bundle/p/")))} and ${fetched.length} pages (${fetched.slice(0, 8).join(", ")}…)`);
+    assert.ok(got.some((r) => r.path === "/bundle/jikji.json" && r.status === 200), "the new entry was fetched");
+    assert.deepEqual(fetched.filter((n) => !added.has(n)), [], "pages the old build had were fetched again");
+    assert.deepEqual(got.filter((r) => !isUpdateCheck(r) && !r.path.startsWith("/bundle/")), [], "page files fetched again");
     // The kept entry is the new one, and no kept page is one only the old build named.
     const keptNow = () => page.evaluate(async () => {
       const entries = await caches.open("jikji-entries-v1");

@@ -5,7 +5,10 @@
 // page searches through the documented API only (import from the package; Jikji.load, search
 // with filters, minScore, fusion, dense through the package's query model). The package's
 // jikji.d.ts is type-checked with tsc --noEmit on a TypeScript file using the API, including
-// misuses the types must refuse.
+// misuses the types must refuse. The package's service worker, copied next to the site's page
+// and registered with the documented registerOffline(), makes the site work offline after a
+// first visit, and a second visit takes none of the package's files from the server (the
+// server's own request log).
 //
 // Run: tests/e2e/run.sh (or node --test tests/e2e/package.test.mjs). Needs pkg/ (scripts/build-wasm;
 // scripts/pack-web runs it when pkg/ is missing), a bundle with query-model pages
@@ -43,9 +46,13 @@ const TYPES = {
   ".css": "text/css",
 };
 
+/** Requests the site's server answered: {path, status}. */
+const served = [];
+
 /** A plain static file server of `root` on 127.0.0.1 (no index magic beyond "/" → index.html). */
 function staticServer(root) {
   const server = createServer(async (req, res) => {
+    res.on("finish", () => served.push({ path: new URL(req.url, "http://x").pathname, status: res.statusCode }));
     const rel = decodeURIComponent(new URL(req.url, "http://x").pathname);
     const file = path.join(root, rel === "/" ? "index.html" : rel);
     if (!file.startsWith(root + path.sep)) {
@@ -90,6 +97,29 @@ try {
 }
 `;
 
+/** A page of the site that works offline: the package's sw.js copied beside it, registerOffline(). */
+const OFFLINE_HTML = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>A site that works offline</title>
+<script type="module" src="./offline.js"></script></head>
+<body><ol id="hits"></ol><p id="state">loading</p></body></html>
+`;
+const OFFLINE_JS = `import { Jikji, registerOffline } from "./node_modules/jikji-web/jikji.js";
+const state = document.getElementById("state");
+try {
+  const jikji = await Jikji.load("./bundle/");
+  const r = await jikji.search("學而時習之", { mode: "bm25", topK: 5 });
+  for (const h of r.hits) {
+    const li = document.createElement("li");
+    li.textContent = h.id;
+    document.getElementById("hits").append(li);
+  }
+  await registerOffline("./sw.js", { bundle: "./bundle/" });
+  state.textContent = "done";
+} catch (e) {
+  state.textContent = "error: " + e.message;
+}
+`;
+
 /** A page of the site using the component only: <jikji-search> from the package, its default styles. */
 const COMPONENT_HTML = `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
@@ -105,7 +135,7 @@ const SITE_CSS = `body { --jikji-accent: rgb(0, 90, 0); }
 `;
 
 /** Uses the API as a TypeScript site would; each misuse must be refused by the types. */
-const CHECK_TS = `import { Jikji, JikjiError, checkOrigin } from "jikji-web";
+const CHECK_TS = `import { Jikji, JikjiError, checkOrigin, registerOffline } from "jikji-web";
 import type { Hit, SearchResult, ProgressEvent, Filters, LoadOptions, Facets } from "jikji-web";
 import type { JikjiSearchElement, JikjiStateDetail } from "jikji-web/search";
 
@@ -163,7 +193,14 @@ async function component(): Promise<string> {
   const snippet = box.jikji ? (await box.jikji.search("q")).hits[0]?.snippet?.parts.join("") : "";
   return (f?.langs[0]?.[0] ?? "") + (snippet ?? "") + box.mode;
 }
+async function offline(): Promise<string> {
+  const reg: ServiceWorkerRegistration = await registerOffline("/sw.js", { scope: "/", bundle: ["/bundle/"] });
+  // @ts-expect-error: no such option
+  await registerOffline("/sw.js", { cache: "x" });
+  return reg.scope;
+}
 void main;
+void offline;
 void misuses;
 void component;
 `;
@@ -204,6 +241,10 @@ describe("the jikji-web package installed into another site", { timeout: 600_000
     writeFileSync(path.join(site, "component.html"), COMPONENT_HTML);
     writeFileSync(path.join(site, "component.js"), COMPONENT_JS);
     writeFileSync(path.join(site, "site.css"), SITE_CSS);
+    writeFileSync(path.join(site, "offline.html"), OFFLINE_HTML);
+    writeFileSync(path.join(site, "offline.js"), OFFLINE_JS);
+    // The documented step: the package's service worker next to the page that registers it.
+    cpSync(path.join(site, "node_modules/jikji-web/sw.js"), path.join(site, "sw.js"));
     server = await staticServer(site);
     url = `http://127.0.0.1:${server.address().port}`;
     profile = await mkdtemp(path.join(tmpdir(), "jikji-package-test-chromium-"));
@@ -235,8 +276,16 @@ describe("the jikji-web package installed into another site", { timeout: 600_000
       "jikji-search.js",
       "jikji-search.d.ts",
       "jikji-search.css",
+      "sw.js",
     ]) {
       assert.ok(existsSync(path.join(pkg, f)), `${f} missing from the package`);
+    }
+    assert.equal(manifest.exports["./sw.js"], "./sw.js");
+    // sw.js is web/sw-src.js stamped with the package's own files and their hashes.
+    const sw = readFileSync(path.join(pkg, "sw.js"), "utf8");
+    assert.match(sw, /^const BUILD = "[0-9a-f]{16}";$/m);
+    for (const f of ["jikji.js", "worker.js", "engine/jikji_engine_bg.wasm", "engine/integrity.json"]) {
+      assert.ok(sw.includes(`[${JSON.stringify(f)}, "sha256-`), `${f} not in sw.js's PRECACHE`);
     }
     // The same code as the page's, not a second copy that could drift.
     assert.equal(manifest.exports["./search"].default, "./jikji-search.js");
@@ -332,6 +381,45 @@ describe("the jikji-web package installed into another site", { timeout: 600_000
     assert.deepEqual(r.stylesheet, ["/site.css", "/node_modules/jikji-web/jikji-search.css"]);
     assert.equal(r.accent, "rgb(0, 90, 0)", "the --jikji-accent of the site");
     assert.ok(r.ids, "inner ids are prefixed per instance");
+    assert.deepEqual(errors, []);
+    await page.close();
+  });
+
+  test("offline: registerOffline() with the package's sw.js; a second visit takes no package file from the server", async () => {
+    const page = await context.newPage();
+    const errors = [];
+    page.on("pageerror", (e) => errors.push(e.message));
+    const visit = async () => {
+      await page.goto(`${url}/offline.html`);
+      await page.waitForFunction(() => document.getElementById("state").textContent !== "loading", null, { timeout: 120_000 });
+      assert.equal(await page.textContent("#state"), "done", errors.join("\n"));
+      return page.$$eval("#hits li", (lis) => lis.map((l) => l.textContent));
+    };
+    const first = await visit();
+    assert.equal(first.length, 5);
+    const kept = await page.evaluate(async () => {
+      const names = await caches.keys();
+      const shell = names.find((n) => n.startsWith("jikji-shell-"));
+      return { names, shell: shell ? (await (await caches.open(shell)).keys()).map((r) => new URL(r.url).pathname) : [] };
+    });
+    log(`[package] offline caches: ${JSON.stringify(kept)}`);
+    assert.ok(kept.shell.includes("/node_modules/jikji-web/engine/jikji_engine_bg.wasm"), JSON.stringify(kept));
+    assert.ok(kept.shell.includes("/node_modules/jikji-web/worker.js"), JSON.stringify(kept));
+    // Second visit: the package's files come from Cache Storage, not from the server.
+    const from = served.length;
+    assert.deepEqual(await visit(), first);
+    await page.waitForTimeout(1500);
+    const second = served.slice(from);
+    log(`[package] second visit, from the server: ${second.map((r) => `${r.path} ${r.status}`).join(", ")}`);
+    assert.deepEqual(second.filter((r) => r.path.startsWith("/node_modules/")), [], "package files fetched again");
+    assert.ok(second.some((r) => r.path === "/bundle/jikji.json"), "the entry is network first");
+    // Offline: the site's page (kept as it was used) and the package's files still answer.
+    await context.setOffline(true);
+    try {
+      assert.deepEqual(await visit(), first);
+    } finally {
+      await context.setOffline(false);
+    }
     assert.deepEqual(errors, []);
     await page.close();
   });

@@ -91,7 +91,7 @@ describe("the browser's query model (issue 13)", { timeout: 30 * 60_000 }, () =>
   before(
     async () => {
       preflight();
-      server = await startServer({ bin: BIN, bundle: BUNDLE, web: await hookedWeb(WEB), pkg: PKG, model: MODEL, cwd: ROOT, log, tag: "qm-e2e" });
+      server = await startServer({ bin: BIN, bundle: BUNDLE, web: await hookedWeb(WEB, { offline: false }), pkg: PKG, model: MODEL, cwd: ROOT, log, tag: "qm-e2e" });
       profileDir = await mkdtemp(path.join(tmpdir(), "jikji-qm-e2e-"));
       context = await chromium.launchPersistentContext(profileDir, { executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
     },

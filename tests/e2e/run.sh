@@ -17,7 +17,8 @@ fi
 
 cd "$ROOT"
 # The page checks web/worker.js and pages.js against pkg/integrity.json: hash the ones being tested.
-if [ -f pkg/jikji_engine_bg.wasm ]; then scripts/integrity pkg web; fi
+# And the service worker web/sw.js, stamped with the files being tested (scripts/stamp-sw).
+if [ -f pkg/jikji_engine_bg.wasm ]; then scripts/integrity pkg web && scripts/stamp-sw page web pkg >/dev/null; fi
 # JIKJI_E2E_TESTS: the test files (default: every tests/e2e/*.test.mjs).
 # shellcheck disable=SC2086
 exec node --test "$@" ${JIKJI_E2E_TESTS:-tests/e2e/*.test.mjs}

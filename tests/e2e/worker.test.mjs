@@ -96,7 +96,7 @@ describe("the search worker on a format 2 bundle", { timeout: 300_000 }, () => {
     server = await startServer({
       bin: BIN,
       bundle: path.join(dir, "bundle"),
-      web: await hookedWeb(path.join(ROOT, "web")),
+      web: await hookedWeb(path.join(ROOT, "web"), { offline: false }),
       pkg: path.join(dir, "pkg"),
       model: path.join(dir, "no-model"),
       cwd: ROOT,

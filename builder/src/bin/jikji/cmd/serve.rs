@@ -23,6 +23,9 @@ pub struct Args {
     pkg: PathBuf,
     #[command(flatten)]
     model: ModelArgs,
+    /// Print one line per request to stderr (`request GET /bundle/jikji.json 200`).
+    #[arg(long)]
+    log_requests: bool,
 }
 
 /// Serves until killed.
@@ -34,6 +37,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         pkg: a.pkg,
         bundle: a.bundle,
         model: model.exists().then_some(model),
+        log_requests: a.log_requests,
     })?;
     Ok(ExitCode::SUCCESS)
 }
