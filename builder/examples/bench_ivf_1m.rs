@@ -73,7 +73,8 @@ fn args() -> Args {
         threads: 2,
         max_angle: 25.0,
     };
-    let list = |s: &str| -> Vec<usize> { s.split(',').map(|x| x.parse().expect("a number")).collect() };
+    let list =
+        |s: &str| -> Vec<usize> { s.split(',').map(|x| x.parse().expect("a number")).collect() };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
         let v = it.next().unwrap_or_else(|| panic!("{k} needs a value"));
@@ -183,9 +184,12 @@ fn main() {
         for line in std::io::BufReader::new(f).lines() {
             let line = line.expect("reading queries");
             let j: serde_json::Value = serde_json::from_str(&line).expect("a JSON line");
-            let Some(text) = j["text"].as_str() else { continue };
+            let Some(text) = j["text"].as_str() else {
+                continue;
+            };
             lines += 1;
-            let key = jikji_builder::vector_cache::cache_key(&sha, jikji_embed::Prefix::Query, text);
+            let key =
+                jikji_builder::vector_cache::cache_key(&sha, jikji_embed::Prefix::Query, text);
             if let Some(v) = by_key.get(&key) {
                 if qkeys.insert(key) {
                     queries.push(v.clone());
@@ -199,13 +203,20 @@ fn main() {
     keys.sort();
     let base: Vec<&Vec<f32>> = keys.iter().map(|k| &by_key[*k]).collect();
     let b = base.len();
-    assert!(b > 0 && !queries.is_empty(), "no base vectors or no queries");
+    assert!(
+        b > 0 && !queries.is_empty(),
+        "no base vectors or no queries"
+    );
     // Queries evenly spaced over the sets' order, at most max_queries.
     let take = queries.len().min(a.max_queries);
-    let queries: Vec<Vec<f32>> = (0..take).map(|i| queries[i * queries.len() / take].clone()).collect();
+    let queries: Vec<Vec<f32>> = (0..take)
+        .map(|i| queries[i * queries.len() / take].clone())
+        .collect();
     let mut mu = vec![0f32; DIM];
     for x in &base {
-        mu.iter_mut().zip(x.iter()).for_each(|(m, v)| *m += v / b as f32);
+        mu.iter_mut()
+            .zip(x.iter())
+            .for_each(|(m, v)| *m += v / b as f32);
     }
     // Extend to n.
     let mut s = 0x31_4d_u64;
@@ -228,7 +239,11 @@ fn main() {
         u.iter_mut().zip(x.iter()).for_each(|(a, b)| *a -= p * b);
         normalise(&mut u);
         let th = uniform(&mut s) * max;
-        let mut y: Vec<f32> = x.iter().zip(&u).map(|(a, b)| th.cos() * a + th.sin() * b).collect();
+        let mut y: Vec<f32> = x
+            .iter()
+            .zip(&u)
+            .map(|(a, b)| th.cos() * a + th.sin() * b)
+            .collect();
         normalise(&mut y);
         cos_sum += f64::from(dot(&y, x));
         rows.push(y);
@@ -257,8 +272,11 @@ fn main() {
                 sc.spawn(move || {
                     part.iter()
                         .map(|q| {
-                            let mut s: Vec<(u32, f32)> = (0..n).map(|d| (d as u32, v.dot(d, q))).collect();
-                            s.select_nth_unstable_by(9, |a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+                            let mut s: Vec<(u32, f32)> =
+                                (0..n).map(|d| (d as u32, v.dot(d, q))).collect();
+                            s.select_nth_unstable_by(9, |a, b| {
+                                b.1.total_cmp(&a.1).then(a.0.cmp(&b.0))
+                            });
                             s.truncate(10);
                             s.into_iter().map(|x| x.0).collect::<Vec<u32>>()
                         })
@@ -278,8 +296,16 @@ fn main() {
     );
     // k-means.
     let t = Instant::now();
-    let index = jikji_builder::ivf::build_with(&v, None, a.nlist, 0x6a696b6a69, a.threads, a.train_per_list, a.iterations)
-        .expect("k-means");
+    let index = jikji_builder::ivf::build_with(
+        &v,
+        None,
+        a.nlist,
+        0x6a696b6a69,
+        a.threads,
+        a.train_per_list,
+        a.iterations,
+    )
+    .expect("k-means");
     let sizes: Vec<usize> = index.lists.iter().map(Vec::len).collect();
     println!(
         "k-means: nlist {}, {} training points per list, ≤ {} rounds: {:.1} s; list sizes min {} median {} max {}",
@@ -298,7 +324,18 @@ fn main() {
     println!("load now: {}", load().trim());
     println!(
         "{:<7}{:>5}{:>7}{:>10}{:>9}{:>10}{:>10}{:>9}{:>9}{:>8}{:>9}{:>9}",
-        "codes", "resc", "nprobe", "recall@10", "B/vec", "kB/q warm", "kB/q cold", "lists kB", "rows kB", "rounds", "p50 ms", "p95 ms"
+        "codes",
+        "resc",
+        "nprobe",
+        "recall@10",
+        "B/vec",
+        "kB/q warm",
+        "kB/q cold",
+        "lists kB",
+        "rows kB",
+        "rounds",
+        "p50 ms",
+        "p95 ms"
     );
     for codes in &a.codes {
         let binary = codes == "binary";
@@ -328,7 +365,11 @@ fn main() {
             },
         )
         .expect("pages");
-        let list_total: usize = all.iter().filter(|(k, _)| k.starts_with("j-")).map(|(_, p)| p.0).sum();
+        let list_total: usize = all
+            .iter()
+            .filter(|(k, _)| k.starts_with("j-"))
+            .map(|(_, p)| p.0)
+            .sum();
         let once: Vec<String> = (0..root.centroids.pages)
             .map(|i| root.centroid_page(i))
             .chain([root.sample_page()])
@@ -339,8 +380,15 @@ fn main() {
             have: Mutex::new(HashSet::new()),
             need: Mutex::new(Vec::new()),
         };
-        let at = Place { chunks: n, dim: DIM };
-        let rescores: Vec<Option<usize>> = if binary { a.rescore.iter().map(|&r| Some(r)).collect() } else { vec![None] };
+        let at = Place {
+            chunks: n,
+            dim: DIM,
+        };
+        let rescores: Vec<Option<usize>> = if binary {
+            a.rescore.iter().map(|&r| Some(r)).collect()
+        } else {
+            vec![None]
+        };
         for &np in &a.nprobe {
             for &rs in &rescores {
                 let mut recall = 0f64;
@@ -361,9 +409,12 @@ fn main() {
                                 ms.push(t.elapsed().as_secs_f64() * 1e3);
                                 break h;
                             }
-                            Err(jikji_engine::EngineError::Format(jikji_format::FormatError::PageMissing { .. })) => {
+                            Err(jikji_engine::EngineError::Format(
+                                jikji_format::FormatError::PageMissing { .. },
+                            )) => {
                                 r += 1;
-                                let need: Vec<String> = std::mem::take(&mut *pages.need.lock().unwrap());
+                                let need: Vec<String> =
+                                    std::mem::take(&mut *pages.need.lock().unwrap());
                                 let mut have = pages.have.lock().unwrap();
                                 for p in need {
                                     if have.insert(p.clone()) {
@@ -382,7 +433,8 @@ fn main() {
                         }
                     };
                     let top: HashSet<u32> = hits.iter().take(10).map(|h| h.0).collect();
-                    recall += ex.iter().filter(|d| top.contains(d)).count() as f64 / ex.len() as f64;
+                    recall +=
+                        ex.iter().filter(|d| top.contains(d)).count() as f64 / ex.len() as f64;
                     warm_bytes.push(bytes as f64);
                     list_b.push(lb as f64);
                     row_b.push(rb as f64);
@@ -413,7 +465,11 @@ fn main() {
             once_bytes as f64 / 1e3
         );
     }
-    println!("total {:.0} s; load at the end: {}", t0.elapsed().as_secs_f64(), load().trim());
+    println!(
+        "total {:.0} s; load at the end: {}",
+        t0.elapsed().as_secs_f64(),
+        load().trim()
+    );
 }
 
 fn hex(b: &[u8]) -> String {

@@ -26,8 +26,10 @@ use crate::error::{BuildError, Result};
 /// Tokenizers parsed in this process, by `tokenizer.json` path and the file's length and
 /// modification time (17 MB of JSON for e5-small: parsed once, then cloned, when chunking
 /// and embedding both need it in one build or update).
-type TokenizerCache =
-    std::collections::HashMap<(std::path::PathBuf, u64, Option<std::time::SystemTime>), EmbedTokenizer>;
+type TokenizerCache = std::collections::HashMap<
+    (std::path::PathBuf, u64, Option<std::time::SystemTime>),
+    EmbedTokenizer,
+>;
 
 fn tokenizer_cache() -> &'static std::sync::Mutex<TokenizerCache> {
     static CACHE: std::sync::OnceLock<std::sync::Mutex<TokenizerCache>> =
@@ -35,9 +37,7 @@ fn tokenizer_cache() -> &'static std::sync::Mutex<TokenizerCache> {
     CACHE.get_or_init(Default::default)
 }
 
-fn tokenizer_key(
-    path: &Path,
-) -> Option<(std::path::PathBuf, u64, Option<std::time::SystemTime>)> {
+fn tokenizer_key(path: &Path) -> Option<(std::path::PathBuf, u64, Option<std::time::SystemTime>)> {
     let m = std::fs::metadata(path).ok()?;
     Some((path.to_path_buf(), m.len(), m.modified().ok()))
 }

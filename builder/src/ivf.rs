@@ -273,7 +273,15 @@ pub fn build(
     seed: u64,
     threads: usize,
 ) -> Result<Ivf> {
-    build_with(vectors, centring, nlist, seed, threads, TRAIN_PER_LIST, MAX_ITERATIONS)
+    build_with(
+        vectors,
+        centring,
+        nlist,
+        seed,
+        threads,
+        TRAIN_PER_LIST,
+        MAX_ITERATIONS,
+    )
 }
 
 /// [`build`] with `train_per_list` training points per list at most (instead of
@@ -472,7 +480,14 @@ mod tests {
 
     #[test]
     fn settings_parse_and_choose() {
-        for s in ["exact", "auto", "ivf", "ivf:64", "ivf-binary", "ivf-binary:64"] {
+        for s in [
+            "exact",
+            "auto",
+            "ivf",
+            "ivf:64",
+            "ivf-binary",
+            "ivf-binary:64",
+        ] {
             assert_eq!(DenseIndex::parse(s).unwrap().name(), s);
         }
         assert!(DenseIndex::parse("ivf:0").is_none() && DenseIndex::parse("hnsw").is_none());

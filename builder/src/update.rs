@@ -57,9 +57,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use jikji_format::bundle::PreviousPages;
 use jikji_format::chunks::write_chunks;
 use jikji_format::vectors::write_quantized;
-use jikji_format::bundle::PreviousPages;
 use jikji_format::{sha256_hex, Bundle, ChunkRecord};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -509,10 +509,12 @@ impl Old {
         // A paged bundle: only the pages an update reads (records, vectors, sources table),
         // each verified as it is read; the others are taken over unread when proven
         // unchanged (`PreviousPages`), or rebuilt.
-        let (bundle, manifest, previous) = if path.join(jikji_format::paged::ENTRY_FILE).exists()
-        {
+        let (bundle, manifest, previous) = if path.join(jikji_format::paged::ENTRY_FILE).exists() {
             let bundle = Bundle::open_paged_dir(path).map_err(opened)?;
-            let root = bundle.pages().cloned().expect("a paged bundle has page roots");
+            let root = bundle
+                .pages()
+                .cloned()
+                .expect("a paged bundle has page roots");
             bundle
                 .load_pages(&jikji_format::paged::record_pages(&root))
                 .map_err(opened)?;

@@ -163,7 +163,11 @@ fn binary_lists_rescored_in_full_equal_the_exact_scan() {
             let all = paged
                 .search_with_vector(&q.text, Some(&q.vector), mode, 10)
                 .unwrap();
-            assert_eq!(all.hits, exact.hits, "{} {mode}: every chunk rescored", q.text);
+            assert_eq!(
+                all.hits, exact.hits,
+                "{} {mode}: every chunk rescored",
+                q.text
+            );
             let f = paged.last_fetch();
             assert!(!f.by_kind.contains_key("v"), "{:?}", f.by_kind);
             assert_eq!(f.by_kind.get("j").map(|k| k.0), Some(4), "{:?}", f.by_kind);
@@ -186,7 +190,11 @@ fn binary_lists_rescored_in_full_equal_the_exact_scan() {
                 .search_with_vector(&q.text, Some(&q.vector), mode, 10)
                 .unwrap();
             let f = paged.last_fetch();
-            assert!(!f.by_kind.contains_key("i"), "binary-only read rows: {:?}", f.by_kind);
+            assert!(
+                !f.by_kind.contains_key("i"),
+                "binary-only read rows: {:?}",
+                f.by_kind
+            );
             paged.set_rescore(None);
         }
     }
@@ -203,7 +211,12 @@ fn hostile_binary_pages_are_refused_naming_the_page() {
     for (name, kind, gen, n) in [
         (root.list_page(0), page::Kind::Lists, &root.lists.gen, 0),
         (root.list_page(1), page::Kind::Lists, &root.lists.gen, 1),
-        (root.row_page(0).unwrap().0, page::Kind::IndexRows, &rows.gen, 0),
+        (
+            root.row_page(0).unwrap().0,
+            page::Kind::IndexRows,
+            &rows.gen,
+            0,
+        ),
     ] {
         let path = dir.join("p").join(&name);
         let good = std::fs::read(&path).unwrap();

@@ -64,12 +64,22 @@ fn eval_run_computes_exact_metrics_in_process() {
     assert!(run_file.lines().all(|l| l.ends_with(" jikji-bm25")));
     // The hits file: one line per judged query, top hits with their grades.
     let hits = std::fs::read_to_string(tmp.path().join("hits.jsonl")).unwrap();
-    let lines: Vec<serde_json::Value> = hits.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<serde_json::Value> = hits
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(lines.len(), 2, "{hits}");
-    assert_eq!((lines[0]["qid"].as_str(), lines[0]["mode"].as_str()), (Some("q1"), Some("bm25")));
+    assert_eq!(
+        (lines[0]["qid"].as_str(), lines[0]["mode"].as_str()),
+        (Some("q1"), Some("bm25"))
+    );
     assert_eq!(lines[0]["nrel"], 2);
     let top = &lines[0]["hits"][0];
-    assert_eq!((top[0].as_str(), top[4].as_i64()), (Some("lighthouse"), Some(1)), "{hits}");
+    assert_eq!(
+        (top[0].as_str(), top[4].as_i64()),
+        (Some("lighthouse"), Some(1)),
+        "{hits}"
+    );
     assert!(top[2].as_f64().unwrap() > 0.0 && (0.0..=1.0).contains(&top[1].as_f64().unwrap()));
     // The text report shows the row with the same numbers.
     let text = r.to_text();

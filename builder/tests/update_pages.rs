@@ -80,7 +80,10 @@ fn assert_same_pages(updated: &Path, full: &Path) {
         "page names differ between the update and a full build"
     );
     for (name, (_, bytes)) in &a {
-        assert!(bytes == &b[name].1, "p/{name} differs from the full build's");
+        assert!(
+            bytes == &b[name].1,
+            "p/{name} differs from the full build's"
+        );
     }
     assert_eq!(entry(updated), entry(full));
 }
@@ -92,7 +95,10 @@ fn shared(now: &BTreeMap<String, (u64, Vec<u8>)>, before: &BTreeMap<String, u64>
 }
 
 fn inodes(bundle: &Path) -> BTreeMap<String, u64> {
-    pages(bundle).into_iter().map(|(n, (i, _))| (n, i)).collect()
+    pages(bundle)
+        .into_iter()
+        .map(|(n, (i, _))| (n, i))
+        .collect()
 }
 
 fn print(r: &UpdateReport) {

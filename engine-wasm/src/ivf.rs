@@ -146,7 +146,17 @@ pub(crate) fn scan(
         chunks: bundle.manifest().counts.chunks,
         dim: bundle.pages().map_or(0, |p| p.dim),
     };
-    scan_pages(cache.as_ref(), at, root, scorer, k, nprobe, rescore, fill, allow)
+    scan_pages(
+        cache.as_ref(),
+        at,
+        root,
+        scorer,
+        k,
+        nprobe,
+        rescore,
+        fill,
+        allow,
+    )
 }
 
 /// Where a scan reads: the bundle's chunk count and vector dimension.
@@ -310,9 +320,8 @@ fn scan_binary(
         let ratio = want.div_ceil(allowed.len().max(1));
         probe = probe.saturating_mul(2).max(probe.saturating_mul(ratio));
     };
-    let by_estimate = |a: &(u32, f32, usize), b: &(u32, f32, usize)| {
-        b.1.total_cmp(&a.1).then(a.0.cmp(&b.0))
-    };
+    let by_estimate =
+        |a: &(u32, f32, usize), b: &(u32, f32, usize)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
     let mut allowed = allowed;
     allowed.sort_by(by_estimate);
     let take = rescore
@@ -331,7 +340,10 @@ fn scan_binary(
         let mut names: Vec<&String> = pages.iter().map(|p| &p.0).collect();
         names.sort();
         names.dedup();
-        names.into_iter().map(|n| (n.clone(), cache.page(n))).collect()
+        names
+            .into_iter()
+            .map(|n| (n.clone(), cache.page(n)))
+            .collect()
     };
     if let Some((name, _)) = bodies.iter().find(|(_, b)| b.is_none()) {
         return Err(FormatError::PageMissing { name: name.clone() }.into());

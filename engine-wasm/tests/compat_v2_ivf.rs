@@ -35,12 +35,7 @@ fn queries() -> Vec<Query> {
 /// (nprobe, rescore) settings the frozen results were taken at.
 const SETTINGS: [(usize, usize); 3] = [(1, 0), (1, 8), (3, 8)];
 
-fn browser_search(
-    dir: &Path,
-    engine: &Engine,
-    q: &Query,
-    mode: Mode,
-) -> (SearchResult, usize) {
+fn browser_search(dir: &Path, engine: &Engine, q: &Query, mode: Mode) -> (SearchResult, usize) {
     for round in 0..=jikji_engine::MAX_ROUNDS {
         match engine.search_with_vector(&q.text, Some(&q.vector), mode, 10) {
             Ok(r) => return (r, round),
@@ -115,8 +110,7 @@ fn ivf_fixture_answers_as_frozen() {
     let n = e.bundle().manifest().counts.chunks;
     assert_eq!(n, 13);
     let want: Vec<serde_json::Value> =
-        serde_json::from_slice(&std::fs::read(fixture("v2-ivf/expected.json")).unwrap())
-            .unwrap();
+        serde_json::from_slice(&std::fs::read(fixture("v2-ivf/expected.json")).unwrap()).unwrap();
     let got = results(&dir);
     assert_eq!(got.len(), want.len());
     for (g, w) in got.iter().zip(&want) {
@@ -124,7 +118,11 @@ fn ivf_fixture_answers_as_frozen() {
         let (gh, wh) = (g["hits"].as_array().unwrap(), w["hits"].as_array().unwrap());
         assert_eq!(gh.len(), wh.len(), "{g}");
         for (a, b) in gh.iter().zip(wh) {
-            assert_eq!(a[0], b[0], "{} {} {}/{}", g["text"], g["mode"], g["nprobe"], g["rescore"]);
+            assert_eq!(
+                a[0], b[0],
+                "{} {} {}/{}",
+                g["text"], g["mode"], g["nprobe"], g["rescore"]
+            );
             let (x, y) = (a[1].as_f64().unwrap(), b[1].as_f64().unwrap());
             assert!((x - y).abs() < 1e-6, "{g}: score {x} vs frozen {y}");
         }
@@ -144,7 +142,11 @@ fn ivf_fixture_answers_as_frozen() {
                 .search_with_vector(&q.text, Some(&q.vector), mode, 10)
                 .unwrap();
             assert_eq!(b.hits, nat.hits, "{} {mode}", q.text);
-            assert!(rounds >= 3, "{}: centroids, lists, rows: {rounds} rounds", q.text);
+            assert!(
+                rounds >= 3,
+                "{}: centroids, lists, rows: {rounds} rounds",
+                q.text
+            );
             native.set_nprobe(Some(3));
             native.set_rescore(Some(n.div_ceil(10)));
             let exact = whole
@@ -153,7 +155,11 @@ fn ivf_fixture_answers_as_frozen() {
             let all = native
                 .search_with_vector(&q.text, Some(&q.vector), mode, 10)
                 .unwrap();
-            assert_eq!(all.hits, exact.hits, "{} {mode}: every chunk rescored", q.text);
+            assert_eq!(
+                all.hits, exact.hits,
+                "{} {mode}: every chunk rescored",
+                q.text
+            );
         }
     }
 }

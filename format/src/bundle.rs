@@ -352,7 +352,11 @@ impl BundleWriter {
             text.push('\n');
             for (name, r) in &self.records {
                 use std::fmt::Write;
-                let _ = writeln!(text, "{name} {} {} {} {}", r.dev, r.ino, r.bytes, r.mtime_ns);
+                let _ = writeln!(
+                    text,
+                    "{name} {} {} {} {}",
+                    r.dev, r.ino, r.bytes, r.mtime_ns
+                );
             }
             let rpath = self.tmp.join(PAGE_RECORDS_FILE);
             std::fs::write(&rpath, text).map_err(|e| FormatError::io(&rpath, e))?;

@@ -512,10 +512,10 @@ pub fn write_pages_into(
     // A file's content-named parts: the previous bundle's pages if every one is reused,
     // else the file read and each part reused or made.
     let file_pages = |kind: Kind,
-                          file: &str,
-                          cut: &dyn Fn(&[u8]) -> Vec<Vec<u8>>,
-                          known: Option<(&[String], u64)>,
-                          sink: &mut dyn jikji_format::paged::PageSink|
+                      file: &str,
+                      cut: &dyn Fn(&[u8]) -> Vec<Vec<u8>>,
+                      known: Option<(&[String], u64)>,
+                      sink: &mut dyn jikji_format::paged::PageSink|
      -> Result<(Vec<String>, u64), ModelError> {
         if let Some((names, bytes)) = known {
             let mut all = true;
@@ -645,9 +645,9 @@ pub fn write_pages_into(
     let load_rows = || -> Result<crate::RowTable, ModelError> {
         let rp = dir.join(crate::pack::ROWS_FILE);
         let b = read(crate::pack::ROWS_FILE)?;
-        let hidden = b
-            .get(12..16)
-            .map_or(0, |h| u32::from_le_bytes(h.try_into().expect("4 bytes")) as usize);
+        let hidden = b.get(12..16).map_or(0, |h| {
+            u32::from_le_bytes(h.try_into().expect("4 bytes")) as usize
+        });
         crate::RowTable::from_bytes(b, hidden, &rp.display().to_string())
     };
     let rb = match prev.as_ref().filter(|q| q.vocab == vocab) {
@@ -677,7 +677,9 @@ pub fn write_pages_into(
         let ids = &order[n * per..((n + 1) * per).min(order.len())];
         let name = page::numbered_name(Kind::Rows, &gen, n as u32);
         if let (Some(q), Some(po)) = (&prev, &prev_order) {
-            if po.get(n * per..n * per + ids.len()) == Some(ids) && sink.reuse(&name, &q.row_page(n))? {
+            if po.get(n * per..n * per + ids.len()) == Some(ids)
+                && sink.reuse(&name, &q.row_page(n))?
+            {
                 continue;
             }
         }

@@ -1037,7 +1037,10 @@ mod tests {
                 attend_row(&q[r * qs..r * qs + hd], &kt, &vh, scale, &mut scores);
                 for d in 0..hd {
                     let (a, b) = (out[r * os + d], scores[len + d]);
-                    assert!((a - b).abs() <= 1e-5, "len {len} row {r} dim {d}: {a} vs {b}");
+                    assert!(
+                        (a - b).abs() <= 1e-5,
+                        "len {len} row {r} dim {d}: {a} vs {b}"
+                    );
                 }
             }
         }

@@ -611,9 +611,15 @@ fn evaluate(
         let mut ms = Vec::new();
         let index = (mode != Mode::Bm25)
             .then(|| {
-                engine
-                    .dense_index()
-                    .map(|r| (r.nlist, r.nprobe, r.nprobe_from.clone(), r.codes.clone(), r.rescore))
+                engine.dense_index().map(|r| {
+                    (
+                        r.nlist,
+                        r.nprobe,
+                        r.nprobe_from.clone(),
+                        r.codes.clone(),
+                        r.rescore,
+                    )
+                })
             })
             .flatten();
         let mut vs = IndexTally::default();

@@ -29,7 +29,11 @@ pub fn chunk_files(files: &[SourceFile], versions: &[VersionInfo], chunking: &Ch
     let mut parents = Vec::new();
     let mut parent_of = Vec::new();
     let mut sources = Vec::with_capacity(files.len());
-    for ((f, v), fc) in files.iter().zip(versions).zip(chunk_all(files, versions, chunking)) {
+    for ((f, v), fc) in files
+        .iter()
+        .zip(versions)
+        .zip(chunk_all(files, versions, chunking))
+    {
         sources.push(source_entry(f, v, fc.chunks.len()));
         let first = parents.len();
         parent_of.extend(fc.parent_of.iter().map(|p| p.map(|i| first + i)));
@@ -48,7 +52,11 @@ pub fn chunk_files(files: &[SourceFile], versions: &[VersionInfo], chunking: &Ch
 /// ([`super::default_threads`]), largest first as each thread finishes its last (chunking
 /// a file does not depend on the others, so the records do not depend on the number of
 /// threads).
-fn chunk_all(files: &[SourceFile], versions: &[VersionInfo], chunking: &Chunking) -> Vec<FileChunks> {
+fn chunk_all(
+    files: &[SourceFile],
+    versions: &[VersionInfo],
+    chunking: &Chunking,
+) -> Vec<FileChunks> {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Mutex;
     let n = files.len().min(versions.len());

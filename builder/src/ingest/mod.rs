@@ -372,7 +372,10 @@ fn build_chunked(
         .map(|r| r.text.chars().count())
         .collect();
     let chunk_chars = Dist::of(&mut chunk_chars);
-    seconds.push(("chunk".to_string(), chunk_seconds + t.elapsed().as_secs_f64()));
+    seconds.push((
+        "chunk".to_string(),
+        chunk_seconds + t.elapsed().as_secs_f64(),
+    ));
     cpu.lap("chunk");
 
     let t = Instant::now();

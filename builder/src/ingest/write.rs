@@ -4,9 +4,9 @@
 
 use std::path::Path;
 
+use jikji_format::bundle::PreviousPages;
 use jikji_format::chunks::{write_chunks, ChunkStore};
 use jikji_format::hanja::HanjaMap;
-use jikji_format::bundle::PreviousPages;
 use jikji_format::paged::page::Encoded;
 use jikji_format::paged::{PageSink, ENTRY_FILE};
 use jikji_format::postings::LexicalIndex;
@@ -192,8 +192,7 @@ fn write_dense_index(
         v.dim(),
         root.nlist,
         root.nprobe,
-        root.rescore
-            .zip(root.rows.as_ref().map(|r| r.per_page)),
+        root.rescore.zip(root.rows.as_ref().map(|r| r.per_page)),
     );
     root.chosen_by = Some(format!(
         "per dense query at {} chunks: exact scan {:.1} kB, this index {:.1} kB + {:.1} kB once",

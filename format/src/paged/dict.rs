@@ -198,7 +198,10 @@ impl IndexPage {
         let mut prev = Vec::new();
         for _ in 0..n {
             let k = front_term(&mut r, &mut prev)?;
-            if keys.last().is_some_and(|p: &String| p.as_str() >= k.as_str()) {
+            if keys
+                .last()
+                .is_some_and(|p: &String| p.as_str() >= k.as_str())
+            {
                 return Err(r.corrupt("block keys not in term order"));
             }
             keys.push(k);
@@ -224,7 +227,10 @@ impl IndexPage {
                     "term {t:?}: postings range past the bundle's {postings} pages"
                 )));
             }
-            if long.last().is_some_and(|(p, _): &(String, LongRef)| p.as_str() >= t.as_str()) {
+            if long
+                .last()
+                .is_some_and(|(p, _): &(String, LongRef)| p.as_str() >= t.as_str())
+            {
                 return Err(r.corrupt("long terms not in term order"));
             }
             long.push((
@@ -848,8 +854,7 @@ impl PagedLexicon {
                         format!("list of {} bytes past its pages' {}", l.len, out.len()),
                     ));
                 }
-                decode_list(&file, &out[l.offset..l.offset + l.len], l.df, self.num_docs)
-                    .map(Some)
+                decode_list(&file, &out[l.offset..l.offset + l.len], l.df, self.num_docs).map(Some)
             }
             Place::Block(i) => {
                 let Some(b) = self.block(i)? else {
@@ -1010,19 +1015,33 @@ mod tests {
     fn index_pages_answer_as_block_keys() {
         let (terms, lens) = dictionary(80_000, 3_000);
         let w = write(terms.iter().map(|(t, l)| (t.as_str(), l.clone())), &lens).unwrap();
-        let idx = w.index.clone().expect("over INLINE_KEYS_MAX blocks: index pages");
+        let idx = w
+            .index
+            .clone()
+            .expect("over INLINE_KEYS_MAX blocks: index pages");
         assert!(w.blocks.pages > INLINE_KEYS_MAX && w.keys.is_empty());
-        assert!(idx.keys.len() * 20 < w.blocks.pages, "{} index pages", idx.keys.len());
+        assert!(
+            idx.keys.len() * 20 < w.blocks.pages,
+            "{} index pages",
+            idx.keys.len()
+        );
         let cache = cache_of(&w.pages, |_| false);
         // The block keys, read back from the index pages.
         let mut keys = Vec::new();
         for p in 0..idx.pages.pages {
             let name = idx.pages.name(Kind::DictIndex, p);
-            let page =
-                IndexPage::parse(&name, &cache.get(&name).unwrap(), w.blocks.pages, w.postings.pages)
-                    .unwrap();
+            let page = IndexPage::parse(
+                &name,
+                &cache.get(&name).unwrap(),
+                w.blocks.pages,
+                w.postings.pages,
+            )
+            .unwrap();
             assert_eq!(page.first_block, keys.len());
-            assert_eq!(IndexPage::parse(&name, &page.encode(), w.blocks.pages, w.postings.pages).unwrap(), page);
+            assert_eq!(
+                IndexPage::parse(&name, &page.encode(), w.blocks.pages, w.postings.pages).unwrap(),
+                page
+            );
             keys.extend(page.keys);
         }
         assert_eq!(keys.len(), w.blocks.pages);
@@ -1037,23 +1056,40 @@ mod tests {
                 terms.len(),
                 1.0,
             );
-            if paged { l.with_index(Some(idx.clone())) } else { l }
+            if paged {
+                l.with_index(Some(idx.clone()))
+            } else {
+                l
+            }
         };
         let (a, b) = (lex(&cache, true), lex(&cache, false));
         let mut probes: Vec<String> = terms.iter().map(|(t, _)| t.clone()).collect();
-        probes.extend(["", "a", "t", "t0001", "t0999", "t000003y", "zzz", "t039999"].map(String::from));
+        probes.extend(
+            ["", "a", "t", "t0001", "t0999", "t000003y", "zzz", "t039999"].map(String::from),
+        );
         for t in &probes {
             assert_eq!(a.doc_freq(t).unwrap(), b.doc_freq(t).unwrap(), "{t}");
-            assert_eq!(a.postings_with_len(t).unwrap(), b.postings_with_len(t).unwrap(), "{t}");
+            assert_eq!(
+                a.postings_with_len(t).unwrap(),
+                b.postings_with_len(t).unwrap(),
+                "{t}"
+            );
             assert!(a.knows(t) && b.knows(t));
         }
         for (t, list) in terms.iter().step_by(97) {
             let got = a.postings_with_len(t).unwrap().unwrap();
-            let want: Vec<_> = list.iter().map(|&(d, tf)| (d, tf, lens[d as usize])).collect();
+            let want: Vec<_> = list
+                .iter()
+                .map(|&(d, tf)| (d, tf, lens[d as usize]))
+                .collect();
             assert_eq!(got, want);
         }
         for p in ["t0", "t00012", "t0399", "t01", "u", "t000003x"] {
-            assert_eq!(a.prefix_matches(p).unwrap(), b.prefix_matches(p).unwrap(), "{p}");
+            assert_eq!(
+                a.prefix_matches(p).unwrap(),
+                b.prefix_matches(p).unwrap(),
+                "{p}"
+            );
         }
         // Without any dictionary block: long lists resolve from the index page, others are
         // unknown (and their block is recorded as missing).
@@ -1062,7 +1098,10 @@ mod tests {
         let (long, _) = &terms[7 * 100];
         let (short, _) = &terms[7 * 100 + 1];
         assert!(c.knows(long) && !c.knows(short));
-        assert_eq!(c.postings_with_len(long).unwrap(), a.postings_with_len(long).unwrap());
+        assert_eq!(
+            c.postings_with_len(long).unwrap(),
+            a.postings_with_len(long).unwrap()
+        );
         assert!(!c.pending());
         assert_eq!(c.doc_freq(short).unwrap(), None);
         assert!(c.pending());
@@ -1101,8 +1140,14 @@ mod tests {
         };
         let body = page.encode();
         assert_eq!(IndexPage::parse("e-x", &body, 6, 3).unwrap(), page);
-        assert!(IndexPage::parse("e-x", &body, 5, 3).is_err(), "blocks past the dictionary");
-        assert!(IndexPage::parse("e-x", &body, 6, 2).is_err(), "postings past the bundle");
+        assert!(
+            IndexPage::parse("e-x", &body, 5, 3).is_err(),
+            "blocks past the dictionary"
+        );
+        assert!(
+            IndexPage::parse("e-x", &body, 6, 2).is_err(),
+            "postings past the bundle"
+        );
         for cut in 0..body.len() {
             assert!(IndexPage::parse("e-x", &body[..cut], 6, 3).is_err());
         }

@@ -205,9 +205,7 @@ impl IvfRoot {
                     ));
                 }
                 if x == 0 || x > MAX_RESCORE {
-                    return bad(format!(
-                        "pages.ivf.rescore {x} outside 1..={MAX_RESCORE}"
-                    ));
+                    return bad(format!("pages.ivf.rescore {x} outside 1..={MAX_RESCORE}"));
                 }
             }
             (CODES_INT8 | CODES_BINARY, _, _) => {
@@ -382,7 +380,10 @@ pub fn write_pages(
                 .chunks(*rows_per_page)
                 .map(|part| write_quantized(dim, part.iter().map(|&d| vectors.row(d as usize))))
                 .collect::<Result<Vec<_>>>()?;
-            (bodies, Some(super::numbered(Kind::IndexRows, rbodies, *rows_per_page)))
+            (
+                bodies,
+                Some(super::numbered(Kind::IndexRows, rbodies, *rows_per_page)),
+            )
         }
     };
     let (lists, pages) = super::numbered(Kind::Lists, lbodies, 1);
@@ -483,7 +484,11 @@ fn binary_list_body(
     let amax = alphas.iter().fold(0f32, |m, &a| m.max(a));
     let pmin = projs.iter().copied().fold(f32::INFINITY, f32::min);
     let pmax = projs.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let (pmin, pmax) = if pmin.is_finite() { (pmin, pmax) } else { (0.0, 0.0) };
+    let (pmin, pmax) = if pmin.is_finite() {
+        (pmin, pmax)
+    } else {
+        (0.0, 0.0)
+    };
     out.extend(amax.to_le_bytes());
     out.extend(pmin.to_le_bytes());
     out.extend(pmax.to_le_bytes());
@@ -496,7 +501,9 @@ fn binary_list_body(
     }));
     out.extend(projs.iter().map(|&p| {
         if pmax > pmin {
-            ((p - pmin) / (pmax - pmin) * 255.0).round().clamp(0.0, 255.0) as u8
+            ((p - pmin) / (pmax - pmin) * 255.0)
+                .round()
+                .clamp(0.0, 255.0) as u8
         } else {
             0
         }
@@ -585,7 +592,8 @@ impl BinaryList {
                 ),
             ));
         }
-        let f = |i: usize| f32::from_le_bytes(body[at + i..at + i + 4].try_into().expect("4 bytes"));
+        let f =
+            |i: usize| f32::from_le_bytes(body[at + i..at + i + 4].try_into().expect("4 bytes"));
         let (amax, pmin, pmax) = (f(0), f(4), f(8));
         if !amax.is_finite() || amax < 0.0 {
             return Err(FormatError::corrupt(
@@ -931,7 +939,11 @@ mod tests {
             let p = x[1];
             let r: Vec<f32> = x.iter().zip([0.0, p, 0.0]).map(|(a, c)| a - c).collect();
             let alpha = r.iter().map(|a| a.abs()).sum::<f32>() / 3.0;
-            let signed: f32 = r.iter().zip(&q).map(|(a, b)| if *a > 0.0 { *b } else { -b }).sum();
+            let signed: f32 = r
+                .iter()
+                .zip(&q)
+                .map(|(a, b)| if *a > 0.0 { *b } else { -b })
+                .sum();
             let want = p * -0.2 + alpha * signed;
             let got = l.estimate(i, -0.2, &SignTables::new(&q));
             assert!((got - want).abs() < 0.01, "{got} vs {want}");
@@ -946,14 +958,23 @@ mod tests {
         let good = body_of(&pages, &name);
         assert!(BinaryList::open(&name, &good, 9, 3).is_ok());
         for cut in 0..good.len() {
-            assert!(BinaryList::open(&name, &good[..cut], 9, 3).is_err(), "cut {cut}");
+            assert!(
+                BinaryList::open(&name, &good[..cut], 9, 3).is_err(),
+                "cut {cut}"
+            );
         }
         let mut long = good.clone();
         long.push(0);
         assert!(BinaryList::open(&name, &long, 9, 3).is_err());
         // Rows past the bundle's end (first = 0, count 5: a bundle of 4 chunks).
-        let e = BinaryList::open(&name, &good, 4, 3).err().unwrap().to_string();
-        assert!(e.contains(&name) && e.contains("of a bundle of 4 chunks"), "{e}");
+        let e = BinaryList::open(&name, &good, 4, 3)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains(&name) && e.contains("of a bundle of 4 chunks"),
+            "{e}"
+        );
         let mut b = Vec::new();
         put_varint(&mut b, u64::MAX >> 1);
         b.extend_from_slice(&good[1..]);
@@ -971,9 +992,18 @@ mod tests {
         assert!(e.contains("projection range"), "{e}");
         // Roots: binary without rows, int8 with a rescore, a zero oversampling.
         for bad in [
-            IvfRoot { rows: None, ..root.clone() },
-            IvfRoot { rescore: Some(0), ..root.clone() },
-            IvfRoot { codes: CODES_INT8.into(), ..root.clone() },
+            IvfRoot {
+                rows: None,
+                ..root.clone()
+            },
+            IvfRoot {
+                rescore: Some(0),
+                ..root.clone()
+            },
+            IvfRoot {
+                codes: CODES_INT8.into(),
+                ..root.clone()
+            },
         ] {
             let e = bad.check(9).unwrap_err().to_string();
             assert!(e.contains(ENTRY_FILE) && e.contains("pages.ivf"), "{e}");
