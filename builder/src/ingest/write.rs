@@ -209,10 +209,7 @@ fn write_dense_index(
 /// it, `sources` included), the bytes per part (`jikji.json`, then per page kind: `p/d-*`
 /// dictionary, `p/o-*` postings, …; linked pages count their size) and how many pages were
 /// written and linked. Errors: I/O on the temp folder or the swap; corrupt parts.
-pub fn write_bundle(
-    out: &Path,
-    p: BundleParts,
-) -> Result<(Manifest, Vec<(String, u64)>, PageCounts)> {
+pub fn write_bundle(out: &Path, p: BundleParts) -> Result<Written> {
     let chunks_bin = if p.parents.is_empty() {
         write_chunks(p.records)?
     } else {
@@ -340,6 +337,9 @@ pub fn write_bundle(
     file_bytes.extend(per_kind);
     Ok((manifest, file_bytes, pages))
 }
+
+/// What writing a bundle returns: its manifest, each file's `(name, bytes)`, and the pages written / linked.
+pub type Written = (Manifest, Vec<(String, u64)>, PageCounts);
 
 /// How [`write_bundle`] stored a paged bundle's pages, and how long its parts took.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -983,6 +983,7 @@ mod tests {
 
     /// A dictionary of `n` terms: every 7th has a long list (in postings pages), the rest
     /// short inline lists; doc ids < `docs`.
+    #[allow(clippy::type_complexity)] // a test fixture: (terms with postings, doc lengths)
     fn dictionary(n: usize, docs: u32) -> (Vec<(String, Vec<(u32, u32)>)>, Vec<u32>) {
         let terms = (0..n)
             .map(|i| {
