@@ -47,9 +47,14 @@ if ("serviceWorker" in navigator) {
   if (offline === "off") {
     navigator.serviceWorker.getRegistrations().then((rs) => rs.forEach((r) => r.unregister()));
   } else {
+    // Once: a page this worker already controls does not register again (its update check is the
+    // browser's own, on navigation: sw-src.js, "Registration").
+    const script = new URL("sw.js", location.href).href;
     const register = () =>
-      navigator.serviceWorker
-        .register("sw.js", { scope: "./" })
+      (navigator.serviceWorker.controller?.scriptURL === script
+        ? Promise.resolve()
+        : navigator.serviceWorker.register("sw.js", { scope: "./", updateViaCache: "none" })
+      )
         .then(() => navigator.serviceWorker.ready)
         .then((reg) => {
           // Keep this bundle's entry too (the first visit fetched it before the worker was in control).

@@ -475,6 +475,8 @@ export class JikjiSearchElement extends HTMLElement {
       this._progressRow.hidden = true;
       this._showError(`Model: ${e.message}`);
       this._disableSemantic();
+      // A notice shown with the last keyword answer said semantic results would follow.
+      if (!this._notice.hidden) this._notice.textContent = "The embedding model could not be loaded: showing keyword (BM25) results.";
       return;
     }
     this._modelReady = true;

@@ -198,7 +198,10 @@ function filterStrings(filters) {
  * list): entries to keep at once (the first visit fetched them before the worker was in control).
  * Resolves with the registration once its worker is active; rejects with an Error when the
  * browser has no service workers (or not here: http other than localhost) and with a JikjiError
- * (code "origin") for a URL on another origin. Source: web/sw-src.js, scripts/stamp-sw.
+ * (code "origin") for a URL on another origin. Registers once (updateViaCache "none"): when
+ * this script already runs for the scope, that registration is returned as it is; the browser
+ * checks sw.js for a new version on each navigation (a 304 when unchanged). Source:
+ * web/sw-src.js, scripts/stamp-sw.
  * @param {string | URL} [swUrl]
  * @param {{scope?: string, packageUrl?: string | URL, bundle?: string | URL | Array<string | URL>}} [options]
  * @returns {Promise<ServiceWorkerRegistration>}
@@ -209,7 +212,15 @@ export async function registerOffline(swUrl = "sw.js", { scope, packageUrl, bund
   const script = new URL(checkOrigin(swUrl, [], "service worker"));
   const pkg = new URL(checkOrigin(packageUrl ?? new URL("./", import.meta.url).href, [], "package"));
   script.searchParams.set("package", folderUrl(pkg.href).slice(pkg.origin.length));
-  const reg = await sw.register(script.href, { scope: scope ?? new URL("./", script).pathname });
+  // (register() resolves a scope against the page's URL.)
+  const scopeUrl = new URL(scope ?? new URL("./", script).pathname, globalThis.location?.href).href;
+  // Once: a registration already running this script is kept as it is (its update check is the
+  // browser's own, on navigation; sw-src.js, "Registration").
+  const existing = await sw.getRegistration(scopeUrl);
+  const reg =
+    existing?.active?.scriptURL === script.href && existing.scope === scopeUrl
+      ? existing
+      : await sw.register(script.href, { scope: scopeUrl, updateViaCache: "none" });
   const ready = await sw.ready;
   const entries = (bundle == null ? [] : Array.isArray(bundle) ? bundle : [bundle]).map((b) => new URL("jikji.json", folderUrl(checkOrigin(b, [], "bundle"))).href);
   if (entries.length) ready.active?.postMessage({ type: "keep", urls: entries });
@@ -303,6 +314,9 @@ export class Jikji {
         },
         (e) => {
           this._modelPromise = null; // allow a retry
+          // The query model's wasm or glue failed its integrity.json check, or one of the bundle's
+          // model pages (layers, tokenizer, row map) its content hash: code "integrity".
+          if (!(e instanceof JikjiError) && /integrity check|corrupt or tampered page/.test(e?.message)) throw new JikjiError("integrity", e.message);
           throw e;
         },
       );

@@ -14,7 +14,8 @@
 //            PRECACHE file, checks each against its SHA-256 (a file that differs — a deploy
 //            still being copied, a tampered file — fails the install, and the old build stays
 //            in use whole), keeps them in a new cache, takes over and deletes the old one. A
-//            LAZY file is checked against its SHA-256 before it is kept.
+//            LAZY file is checked against its SHA-256 before it is kept (one that differs is not kept and is
+//            handed on as it came: the search worker's own integrity check refuses it, naming it).
 //   ENTRIES  each bundle's entry file (…/jikji.json): network first (the search worker asks
 //            with cache: "no-cache", so a new bundle build is seen at once), the kept copy
 //            offline.
@@ -34,7 +35,14 @@
 // name without its number — are looked up in the entry's text).
 //
 // Registration (web/app.js; the npm package's README): `navigator.serviceWorker.register(
-// "sw.js", { scope: "./" })` from the page's folder. A site using the npm package copies the
+// "sw.js", { scope: "./", updateViaCache: "none" })` from the page's folder, once: a page this
+// worker already controls does not register again. What a controlled visit then costs the
+// server besides the bundle's entry is the browser's update check of sw.js, which the Service
+// Workers spec makes on every navigation (Handle Fetch → Soft Update): with updateViaCache
+// "none" it bypasses the HTTP cache, and `jikji serve` sends sw.js with `Cache-Control:
+// no-cache` and an ETag, so the check is one conditional GET answered 304 (headers only) when
+// nothing changed — and a new deploy is found on the next visit, not after a max-age (the
+// only way to skip the request, updateViaCache "all" with a max-age, would delay that). A site using the npm package copies the
 // package's sw.js next to its page and names the package's folder, relative to sw.js, with
 // `?package=`: `register("sw.js?package=node_modules/jikji-web/", { scope: "./" })` (or
 // `registerOffline()` of jikji.js, which does that). The files of the package are then its
@@ -180,6 +188,9 @@ function shellKey(req, url) {
   return HASHES.has(bare) ? bare : null;
 }
 
+/** LAZY file URLs (no query): the query model's wasm and glue, which the search worker checks itself. */
+const LAZY_URLS = new Set(LAZY.map(([rel]) => new URL(rel, BASE).href));
+
 async function shell(req, key) {
   const cache = await caches.open(SHELL);
   const kept = await cache.match(key);
@@ -187,6 +198,20 @@ async function shell(req, key) {
   // Not kept yet (a LAZY file's first use, or the install was cleared): fetched, checked, kept.
   const res = await fetch(req.mode === "navigate" ? key : req);
   if (!res.ok) return res;
+  if (LAZY_URLS.has(key)) {
+    // A LAZY file that differs from this build is not kept, but handed on as it came: the search
+    // worker checks it against the engine's integrity.json (kept by this build) and refuses it
+    // with a message naming the file, and keyword search goes on (a network error here would
+    // hide which file was wrong).
+    try {
+      const copy = await checked(key, res.clone(), HASHES.get(key));
+      await cache.put(key, copy.clone()).catch(() => {});
+      return copy;
+    } catch (e) {
+      console.warn(e.message);
+      return res;
+    }
+  }
   const copy = await checked(key, res, HASHES.get(key));
   await cache.put(key, copy.clone()).catch(() => {});
   return copy;

@@ -272,7 +272,10 @@ export interface OfflineOptions {
  * scripts/pack-web wrote into sw.js; a second visit takes none of them from the network),
  * bundle entries (network first) and pages (cache first, named by content), and the site's own
  * pages, scripts and styles in its scope (network first, for offline use). Resolves with the
- * registration once its worker is active. Rejects with an Error when service workers are not
+ * registration once its worker is active. Registers once (`updateViaCache: "none"`): when this
+ * sw.js already runs for the scope, that registration is returned unchanged; the browser itself
+ * checks sw.js for a new version on each navigation (one conditional GET, a 304 when unchanged).
+ * Rejects with an Error when service workers are not
  * available (they need https, or http on localhost), with a JikjiError (code "origin") for a URL
  * on another origin, and with the browser's error when sw.js cannot be fetched or installed.
  * Source: web/sw-src.js and scripts/stamp-sw in the Jikji repository.
@@ -291,7 +294,12 @@ export class Jikji {
   modelLoaded: boolean;
   /** True when the bundle has a model (dense and hybrid need it). */
   readonly hasModel: boolean;
-  /** Starts (or joins) the model download; idempotent. */
+  /**
+   * Starts (or joins) the model download; idempotent. Rejects with a JikjiError, code
+   * "integrity", naming the file when the query model's wasm or glue differs from integrity.json
+   * or a model page of the bundle (layers `m-`, tokenizer `k-`, row map `u-`) fails its content
+   * hash; BM25 search keeps working.
+   */
   loadModel(): Promise<void>;
   /** Runs one query. */
   search(query: string, options?: SearchOptions): Promise<SearchResult>;

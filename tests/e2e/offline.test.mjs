@@ -4,9 +4,12 @@
 // service worker nor the browser's caches can hide one):
 // - a first visit installs the worker, which keeps the build's files and the pages used;
 // - a second visit with nothing changed asks the server for the bundle's entry file jikji.json
-//   and nothing else (besides the browser's own update check of sw.js, a 304 when unchanged:
-//   how a new deploy of the page is found), and answers the same;
-// - offline (playwright's context.setOffline), the page loads and searches;
+//   (a 304) and nothing else but, at most once, the browser's own update check of sw.js (a 304
+//   when unchanged: how a new deploy of the page is found; the spec makes it on navigation), and
+//   answers the same;
+// - offline (playwright's context.setOffline), the page loads and answers the query it kept; a
+//   query whose pages were never fetched (the engine run in node says which it needs) fails with
+//   a message naming one of those pages, and the kept query still answers after it;
 // - a deploy of the page whose files do not all match the new sw.js (a copy still under way) is
 //   not taken: the old build stays in use whole; a complete deploy is taken on the next visit and
 //   its old cache dropped;
@@ -25,7 +28,8 @@ import { appendFileSync, cpSync, existsSync, mkdirSync, readFileSync, readdirSyn
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { inflateRawSync } from "node:zlib";
 import { chromium } from "playwright-core";
 import { CHROMIUM_ARGS, e2eBundle, hookedWeb, startServer } from "./harness.mjs";
 
@@ -53,6 +57,37 @@ async function resultIds(page, query, mode = "bm25") {
   }));
   assert.equal(r.status, "done", `state ${r.state}: ${r.error}`);
   return r.ids;
+}
+
+/**
+ * Every page the browser engine (PKG) asks for to answer `query` (BM25, top 10, as the page asks)
+ * on bundle `dir` from a fresh start, fed from the folder as web/worker.js feeds it: a Set of names.
+ */
+async function pagesNeeded(dir, query) {
+  const mod = await import(pathToFileURL(path.join(PKG, "jikji_engine.js")).href);
+  mod.initSync({ module: readFileSync(path.join(PKG, "jikji_engine_bg.wasm")) });
+  const e = new mod.Engine();
+  try {
+    e.open_entry(new Uint8Array(readFileSync(path.join(dir, "jikji.json"))));
+    e.set_now(Date.now());
+    const needed = new Set();
+    for (let round = 0; ; round++) {
+      const out = JSON.parse(e.search_with_vector(query, null, "bm25", 10));
+      if (!out.need) return needed;
+      assert.ok(round < 8, `${query}: more than 8 rounds of pages`);
+      for (const name of out.need) {
+        needed.add(name);
+        const stored = readFileSync(path.join(dir, "p", name));
+        const raw = stored[5] === 0 ? stored.subarray(48) : inflateRawSync(stored.subarray(48));
+        const b = new Uint8Array(48 + raw.length);
+        b.set(stored.subarray(0, 48));
+        b.set(raw, 48);
+        e.add_page(name, b);
+      }
+    }
+  } finally {
+    e.free();
+  }
 }
 
 /** The BUILD of a stamped sw.js. */
@@ -93,6 +128,18 @@ describe("offline: the service worker, as the page ships", { timeout: 900_000 },
   const show = (rs) => rs.map((r) => `${r.target} ${r.status}`).join(", ") || "none";
   /** The browser's update check of the worker: sw.js, revalidated (304) when unchanged. */
   const isUpdateCheck = (r) => r.path === "/sw.js";
+  /**
+   * What a visit with nothing changed may ask the server, exactly: the bundle's entry (one GET,
+   * revalidated: 304), and at most the browser's own update check of sw.js (one GET, 304), which
+   * the Service Workers spec makes on a navigation (a registration with updateViaCache "none";
+   * web/sw-src.js, "Registration"). Nothing else: no page file, engine file or bundle page.
+   */
+  const assertEntryOnly = (got) => {
+    const checks = got.filter(isUpdateCheck);
+    assert.ok(checks.length <= 1, `more than one update check of sw.js: ${show(checks)}`);
+    assert.ok(checks.every((r) => r.method === "GET" && r.status === 304), `sw.js changed? ${show(checks)}`);
+    assert.deepEqual(got.filter((r) => !isUpdateCheck(r)).map((r) => `${r.method} ${r.target} ${r.status}`), ["GET /bundle/jikji.json 304"]);
+  };
 
   before(async () => {
     for (const [what, p] of [
@@ -154,29 +201,34 @@ describe("offline: the service worker, as the page ships", { timeout: 900_000 },
     assert.deepEqual(await resultIds(page, Q), firstIds);
     const got = await done();
     log(`[offline] second visit, from the server: ${show(got)}`);
-    const checks = got.filter(isUpdateCheck);
-    assert.ok(checks.every((r) => r.status === 304), `sw.js changed? ${show(checks)}`);
-    assert.deepEqual(got.filter((r) => !isUpdateCheck(r)).map((r) => r.target), ["/bundle/jikji.json"]);
+    assertEntryOnly(got);
     assert.equal((await cachesOf(page)).shell, `jikji-shell-${build}`);
   });
 
   test("offline: the page loads and searches", async () => {
+    // A query never asked before needs pages this browser never fetched (the engine in node says
+    // which, from the same bundle): offline it must fail with a message naming one of them.
+    const other = "Rosencrantz Guildenstern Ophelia Yorick";
+    const fetched = new Set(server.requests.map((r) => /^\/bundle\/p\/([^/]+)$/.exec(r.path)?.[1]).filter(Boolean).map(decodeURIComponent));
+    const needed = await pagesNeeded(served, other);
+    const missing = [...needed].filter((n) => !fetched.has(n));
+    log(`[offline] "${other}" needs ${needed.size} pages, ${missing.length} never fetched (${missing.slice(0, 6).join(", ")})`);
+    assert.ok(missing.length > 0, `every page "${other}" needs was fetched already: pick a query with pages of its own`);
     await context.setOffline(true);
     try {
       await page.goto(`${server.url}/?mode=bm25&q=${encodeURIComponent(Q)}`);
       assert.deepEqual(await resultIds(page, Q), firstIds);
-      // A query that needs a page never fetched fails with a message naming it (one whose pages
-      // the browser already holds answers), and the page stays usable: the kept query still answers.
-      const other = "Rosencrantz Guildenstern Ophelia Yorick";
       await page.fill("#q", other);
       await page.press("#q", "Enter");
       await page.waitForFunction((q) => document.querySelector("#results").dataset.query === q, other, { timeout: 60_000 });
       const status = await page.getAttribute("#results", "data-status");
-      log(`[offline] offline, a query never asked before: ${status}`);
-      if (status !== "done") {
-        assert.equal(status, "error");
-        assert.match(await page.textContent("#error"), /Search failed: page p\/[a-z]-[0-9a-f]+.*network error/);
-      }
+      const error = await page.textContent("#error");
+      log(`[offline] offline, a query never asked before: ${status}: ${error}`);
+      assert.equal(status, "error", "a query whose pages were never fetched answered offline");
+      const m = /^Search failed: page p\/([a-z]-[0-9a-f]+(?:-[0-9]+)?): network error fetching /.exec(error);
+      assert.ok(m, `the error names no page: ${error}`);
+      assert.ok(missing.includes(m[1]), `the error names p/${m[1]}, not one of the pages never fetched (${missing.join(", ")})`);
+      // The page stays usable: the kept query still answers.
       await page.fill("#q", Q);
       await page.press("#q", "Enter");
       assert.deepEqual(await resultIds(page, Q), firstIds);
@@ -223,7 +275,7 @@ describe("offline: the service worker, as the page ships", { timeout: 900_000 },
     assert.ok((await page.evaluate(async () => (await (await fetch("style.css")).text()))).includes(MARK), "the new style.css is served");
     const got = await done();
     log(`[offline] visit after the deploy, from the server: ${show(got)}`);
-    assert.deepEqual(got.filter((r) => !isUpdateCheck(r)).map((r) => r.target), ["/bundle/jikji.json"]);
+    assertEntryOnly(got);
     build = next;
   });
 
