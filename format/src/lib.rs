@@ -28,6 +28,7 @@ mod nfkc;
 pub mod num;
 pub mod paged;
 pub mod postings;
+pub mod quote;
 mod t2s;
 pub mod time;
 pub mod unicode;

@@ -667,7 +667,8 @@ pub fn check_root(root: &PagesRoot, chunks: usize, parents: usize) -> Result<()>
         for name in [&u.nfkc, &u.t2s] {
             if !name.starts_with("n-") || !crate::bundle::valid_page_name(name) {
                 return bad(format!(
-                    "Unicode table page {name:?} is not a page name n-<hex>"
+                    "Unicode table page {} is not a page name n-<hex>",
+                    crate::quote::Quoted(name)
                 ));
             }
         }
