@@ -165,7 +165,7 @@ impl FacetValues {
         }
         let mut langs: Vec<(String, usize)> = facets.langs.iter().cloned().zip(lang_n).collect();
         langs.retain(|(_, n)| *n > 0);
-        langs.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        jikji_format::sort::sort_by(&mut langs, |a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         FacetValues {
             tiers,
             untiered,

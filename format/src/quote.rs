@@ -40,7 +40,8 @@ impl fmt::Display for Quoted<'_> {
                     let v = c as u32;
                     let digits = (8 - v.leading_zeros() as usize / 4).max(1);
                     for k in 0..digits {
-                        buf[3 + k] = b"0123456789abcdef"[(v >> (4 * (digits - 1 - k)) & 15) as usize];
+                        buf[3 + k] =
+                            b"0123456789abcdef"[(v >> (4 * (digits - 1 - k)) & 15) as usize];
                     }
                     buf[3 + digits] = b'}';
                     f.write_str(std::str::from_utf8(&buf[..4 + digits]).unwrap_or("\\u{?}"))?;
@@ -62,14 +63,27 @@ mod tests {
     fn every_ascii_and_control_character_is_quoted_as_debug_quotes_it() {
         for c in (0u32..0x100).filter_map(char::from_u32) {
             for s in [c.to_string(), format!("a{c}b"), format!("{c}{c}")] {
-                assert_eq!(Quoted(&s).to_string(), format!("{s:?}"), "U+{:04X}", c as u32);
+                assert_eq!(
+                    Quoted(&s).to_string(),
+                    format!("{s:?}"),
+                    "U+{:04X}",
+                    c as u32
+                );
             }
         }
     }
 
     #[test]
     fn printable_text_of_any_script_is_quoted_as_debug_quotes_it() {
-        for s in ["", "君子", "학이시습지", "Ophélia", "ΣΟΦΙΑ", "a\"b\\c", "\u{7f}x\u{9f}"] {
+        for s in [
+            "",
+            "君子",
+            "학이시습지",
+            "Ophélia",
+            "ΣΟΦΙΑ",
+            "a\"b\\c",
+            "\u{7f}x\u{9f}",
+        ] {
             assert_eq!(Quoted(s).to_string(), format!("{s:?}"));
         }
     }

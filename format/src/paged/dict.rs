@@ -974,7 +974,7 @@ impl PagedLexicon {
             }
         }
         // The first SCAN in term order, as one scan of the whole dictionary would take.
-        found.sort_by(|a, b| a.1.cmp(&b.1));
+        crate::sort::sort_by(&mut found, |a, b| a.1.cmp(&b.1));
         found.truncate(SCAN);
         Ok(found)
     }
