@@ -18,9 +18,10 @@
 // Where things come from (all overridable in Jikji.load's options):
 //   workerUrl  ./worker.js beside this file (it imports ./pages.js beside itself)
 //   engineUrl  ./engine/ beside this file: jikji_engine.js + jikji_engine_bg.wasm (the search
-//              engine) and qmodel/ (the query model), as scripts/build-wasm writes pkg/
+//              engine, BM25), dense/ (the same engine with dense and hybrid search) and qmodel/
+//              (the query model), as scripts/build-wasm writes pkg/
 //   integrity  "integrity.json" in engineUrl (written with them): the SHA-256 of the worker,
-//              pages.js and the four engine files; each is checked before it runs, and a file
+//              pages.js and the six engine files; each is checked before it runs, and a file
 //              that differs stops load() with an Error naming it. Pass the files map itself
 //              (hashes in your own code) or false (no check: development only).
 //   allowedOrigins  the origins bundle URLs may come from: only the page's own by default.
@@ -31,9 +32,10 @@
 // Resource Timing, headers included, 0 for an HTTP-cache hit, the body length when the browser
 // gives no figure (transferEstimated); stored: page bytes received; raw: after inflating),
 // pages joined from another query's fetch (shared) and ms (wall time in the worker).
-// The worker loads the small search engine (BM25 and the dense scan) at once; the query model
-// (a ~160 kB wasm, ENGINE/qmodel/, and the bundle's query-model pages: ~13 MB, kept in Cache
-// Storage) is fetched only when the model is asked for (loadModel, or a dense/hybrid search).
+// The worker loads the small search engine (BM25 only) at once; the dense engine (ENGINE/dense/)
+// and the query model (a ~160 kB wasm, ENGINE/qmodel/, and the bundle's query-model pages:
+// ~13 MB, kept in Cache Storage) are fetched only when the model is asked for (loadModel, or a
+// dense/hybrid search).
 //
 // onProgress({phase, loaded, total, ...}):
 //   phase "bundle": entry file bytes downloaded so far
@@ -52,6 +54,8 @@ const MODES = new Set(["bm25", "dense", "hybrid"]);
 const ENGINE_FILES = [
   "jikji_engine.js",
   "jikji_engine_bg.wasm",
+  "dense/jikji_engine.js",
+  "dense/jikji_engine_bg.wasm",
   "qmodel/jikji_query_model_wasm.js",
   "qmodel/jikji_query_model_wasm_bg.wasm",
 ];

@@ -1,6 +1,8 @@
-// Jikji search worker (module worker). Holds the wasm Engine (BM25 + dense scan) and, once the
-// model is asked for, the query model (ENGINE/qmodel/, ~160 kB wasm, weights from the bundle's
-// own query-model pages); fetches the bundle's pages as queries need them.
+// Jikji search worker (module worker). Holds the wasm Engine (BM25 only: ENGINE/jikji_engine*)
+// and, once a dense or hybrid search is asked, the dense engine (ENGINE/dense/jikji_engine*: the
+// same engine built with dense and hybrid search, opened on the same entry) and the query model
+// (ENGINE/qmodel/, ~160 kB wasm, weights from the bundle's own query-model pages); fetches the
+// bundle's pages as queries need them. A BM25-only visitor never downloads the dense engine.
 //
 // Protocol (main → worker):   {id, type: "open", bundleUrl, cacheBudget?, engineUrl, integrity}
 //                             {id, type: "loadModel"}
@@ -15,11 +17,13 @@
 //                                                         facets: {tiers, untiered, langs, folders}
 //                                                         cacheStats: {engine: {pages, bytes, hits, misses}, session,
 //                                                                      model: {requests, transfer, stored, cached, cachedBytes, rowPages},
-//                                                                      memory: {engine, model} (wasm memory bytes)}
+//                                                                      memory: {engine, dense, model} (wasm memory bytes)}
+//                                                         (dense: the dense engine's counters, null before it is loaded)
 //                             {id, ok: false, error}      error: message string
 //                             {id, type: "progress", phase, loaded, total, stage?, ...}
 // bundleUrl and engineUrl are absolute URLs ending in "/". engineUrl is the folder of the engine
-// (jikji_engine.js, jikji_engine_bg.wasm) and of the query model (qmodel/…); integrity is null
+// (jikji_engine.js, jikji_engine_bg.wasm), of the dense engine (dense/…) and of the query model
+// (qmodel/…); integrity is null
 // (no check) or the `files` map of its integrity.json ({"jikji_engine_bg.wasm": "sha256-<base64>",
 // …}): every engine and query-model file is fetched, its SHA-256 compared with the map, and only
 // then used (the wasm bytes checked are the bytes instantiated; a JS glue file is checked, then
@@ -61,6 +65,11 @@ const PAGE_NAME = /^[a-z]-[0-9a-f]{1,32}(-[0-9]{1,10})?$/;
 
 let enginePromise = null; // Promise<Engine>
 let engineWasm = null; // the engine's wasm exports (its memory, for cacheStats)
+let denseModPromise = null; // Promise<{mod, exports}> of the dense engine, once a dense search is asked
+let denseEngine = null; // the dense Engine opened on the open bundle's entry, or null
+let denseWasm = null; // the dense engine's wasm exports
+let entryBytes = null; // the open bundle's jikji.json, for opening the dense engine on it
+let cacheBudgetBytes = null; // the cache budget given to "open", for the dense engine too
 let bundleOpen = false;
 let bundleBase = null; // the open bundle's URL, ending in "/"
 /** Page name → Promise of {transfer, stored, raw} while it is being fetched and added. */
@@ -148,6 +157,36 @@ function getEngine() {
     });
   }
   return enginePromise;
+}
+
+/**
+ * The dense engine (ENGINE/dense/: the engine built with dense and hybrid search) opened on the
+ * open bundle's entry, loaded on the first dense or hybrid search. It keeps its own page
+ * cache (pages it asks for that the BM25 engine fetched before come from the HTTP cache).
+ */
+async function getDenseEngine() {
+  if (!denseModPromise) {
+    denseModPromise = loadWasmModule("dense/jikji_engine.js", "dense/jikji_engine_bg.wasm", "the dense search engine").catch(
+      (e) => {
+        denseModPromise = null;
+        throw e;
+      },
+    );
+  }
+  const { mod, exports } = await denseModPromise;
+  denseWasm = exports;
+  if (!denseEngine) {
+    if (!entryBytes) throw new Error("open the bundle before searching");
+    const e = new mod.Engine();
+    try {
+      e.open_entry(entryBytes);
+    } catch (err) {
+      throw new Error(`bundle ${ENTRY} (dense engine): ${errorMessage(err)}`);
+    }
+    if (cacheBudgetBytes != null) e.set_cache_budget(cacheBudgetBytes);
+    denseEngine = e;
+  }
+  return denseEngine;
 }
 
 /** Join a base URL (ending in "/") and a relative file name, escaping each path segment. */
@@ -291,13 +330,15 @@ async function loadPage(engine, name) {
  * starts one. The bytes count for the query that made the request.
  */
 function ensurePage(engine, name, stats) {
-  let p = inflight.get(name);
+  // Each engine has its own page cache: a fetch for the other one does not fill this one.
+  const key = engine === denseEngine ? `dense ${name}` : name;
+  let p = inflight.get(key);
   if (p) {
     stats.shared++;
     return p.then(() => {});
   }
-  p = loadPage(engine, name).finally(() => inflight.delete(name));
-  inflight.set(name, p);
+  p = loadPage(engine, name).finally(() => inflight.delete(key));
+  inflight.set(key, p);
   return p.then((c) => {
     stats.requests++;
     stats.pages++;
@@ -362,6 +403,10 @@ async function openBundle(id, bundleUrl, cacheBudget, engineUrl, integrityMap) {
     throw new Error(`bundle ${ENTRY} (${url}): ${errorMessage(e)}`);
   }
   if (cacheBudget != null) engine.set_cache_budget(Number(cacheBudget));
+  cacheBudgetBytes = cacheBudget != null ? Number(cacheBudget) : null;
+  entryBytes = entry;
+  // The dense engine, if loaded, is opened on this entry at the next dense search.
+  denseEngine = null;
   try {
     entryRoot = JSON.parse(new TextDecoder().decode(entry));
   } catch (e) {
@@ -525,6 +570,9 @@ async function fetchAndLoadModel(id) {
     );
   }
   const report = progressReporter(id, "model");
+  // Dense and hybrid searches run in the dense engine: fetch it alongside the model.
+  const dense = getDenseEngine();
+  dense.catch(() => {});
   if (!qmod) {
     const { mod } = await loadWasmModule(
       "qmodel/jikji_query_model_wasm.js",
@@ -554,6 +602,7 @@ async function fetchAndLoadModel(id) {
   await Promise.all(base.map((n) => ensureModelPage(n, null, onBytes)));
   report(loaded, loaded, true, "init");
   if (!qmodel.is_ready()) throw new Error("the query model's pages were added but it is not complete");
+  await dense;
   return "true";
 }
 
@@ -568,8 +617,10 @@ function needOf(result) {
 }
 
 async function search(id, query, mode, topK, includeArchived, minScore, fusion, filters, wantVector) {
-  const engine = await getEngine();
+  const bm25Engine = await getEngine();
   if (!bundleOpen) throw new Error("open the bundle before searching");
+  const dense = ["dense", "hybrid"].includes(String(mode).toLowerCase());
+  const engine = dense ? await getDenseEngine() : bm25Engine;
   // The clock for expiry filtering (front matter `expires`).
   engine.set_now(Date.now());
   engine.set_include_archived(Boolean(includeArchived));
@@ -580,7 +631,6 @@ async function search(id, query, mode, topK, includeArchived, minScore, fusion, 
   const opt = (v) => (v == null || v === "" ? undefined : String(v));
   engine.set_filters(opt(f.tier), opt(f.lang), opt(f.folder));
   const m = String(mode);
-  const dense = ["dense", "hybrid"].includes(m.toLowerCase());
   const stats = { rounds: 0, requests: 0, pages: 0, transfer: 0, stored: 0, raw: 0, shared: 0, transferEstimated: false };
   const t0 = performance.now();
   // Without the query model the engine answers dense/hybrid with "needs the embedding model".
@@ -681,11 +731,13 @@ async function facets() {
 async function cacheStats() {
   const engine = await getEngine();
   const e = bundleOpen ? JSON.parse(engine.cache_stats()) : null;
+  const d = bundleOpen && denseEngine ? JSON.parse(denseEngine.cache_stats()) : null;
   const memory = {
     engine: engineWasm?.memory ? engineWasm.memory.buffer.byteLength : null,
+    dense: denseWasm?.memory ? denseWasm.memory.buffer.byteLength : null,
     model: qmod ? Number(qmod.memory_bytes()) : null,
   };
-  return { engine: e, session: { ...session }, model: { ...modelSession, rowPages: qmodel ? qmodel.row_pages() : 0 }, memory };
+  return { engine: e, dense: d, session: { ...session }, model: { ...modelSession, rowPages: qmodel ? qmodel.row_pages() : 0 }, memory };
 }
 
 self.onmessage = async (ev) => {

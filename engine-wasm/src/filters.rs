@@ -43,7 +43,8 @@ impl Filters {
     pub fn parse_tier(s: &str) -> Result<(u32, u32), EngineError> {
         let bad = || {
             EngineError::BadFilter(format!(
-                "tier range {s:?} (expected N or A-B with A ≤ B, e.g. 0-2)"
+                "tier range {} (expected N or A-B with A ≤ B, e.g. 0-2)",
+                jikji_format::quote::Quoted(s)
             ))
         };
         let num = |t: &str| t.trim().parse::<u32>().map_err(|_| bad());
@@ -71,7 +72,8 @@ impl Filters {
                     Ok(l.to_ascii_lowercase())
                 } else {
                     Err(EngineError::BadFilter(format!(
-                        "language {l:?} (expected codes such as ko, zh, ja, en, other)"
+                        "language {} (expected codes such as ko, zh, ja, en, other)",
+                        jikji_format::quote::Quoted(l)
                     )))
                 }
             })
@@ -163,7 +165,7 @@ impl FacetValues {
         }
         let mut langs: Vec<(String, usize)> = facets.langs.iter().cloned().zip(lang_n).collect();
         langs.retain(|(_, n)| *n > 0);
-        langs.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        jikji_format::sort::sort_by(&mut langs, |a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         FacetValues {
             tiers,
             untiered,

@@ -37,7 +37,7 @@ pub fn bm25_upper_bound(
     query: &str,
 ) -> Result<f32> {
     let mut terms = analyzer.analyze(&crate::search::without_question_words(analyzer, query));
-    terms.sort();
+    jikji_format::sort::sort(&mut terms);
     terms.dedup();
     let n = index.num_docs();
     let mut sum = 0.0;

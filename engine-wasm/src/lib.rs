@@ -9,6 +9,7 @@
 pub mod centring;
 pub mod filters;
 pub mod fusion;
+#[cfg(feature = "dense")]
 pub mod ivf;
 mod lifecycle;
 pub mod out;
@@ -72,6 +73,10 @@ pub enum EngineError {
     /// Dense or hybrid search was asked but no model is loaded.
     #[error("mode {0} needs the embedding model; load it first")]
     NoModel(Mode),
+    /// Dense or hybrid search was asked of a build without feature `dense` (the browser's
+    /// BM25 engine, `pkg/`; its dense engine is `pkg/dense/`).
+    #[error("mode {0} is not in this build of the engine (BM25 only): dense and hybrid search run in the dense engine (pkg/dense/, built with feature dense)")]
+    NoDense(Mode),
     /// Dense or hybrid search was asked but the bundle has no vectors.
     #[error("mode {0} needs vectors, but this bundle was built without a model")]
     NoVectors(Mode),
@@ -94,16 +99,16 @@ pub enum EngineError {
         actual: usize,
     },
     /// Unknown mode name.
-    #[error("unknown search mode {0:?} (expected bm25, dense or hybrid)")]
+    #[error("unknown search mode {} (expected bm25, dense or hybrid)", jikji_format::quote::Quoted(.0))]
     BadMode(String),
     /// Unknown fusion name.
     #[cfg_attr(
         not(target_arch = "wasm32"),
-        error("unknown fusion {0:?} (expected rrf, weighted or weighted:W with 0 ≤ W ≤ 1)")
+        error("unknown fusion {} (expected rrf, weighted or weighted:W with 0 ≤ W ≤ 1)", jikji_format::quote::Quoted(.0))
     )]
     #[cfg_attr(
         target_arch = "wasm32",
-        error("unknown fusion {0:?} (expected rrf, weighted or weighted:W with 0 ≤ W ≤ 1, W a plain decimal of at most 8 digits after the point)")
+        error("unknown fusion {} (expected rrf, weighted or weighted:W with 0 ≤ W ≤ 1, W a plain decimal of at most 8 digits after the point)", jikji_format::quote::Quoted(.0))
     )]
     BadFusion(String),
     /// A search filter that does not parse (names it and what was expected).
@@ -283,14 +288,19 @@ pub struct Engine {
     lifecycle: OnceLock<Result<Lifecycle, String>>,
     /// Per facets language, whether it holds [`fusion::MIN_LANGUAGE_SHARE`] of the chunks
     /// ([`fusion::substantial_languages`]), counted once per bundle.
+    #[cfg_attr(not(feature = "dense"), allow(dead_code))]
     language_shares: OnceLock<std::sync::Arc<Vec<bool>>>,
     /// The bundle's per-chunk centring, decoded once the vectors are loaded (`None`: none).
+    #[cfg_attr(not(feature = "dense"), allow(dead_code))]
     chunk_centring: OnceLock<Option<centring::ChunkCentring>>,
     /// The centring's languages and offsets without norms (the dense index's scan).
+    #[cfg_attr(not(feature = "dense"), allow(dead_code))]
     chunk_langs: OnceLock<Option<centring::ChunkCentring>>,
     /// Lists a dense query scans (`None`: the index's `nprobe`).
+    #[cfg_attr(not(feature = "dense"), allow(dead_code))]
     nprobe: Option<usize>,
     /// Oversampling of a binary index's rescoring (`None`: the index's `rescore`).
+    #[cfg_attr(not(feature = "dense"), allow(dead_code))]
     rescore: Option<usize>,
     /// Scan every vector even when the bundle has a dense index.
     exact_dense: bool,
@@ -449,6 +459,7 @@ impl Engine {
     /// [`fusion::substantial_languages`] of `facets`, counted on first use and kept (the
     /// facets are the bundle's, fixed while the engine lives); `None` when the facets have
     /// no language column.
+    #[cfg(feature = "dense")]
     pub(crate) fn language_shares(
         &self,
         facets: &FacetsOf<'_>,
@@ -564,6 +575,7 @@ impl Engine {
     /// decoded on first use), `None` without a `model.centring` or for a `lang-mean-v1`
     /// record. Errors: the record is not what a builder writes (not kept: every query
     /// reports it).
+    #[cfg(feature = "dense")]
     fn chunk_centring(
         &self,
         vectors: &jikji_format::vectors::Vectors,
@@ -582,6 +594,7 @@ impl Engine {
     /// The bundle's per-chunk centring languages and offsets without norms (decoded on
     /// first use; the dense index's scan computes each norm from its row). Errors: as
     /// [`Engine::chunk_centring`].
+    #[cfg(feature = "dense")]
     fn chunk_langs(&self) -> Result<Option<&centring::ChunkCentring>, EngineError> {
         if let Some(c) = self.chunk_langs.get() {
             return Ok(c.as_ref());
@@ -628,6 +641,7 @@ impl Engine {
 
     /// The dense scorer of query vector `q` against the bundle's `vectors`, with its
     /// per-chunk centring ([`centring::DenseScorer`]).
+    #[cfg(feature = "dense")]
     pub(crate) fn scorer<'a>(
         &'a self,
         vectors: &'a jikji_format::vectors::Vectors,
@@ -827,8 +841,14 @@ impl Engine {
         top_k: usize,
         opts: &SearchOptions,
     ) -> Result<SearchResult, EngineError> {
+        #[cfg(not(feature = "dense"))]
+        if mode != Mode::Bm25 {
+            return Err(EngineError::NoDense(mode));
+        }
         // Bundles with a per-language centring compare centred query vectors (issue 15).
+        #[cfg(feature = "dense")]
         let centring = self.bundle.manifest().model.as_ref();
+        #[cfg(feature = "dense")]
         let centred = match qvec {
             Some(q) => Some(centring::centre_query(
                 centring.and_then(|m| m.centring.as_ref()),
@@ -837,6 +857,7 @@ impl Engine {
             )?),
             None => None,
         };
+        #[cfg(feature = "dense")]
         let qvec = centred.as_deref();
         let tables = self.bundle.analyzer().tables();
         let Some(cache) = self.bundle.cache() else {

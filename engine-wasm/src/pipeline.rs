@@ -21,11 +21,14 @@
 //!
 //! Lists are `(doc id, raw score)` ([`Scored`]), best first; doc ids index the chunk store.
 
+#[cfg(feature = "dense")]
 use jikji_format::Calibration;
 
 use crate::lifecycle::Lifecycle;
 use crate::scores::{Input, Scale, MARGIN_DEPTH};
-use crate::search::{self, Scored, FUSION_DEPTH};
+#[cfg(feature = "dense")]
+use crate::search::FUSION_DEPTH;
+use crate::search::{self, Scored};
 use crate::{fusion, parents, Engine, EngineError, Fusion, Hit, Mode, SearchOptions};
 
 /// How many hits each stage keeps.
@@ -59,8 +62,10 @@ pub(crate) enum Lists {
     /// BM25 mode: the BM25 list, `rank` deep.
     Bm25(Vec<Scored>),
     /// Dense mode: the dense list (cosines), `rank` deep, and how it was found.
+    #[cfg(feature = "dense")]
     Dense(Vec<Scored>, DenseSide),
     /// Hybrid mode: both lists, `max(rank, FUSION_DEPTH)` deep.
+    #[cfg(feature = "dense")]
     Hybrid {
         /// BM25 list (raw BM25 scores).
         bm25: Vec<Scored>,
@@ -74,6 +79,7 @@ pub(crate) enum Lists {
 /// How a dense list was found: the exact scan (every row is at hand for the background and
 /// for fused chunks that are not in the list) or the paged dense index (scores of the
 /// scanned chunks and the background sample only, [`crate::ivf`]).
+#[cfg(feature = "dense")]
 pub(crate) enum DenseSide {
     /// Every row scanned.
     Exact,
@@ -98,6 +104,7 @@ impl Engine {
     /// through (`None`: all); the dense index reads lists until `fill` allowed chunks were
     /// scanned. Errors: [`EngineError::NoVectors`], [`EngineError::NoModel`] (no query
     /// vector), [`EngineError::Dimension`], PageMissing, a corrupt page.
+    #[cfg(feature = "dense")]
     fn dense_list(
         &self,
         qvec: Option<&[f32]>,
@@ -166,10 +173,17 @@ impl Engine {
         };
         Ok(match mode {
             Mode::Bm25 => Lists::Bm25(search::bm25(&lex, query, k)?),
+            #[cfg(not(feature = "dense"))]
+            Mode::Dense | Mode::Hybrid => {
+                let _ = (qvec, fill);
+                return Err(EngineError::NoDense(mode));
+            }
+            #[cfg(feature = "dense")]
             Mode::Dense => {
                 let (list, side) = self.dense_list(qvec, mode, k, fill, allow)?;
                 Lists::Dense(list, side)
             }
+            #[cfg(feature = "dense")]
             Mode::Hybrid => {
                 let depth = k.max(FUSION_DEPTH);
                 // Both rankers run before either error is returned, so that a paged
@@ -191,6 +205,7 @@ impl Engine {
     /// - Hybrid: the engine's fusion, [`fusion::weighted`] (when the bundle has a dense
     ///   calibration) or [`search::rrf`]; inputs are the fused scores. A query that
     ///   matched no term gets the dense list and its scale (see below).
+    #[cfg_attr(not(feature = "dense"), allow(unused_variables))]
     pub(crate) fn fuse(
         &self,
         query: &str,
@@ -223,15 +238,18 @@ impl Engine {
                 };
                 fused(lex, scale)
             }
+            #[cfg(feature = "dense")]
             Lists::Dense(den, side) => fused(den, self.dense_scale(cal, qvec, &side)?),
             // No chunk shares a term with the query (e.g. a Chinese question on an
             // English bundle): BM25 gives no evidence either way, so its low log-odds
             // would only drag every fused score under 0.3 (measured on xquad-zh →
             // xquad-en). The ranking is dense's in every fusion anyway.
+            #[cfg(feature = "dense")]
             Lists::Hybrid { bm25, dense, side } if bm25.is_empty() => fused(
                 dense.into_iter().take(k).collect(),
                 self.dense_scale(cal, qvec, &side)?,
             ),
+            #[cfg(feature = "dense")]
             Lists::Hybrid { bm25, dense, side } => match (self.fusion, cal) {
                 (Fusion::Weighted { dense_weight }, Some(c)) if c.dense.is_some() => {
                     let c = Calibration {
@@ -302,6 +320,7 @@ impl Engine {
 
     /// The scale of a dense list: its fits if the bundle has a dense calibration, with the
     /// query vector's background. Errors: a broken centring record.
+    #[cfg(feature = "dense")]
     fn dense_scale(
         &self,
         cal: Option<&Calibration>,

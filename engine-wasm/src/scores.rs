@@ -106,11 +106,13 @@ pub(crate) enum Input {
     },
     /// Dense: the cosine as a z-score against the query's background
     /// ([`crate::fusion::dense_z`]).
+    #[cfg(feature = "dense")]
     Dense {
         /// [`crate::fusion::dense_background`] of the query vector: (mean, std).
         background: (f32, f32),
     },
     /// Fused lists (weighted, RRF): the raw score itself.
+    #[cfg(feature = "dense")]
     Raw,
 }
 
@@ -119,7 +121,9 @@ impl Input {
     pub fn of(self, raw: f32) -> f32 {
         match self {
             Input::Bm25 { upper_bound } => crate::fusion::bm25_normalised(raw, upper_bound),
+            #[cfg(feature = "dense")]
             Input::Dense { background } => crate::fusion::dense_z(raw, background),
+            #[cfg(feature = "dense")]
             Input::Raw => raw,
         }
     }

@@ -31,7 +31,7 @@ pub fn top_k(mut scored: Vec<Scored>, k: usize) -> Vec<Scored> {
         scored.select_nth_unstable_by(k - 1, cmp);
         scored.truncate(k);
     }
-    scored.sort_by(cmp);
+    jikji_format::sort::sort_by(&mut scored, cmp);
     scored.truncate(k);
     scored
 }
@@ -234,7 +234,7 @@ pub fn query_terms(lex: &Lexical, query: &str) -> Result<Vec<QueryTerm>> {
         Ok((df > 0.0).then(|| (1.0 + (n - df + 0.5) / (df + 0.5)).ln()))
     };
     let mut exact: Vec<String> = a.analyze(query);
-    exact.sort();
+    jikji_format::sort::sort(&mut exact);
     exact.dedup();
     let mut word_weight: HashMap<String, f32> = HashMap::new();
     if lex.expansion.hangul_norm > 0.0 {
@@ -243,7 +243,7 @@ pub fn query_terms(lex: &Lexical, query: &str) -> Result<Vec<QueryTerm>> {
                 continue;
             }
             let mut terms = a.analyze(&w.iter().collect::<String>());
-            terms.sort();
+            jikji_format::sort::sort(&mut terms);
             terms.dedup();
             let wt = (terms.len().max(1) as f32).powf(-lex.expansion.hangul_norm);
             for t in terms {
@@ -377,7 +377,7 @@ pub fn query_terms(lex: &Lexical, query: &str) -> Result<Vec<QueryTerm>> {
             exact: false,
         })
         .collect();
-    extra.sort_by(|x, y| x.term.cmp(&y.term));
+    jikji_format::sort::sort_by(&mut extra, |x, y| x.term.cmp(&y.term));
     out.extend(extra);
     Ok(out)
 }

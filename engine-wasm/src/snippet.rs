@@ -128,7 +128,7 @@ pub fn mark_terms(analyzer: &Analyzer, query: &str) -> Terms {
             terms.extend(analyzer.analyze(&w));
         }
     }
-    terms.sort_unstable();
+    jikji_format::sort::sort(&mut terms);
     terms.dedup();
     Terms(terms)
 }

@@ -736,7 +736,8 @@ impl Bundle {
         for name in names {
             if !valid_page_name(name) {
                 return Err(FormatError::InvalidInput(format!(
-                    "not a page name: {name:?}"
+                    "not a page name: {}",
+                    crate::quote::Quoted(name)
                 )));
             }
             let path = dir.join(PAGES_DIR).join(name);

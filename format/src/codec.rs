@@ -103,9 +103,9 @@ impl<'a> Reader<'a> {
                 self.file,
                 0,
                 format!(
-                    "bad magic {:?}, expected {:?}",
-                    String::from_utf8_lossy(m),
-                    String::from_utf8_lossy(magic)
+                    "bad magic {}, expected {}",
+                    crate::quote::Quoted(&String::from_utf8_lossy(m)),
+                    crate::quote::Quoted(&String::from_utf8_lossy(magic))
                 ),
             ));
         }

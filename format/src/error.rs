@@ -87,7 +87,7 @@ pub enum FormatError {
     /// The bundle was built with an analyzer version this engine cannot reproduce
     /// (its query terms would not match the bundle's terms): rebuild the bundle or update
     /// the engine.
-    #[error("manifest.json: analyzer version {found} is not supported by this engine (it supports {supported:?}); rebuild the bundle with this jikji or use a newer engine")]
+    #[error("manifest.json: analyzer version {found} is not supported by this engine (it supports {}); rebuild the bundle with this jikji or use a newer engine", versions(.supported))]
     AnalyzerVersion {
         /// Version in the manifest.
         found: u32,
@@ -117,6 +117,19 @@ pub enum FormatError {
         /// The page's name (without `p/`).
         name: String,
     },
+}
+
+/// `[1, 2]`, as `{:?}` writes a `Vec<u32>` (without linking Debug into the browser's wasm).
+fn versions(v: &[u32]) -> String {
+    let mut s = String::from("[");
+    for (i, x) in v.iter().enumerate() {
+        if i > 0 {
+            s.push_str(", ");
+        }
+        s.push_str(&x.to_string());
+    }
+    s.push(']');
+    s
 }
 
 impl FormatError {

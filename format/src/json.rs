@@ -672,13 +672,18 @@ impl<T: FromJson> FromJson for Vec<T> {
 
 impl<T: FromJson> FromJson for BTreeMap<String, T> {
     const WHAT: &'static str = "an object";
-    /// serde's map: a later duplicate key replaces the earlier value.
+    /// serde's map: a later duplicate key replaces the earlier value. (Inserted one by one:
+    /// `collect` into a `BTreeMap` sorts with core's stable sort, several kB of wasm per
+    /// value type.)
     fn from_json(j: &Json, file: &str) -> Result<Self> {
         match &j.v {
-            Value::Obj(members) => members
-                .iter()
-                .map(|(k, v)| Ok((k.clone(), T::from_json(v, file)?)))
-                .collect(),
+            Value::Obj(members) => {
+                let mut map = BTreeMap::new();
+                for (k, v) in members {
+                    map.insert(k.clone(), T::from_json(v, file)?);
+                }
+                Ok(map)
+            }
             _ => Err(j.expected(file, Self::WHAT)),
         }
     }

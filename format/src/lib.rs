@@ -28,6 +28,8 @@ mod nfkc;
 pub mod num;
 pub mod paged;
 pub mod postings;
+pub mod quote;
+pub mod sort;
 mod t2s;
 pub mod time;
 pub mod unicode;

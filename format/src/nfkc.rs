@@ -276,7 +276,7 @@ pub(crate) fn nfkc_with(t: &Tables, text: &str) -> String {
         t.decompose(ch, |d| {
             let class = t.ccc(d);
             if class == 0 {
-                dec[run_start..].sort_by_key(|k| k.0);
+                crate::sort::sort_by_key(&mut dec[run_start..], |k| k.0);
                 dec.push((0, d));
                 run_start = dec.len();
             } else {
@@ -284,7 +284,7 @@ pub(crate) fn nfkc_with(t: &Tables, text: &str) -> String {
             }
         });
     }
-    dec[run_start..].sort_by_key(|k| k.0);
+    crate::sort::sort_by_key(&mut dec[run_start..], |k| k.0);
     // Canonical composition, as `Recompositions` does it.
     let mut out = String::with_capacity(text.len());
     let mut composee: Option<char> = None;

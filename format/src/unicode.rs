@@ -170,12 +170,12 @@ impl UnicodeTables {
             return Err(bad(
                 0,
                 format!(
-                    "not a {} table page (no {:?} magic)",
+                    "not a {} table page (no {} magic)",
                     match table {
                         Table::Nfkc => "NFKC",
                         Table::T2s => "Traditional → Simplified",
                     },
-                    String::from_utf8_lossy(table.magic())
+                    crate::quote::Quoted(&String::from_utf8_lossy(table.magic()))
                 ),
             ));
         }

@@ -200,6 +200,8 @@ export type ProgressEvent =
 export interface IntegrityMap {
   "jikji_engine.js": string;
   "jikji_engine_bg.wasm": string;
+  "dense/jikji_engine.js": string;
+  "dense/jikji_engine_bg.wasm": string;
   "qmodel/jikji_query_model_wasm.js": string;
   "qmodel/jikji_query_model_wasm_bg.wasm": string;
   "worker.js": string;
@@ -214,7 +216,7 @@ export interface LoadOptions {
   cacheBudget?: number;
   /** The worker script (default: `worker.js` beside jikji.js). */
   workerUrl?: string | URL;
-  /** Folder of jikji_engine.js, jikji_engine_bg.wasm and qmodel/ (default: `engine/` beside jikji.js). */
+  /** Folder of jikji_engine.js, jikji_engine_bg.wasm, dense/ and qmodel/ (default: `engine/` beside jikji.js). */
   engineUrl?: string | URL;
   /**
    * How the worker and engine files are checked before they run: the name of the integrity

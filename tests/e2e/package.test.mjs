@@ -270,6 +270,8 @@ describe("the jikji-web package installed into another site", { timeout: 600_000
       "pages.js",
       "engine/jikji_engine.js",
       "engine/jikji_engine_bg.wasm",
+      "engine/dense/jikji_engine.js",
+      "engine/dense/jikji_engine_bg.wasm",
       "engine/qmodel/jikji_query_model_wasm.js",
       "engine/qmodel/jikji_query_model_wasm_bg.wasm",
       "engine/integrity.json",

@@ -88,7 +88,14 @@ describe("the search worker on a format 2 bundle", { timeout: 300_000 }, () => {
     copyFileSync(path.join(HERE, "fixtures/engine-double.js"), path.join(dir, "pkg/jikji_engine.js"));
     // The double has no wasm; the page checks every engine file against pkg/integrity.json.
     mkdirSync(path.join(dir, "pkg/qmodel"));
-    for (const f of ["jikji_engine_bg.wasm", "qmodel/jikji_query_model_wasm.js", "qmodel/jikji_query_model_wasm_bg.wasm"]) {
+    mkdirSync(path.join(dir, "pkg/dense"));
+    for (const f of [
+      "jikji_engine_bg.wasm",
+      "dense/jikji_engine.js",
+      "dense/jikji_engine_bg.wasm",
+      "qmodel/jikji_query_model_wasm.js",
+      "qmodel/jikji_query_model_wasm_bg.wasm",
+    ]) {
       writeFileSync(path.join(dir, "pkg", f), `not used: ${f}\n`);
     }
     const integrity = spawnSync(path.join(ROOT, "scripts/integrity"), [path.join(dir, "pkg"), path.join(ROOT, "web")], { encoding: "utf8" });

@@ -180,7 +180,7 @@ impl PageCache {
             .filter(|(_, e)| !e.pinned)
             .map(|(k, e)| (e.last_use, k.clone(), e.body.len()))
             .collect();
-        order.sort();
+        crate::sort::sort(&mut order);
         for (_, k, len) in order {
             if held <= g.budget {
                 break;

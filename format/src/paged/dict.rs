@@ -224,7 +224,8 @@ impl IndexPage {
                 .and_then(|p| p.checked_add(page));
             if offset >= POSTINGS_PAGE || end.is_none_or(|e| e > postings) {
                 return Err(r.corrupt(format!(
-                    "term {t:?}: postings range past the bundle's {postings} pages"
+                    "term {}: postings range past the bundle's {postings} pages",
+                    crate::quote::Quoted(&t)
                 )));
             }
             if long
@@ -582,7 +583,8 @@ impl Block {
                 let pages = (offset + len).div_ceil(POSTINGS_PAGE);
                 if offset >= POSTINGS_PAGE || first.saturating_add(pages) > n_refs {
                     return Err(r.corrupt(format!(
-                        "term {term:?}: postings range past the block's {n_refs} pages"
+                        "term {}: postings range past the block's {n_refs} pages",
+                        crate::quote::Quoted(&term)
                     )));
                 }
                 Loc::Long { first, offset, len }
@@ -844,8 +846,9 @@ impl PagedLexicon {
                     out.extend_from_slice(&b);
                 }
                 let file = format!(
-                    "p/{} ({term:?})",
-                    self.postings.name(Kind::Postings, l.page)
+                    "p/{} ({})",
+                    self.postings.name(Kind::Postings, l.page),
+                    crate::quote::Quoted(term)
                 );
                 if out.len() < l.offset + l.len {
                     return Err(FormatError::corrupt(
@@ -866,7 +869,7 @@ impl PagedLexicon {
                 let Some(bytes) = b.list_bytes(e, &self.cache) else {
                     return Ok(None);
                 };
-                let file = format!("p/{} ({term:?})", b.name());
+                let file = format!("p/{} ({})", b.name(), crate::quote::Quoted(term));
                 decode_list(&file, &bytes, e.df, self.num_docs).map(Some)
             }
             Place::Before | Place::Unknown => Ok(None),
@@ -971,7 +974,7 @@ impl PagedLexicon {
             }
         }
         // The first SCAN in term order, as one scan of the whole dictionary would take.
-        found.sort_by(|a, b| a.1.cmp(&b.1));
+        crate::sort::sort_by(&mut found, |a, b| a.1.cmp(&b.1));
         found.truncate(SCAN);
         Ok(found)
     }

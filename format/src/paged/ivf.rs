@@ -210,13 +210,21 @@ impl IvfRoot {
             }
             (CODES_INT8 | CODES_BINARY, _, _) => {
                 return bad(format!(
-                    "pages.ivf.codes {:?} with rows {} and rescore {:?} (binary codes need both, int8 neither)",
-                    self.codes,
+                    "pages.ivf.codes {} with rows {} and rescore {} (binary codes need both, int8 neither)",
+                    crate::quote::Quoted(&self.codes),
                     if self.rows.is_some() { "present" } else { "absent" },
-                    self.rescore
+                    match self.rescore {
+                        Some(x) => format!("Some({x})"),
+                        None => "None".into(),
+                    }
                 ));
             }
-            _ => return bad(format!("pages.ivf.codes {:?} is not known", self.codes)),
+            _ => {
+                return bad(format!(
+                    "pages.ivf.codes {} is not known",
+                    crate::quote::Quoted(&self.codes)
+                ))
+            }
         }
         if self.centroids.per_page != CENTROIDS_PER_PAGE
             || self.centroids.pages != self.nlist.div_ceil(CENTROIDS_PER_PAGE)

@@ -667,7 +667,8 @@ pub fn check_root(root: &PagesRoot, chunks: usize, parents: usize) -> Result<()>
         for name in [&u.nfkc, &u.t2s] {
             if !name.starts_with("n-") || !crate::bundle::valid_page_name(name) {
                 return bad(format!(
-                    "Unicode table page {name:?} is not a page name n-<hex>"
+                    "Unicode table page {} is not a page name n-<hex>",
+                    crate::quote::Quoted(name)
                 ));
             }
         }
@@ -783,7 +784,7 @@ pub enum Lexicon {
 
 /// Sorts `(df, term)` matches most frequent first (ties in term order), keeps `limit`.
 fn best(mut found: Vec<(u32, String)>, limit: usize) -> Vec<String> {
-    found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    crate::sort::sort_by(&mut found, |a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
     found.truncate(limit);
     found.into_iter().map(|(_, t)| t).collect()
 }

@@ -71,8 +71,9 @@ impl RowOrder {
                 ENTRY_FILE,
                 0,
                 format!(
-                    "query_model: row_order {other:?} is not one this reader knows (id, script): \
-                     rebuild the bundle with this jikji, or update the reader"
+                    "query_model: row_order {} is not one this reader knows (id, script): \
+                     rebuild the bundle with this jikji, or update the reader",
+                    crate::quote::Quoted(other)
                 ),
             )),
         }
@@ -229,7 +230,10 @@ impl QueryModelRoot {
             return bad("tokenizer pages must be 1..=4096 names k-<16 hex>".into());
         }
         if !content_named(&self.row_map, Kind::RowMap) {
-            return bad(format!("row map {:?} is not u-<16 hex>", self.row_map));
+            return bad(format!(
+                "row map {} is not u-<16 hex>",
+                crate::quote::Quoted(&self.row_map)
+            ));
         }
         if self.layers_bytes > MAX_MODEL_FILE || self.tokenizer_bytes > MAX_MODEL_FILE {
             return bad(format!(

@@ -1,0 +1,99 @@
+//! A string quoted for an error message without `<str as Debug>` (issue 12: `{:?}` of a
+//! string links core's `escape_debug` with its Unicode printable and grapheme-extend
+//! tables into the browser's engine wasm).
+
+use std::fmt;
+
+/// `"text"` as `format!("{:?}", text)` writes it for every string of printable characters
+/// (the text between double quotes, `"` and `\` escaped), with `\t`, `\r`, `\n`, `\0`
+/// and other control characters (C0, DEL, C1) escaped as Debug does (`\u{1b}`). Unlike
+/// Debug, other characters that Unicode does not call printable (unassigned code points,
+/// format characters such as U+200B, combining marks after the quote) are written as they
+/// are, not as `\u{…}` escapes.
+#[derive(Clone, Copy)]
+pub struct Quoted<'a>(pub &'a str);
+
+impl fmt::Display for Quoted<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("\"")?;
+        let mut start = 0;
+        for (i, c) in self.0.char_indices() {
+            let escaped: Option<&str> = match c {
+                '"' => Some("\\\""),
+                '\\' => Some("\\\\"),
+                '\t' => Some("\\t"),
+                '\r' => Some("\\r"),
+                '\n' => Some("\\n"),
+                '\0' => Some("\\0"),
+                _ => None,
+            };
+            let control = escaped.is_none() && matches!(c, '\0'..='\x1f' | '\x7f'..='\u{9f}');
+            if escaped.is_none() && !control {
+                continue;
+            }
+            f.write_str(&self.0[start..i])?;
+            match escaped {
+                Some(e) => f.write_str(e)?,
+                None => {
+                    // `\u{X…}`: lowercase hex without leading zeros, as Debug writes it.
+                    let mut buf = *b"\\u{00000000}";
+                    let v = c as u32;
+                    let digits = (8 - v.leading_zeros() as usize / 4).max(1);
+                    for k in 0..digits {
+                        buf[3 + k] =
+                            b"0123456789abcdef"[(v >> (4 * (digits - 1 - k)) & 15) as usize];
+                    }
+                    buf[3 + digits] = b'}';
+                    f.write_str(std::str::from_utf8(&buf[..4 + digits]).unwrap_or("\\u{?}"))?;
+                }
+            }
+            start = i + c.len_utf8();
+        }
+        f.write_str(&self.0[start..])?;
+        f.write_str("\"")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Quoted;
+    use proptest::prelude::*;
+
+    #[test]
+    fn every_ascii_and_control_character_is_quoted_as_debug_quotes_it() {
+        for c in (0u32..0x100).filter_map(char::from_u32) {
+            for s in [c.to_string(), format!("a{c}b"), format!("{c}{c}")] {
+                assert_eq!(
+                    Quoted(&s).to_string(),
+                    format!("{s:?}"),
+                    "U+{:04X}",
+                    c as u32
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn printable_text_of_any_script_is_quoted_as_debug_quotes_it() {
+        for s in [
+            "",
+            "君子",
+            "학이시습지",
+            "Ophélia",
+            "ΣΟΦΙΑ",
+            "a\"b\\c",
+            "\u{7f}x\u{9f}",
+        ] {
+            assert_eq!(Quoted(s).to_string(), format!("{s:?}"));
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn random_printable_strings_are_quoted_as_debug_quotes_them(
+            s in "[ -~\u{80}-\u{9f}\u{a0}-\u{ac}\u{ae}-\u{2ff}\u{4e00}-\u{9fff}\u{ac00}-\u{d7a3}\t\r\n\0]{0,40}"
+        ) {
+            prop_assert_eq!(Quoted(&s).to_string(), format!("{:?}", s));
+        }
+    }
+}
