@@ -3,15 +3,20 @@
 //! own scan (`jikji_engine::ivf::search_pages`) over an in-memory page map that records
 //! what each pass lacks, so rounds and bytes are what a browser would fetch (pages as
 //! stored: header, deflate when it pays). Side by side in one run: the exact int8 scan
-//! (the recall reference and its bytes), IVF with int8 lists, IVF with binary lists for
-//! each oversampling (0 = binary-only).
+//! (the recall reference and its bytes), and for each list cap of `--caps` (0 = the
+//! k-means' lists as they are; else `jikji_builder::ivf::cap_lists`, lists bisected until
+//! at most that long) IVF with int8 lists and IVF with binary lists for each oversampling
+//! (0 = binary-only) and each number of rescoring rows per `i` page (`--rows-per-page`).
 //!
 //! ```text
 //! cargo run --release -p jikji-builder --example bench_ivf_1m -- \
 //!     --cache target/h14-cache/vectors-<h16>.bin --model models/e5-small \
 //!     --queries ../shared/eval/xquad-en/queries.jsonl,... [--n 1000000] [--nlist 2000] \
-//!     [--nprobe 4,8,16] [--rescore 0,4,8,16] [--codes int8,binary] [--rows-per-page 1] \
-//!     [--max-queries 300] [--train-per-list 32] [--iterations 10] [--threads 2]
+//!     [--caps 0,1000] [--nprobe 4,8,16] [--rescore 0,4,8,16] [--codes int8,binary] \
+//!     [--rows-per-page 1,4] [--max-queries 300] [--train-per-list 32] [--iterations 10] \
+//!     [--threads 2]
+//! # without an embedding cache: a synthetic base of N vectors (see `synthetic`)
+//! cargo run --release -p jikji-builder --example bench_ivf_1m -- --synthetic 27000 ...
 //! ```
 //!
 //! Vectors. Base: every vector of the embedding cache file (passages of the eval corpora
@@ -54,6 +59,9 @@ struct Args {
     iterations: usize,
     threads: usize,
     max_angle: f32,
+    synthetic: usize,
+    caps: Vec<usize>,
+    rows_per_page_list: Vec<usize>,
 }
 
 fn args() -> Args {
@@ -72,6 +80,9 @@ fn args() -> Args {
         iterations: 10,
         threads: 2,
         max_angle: 25.0,
+        synthetic: 0,
+        caps: vec![0],
+        rows_per_page_list: Vec::new(),
     };
     let list =
         |s: &str| -> Vec<usize> { s.split(',').map(|x| x.parse().expect("a number")).collect() };
@@ -87,16 +98,24 @@ fn args() -> Args {
             "--nprobe" => a.nprobe = list(&v),
             "--rescore" => a.rescore = list(&v),
             "--codes" => a.codes = v.split(',').map(String::from).collect(),
-            "--rows-per-page" => a.rows_per_page = v.parse().expect("--rows-per-page"),
+            "--rows-per-page" => a.rows_per_page_list = list(&v),
             "--max-queries" => a.max_queries = v.parse().expect("--max-queries"),
             "--train-per-list" => a.train_per_list = v.parse().expect("--train-per-list"),
             "--iterations" => a.iterations = v.parse().expect("--iterations"),
             "--threads" => a.threads = v.parse().expect("--threads"),
             "--max-angle" => a.max_angle = v.parse().expect("--max-angle"),
+            "--synthetic" => a.synthetic = v.parse().expect("--synthetic"),
+            "--caps" => a.caps = list(&v),
             _ => panic!("unknown argument {k}"),
         }
     }
-    assert!(!a.cache.is_empty(), "--cache FILE is required");
+    assert!(
+        !a.cache.is_empty() || a.synthetic > 0,
+        "--cache FILE or --synthetic N is required"
+    );
+    if a.rows_per_page_list.is_empty() {
+        a.rows_per_page_list = vec![a.rows_per_page];
+    }
     a
 }
 
@@ -161,47 +180,19 @@ fn main() {
     let t0 = Instant::now();
     let load = || std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!("load at start: {}", load().trim());
-    // The model's hash names the cache keys.
-    let onnx = std::fs::read(format!("{}/model.onnx", a.model)).expect("reading model.onnx");
-    let sha = hex(&Sha256::digest(&onnx));
-    let bytes = std::fs::read(&a.cache).expect("reading the cache file");
-    let mut by_key: HashMap<[u8; 32], Vec<f32>> = HashMap::new();
-    for r in bytes.chunks_exact(RECORD) {
-        let key: [u8; 32] = r[..32].try_into().unwrap();
-        let v: Vec<f32> = r[37..]
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
-            .collect();
-        by_key.insert(key, v);
-    }
-    drop(bytes);
-    let mut queries: Vec<Vec<f32>> = Vec::new();
-    let mut qkeys = HashSet::new();
-    for path in &a.queries {
-        let f = std::fs::File::open(path).unwrap_or_else(|e| panic!("{path}: {e}"));
-        let mut found = 0;
-        let mut lines = 0;
-        for line in std::io::BufReader::new(f).lines() {
-            let line = line.expect("reading queries");
-            let j: serde_json::Value = serde_json::from_str(&line).expect("a JSON line");
-            let Some(text) = j["text"].as_str() else {
-                continue;
-            };
-            lines += 1;
-            let key =
-                jikji_builder::vector_cache::cache_key(&sha, jikji_embed::Prefix::Query, text);
-            if let Some(v) = by_key.get(&key) {
-                if qkeys.insert(key) {
-                    queries.push(v.clone());
-                    found += 1;
-                }
-            }
-        }
-        println!("{path}: {found} of {lines} queries in the cache");
-    }
-    let mut keys: Vec<&[u8; 32]> = by_key.keys().filter(|k| !qkeys.contains(*k)).collect();
-    keys.sort();
-    let base: Vec<&Vec<f32>> = keys.iter().map(|k| &by_key[*k]).collect();
+    let (base, queries, held_out) = if a.synthetic > 0 {
+        let (b, q) = synthetic(a.synthetic, a.max_queries);
+        println!(
+            "synthetic base: {} vectors, {} queries (no embedding cache: see the module doc)",
+            b.len(),
+            q.len()
+        );
+        let h = q.len();
+        (b, q, h)
+    } else {
+        from_cache(&a)
+    };
+    let base: Vec<&Vec<f32>> = base.iter().collect();
     let b = base.len();
     assert!(
         b > 0 && !queries.is_empty(),
@@ -254,7 +245,7 @@ fn main() {
     println!(
         "vectors: {} base (+{} queries held out), extended to {} (copies: mean cos to their original {:.3}, angle ≤ {}°), {:.1} s",
         b,
-        qkeys.len(),
+        held_out,
         v.len(),
         cos_sum / (a.n.saturating_sub(b)).max(1) as f64,
         a.max_angle,
@@ -296,7 +287,7 @@ fn main() {
     );
     // k-means.
     let t = Instant::now();
-    let index = jikji_builder::ivf::build_with(
+    let kmeans = jikji_builder::ivf::build_with(
         &v,
         None,
         a.nlist,
@@ -306,7 +297,7 @@ fn main() {
         a.iterations,
     )
     .expect("k-means");
-    let sizes: Vec<usize> = index.lists.iter().map(Vec::len).collect();
+    let sizes: Vec<usize> = kmeans.lists.iter().map(Vec::len).collect();
     println!(
         "k-means: nlist {}, {} training points per list, ≤ {} rounds: {:.1} s; list sizes min {} median {} max {}",
         a.nlist,
@@ -323,8 +314,10 @@ fn main() {
     );
     println!("load now: {}", load().trim());
     println!(
-        "{:<7}{:>5}{:>7}{:>10}{:>9}{:>10}{:>10}{:>9}{:>9}{:>8}{:>9}{:>9}",
+        "{:<6}{:>6}{:>4}{:>5}{:>7}{:>10}{:>9}{:>10}{:>10}{:>9}{:>9}{:>8}{:>9}{:>9}",
+        "cap",
         "codes",
+        "rpp",
         "resc",
         "nprobe",
         "recall@10",
@@ -337,115 +330,148 @@ fn main() {
         "p50 ms",
         "p95 ms"
     );
-    for codes in &a.codes {
-        let binary = codes == "binary";
-        let scoring = |i: usize| v.get(i);
-        let lc = if binary {
-            ListCodes::Binary {
-                scoring: &scoring,
-                rows_per_page: a.rows_per_page,
-                rescore: 8,
-            }
+    for &cap in &a.caps {
+        let t = Instant::now();
+        let index = if cap == 0 {
+            kmeans.clone()
         } else {
-            ListCodes::Int8
+            jikji_builder::ivf::cap_lists(&v, None, &kmeans, cap).expect("capping")
         };
-        let mut all = HashMap::new();
-        let root: IvfRoot = ivf::write_pages(
-            &IvfParts {
-                centroids: &index.centroids,
-                lists: &index.lists,
-                nprobe: 1,
-                codes: lc,
+        let mut sizes: Vec<usize> = index.lists.iter().map(Vec::len).collect();
+        sizes.sort_unstable();
+        println!(
+            "cap {}: {} lists in {:.1} s, sizes min {} median {} p90 {} max {}; load {}",
+            if cap == 0 {
+                "none".to_string()
+            } else {
+                cap.to_string()
             },
-            &v,
-            &mut |p| {
-                let body = decode_stored(&p.name, &p.bytes)?;
-                all.insert(p.name.clone(), (p.bytes.len(), Arc::new(body)));
-                Ok(())
-            },
-        )
-        .expect("pages");
-        let list_total: usize = all
-            .iter()
-            .filter(|(k, _)| k.starts_with("j-"))
-            .map(|(_, p)| p.0)
-            .sum();
-        let once: Vec<String> = (0..root.centroids.pages)
-            .map(|i| root.centroid_page(i))
-            .chain([root.sample_page()])
-            .collect();
-        let once_bytes: usize = once.iter().map(|p| all[p].0).sum();
-        let pages = Pages {
-            all,
-            have: Mutex::new(HashSet::new()),
-            need: Mutex::new(Vec::new()),
-        };
-        let at = Place {
-            chunks: n,
-            dim: DIM,
-        };
-        let rescores: Vec<Option<usize>> = if binary {
-            a.rescore.iter().map(|&r| Some(r)).collect()
-        } else {
-            vec![None]
-        };
-        for &np in &a.nprobe {
-            for &rs in &rescores {
-                let mut recall = 0f64;
-                let mut warm_bytes = Vec::new();
-                let mut list_b = Vec::new();
-                let mut row_b = Vec::new();
-                let mut rounds = Vec::new();
-                let mut ms = Vec::new();
-                for (q, ex) in queries.iter().zip(&exact) {
-                    // Warm: the centroids and the sample cached, nothing else.
-                    *pages.have.lock().unwrap() = once.iter().cloned().collect();
-                    let (mut bytes, mut lb, mut rb, mut r) = (0usize, 0usize, 0usize, 0usize);
-                    let hits = loop {
-                        pages.need.lock().unwrap().clear();
-                        let t = Instant::now();
-                        match search_pages(&pages, at, &root, q, 10, np, rs) {
-                            Ok(h) => {
-                                ms.push(t.elapsed().as_secs_f64() * 1e3);
-                                break h;
-                            }
-                            Err(jikji_engine::EngineError::Format(
-                                jikji_format::FormatError::PageMissing { .. },
-                            )) => {
-                                r += 1;
-                                let need: Vec<String> =
-                                    std::mem::take(&mut *pages.need.lock().unwrap());
-                                let mut have = pages.have.lock().unwrap();
-                                for p in need {
-                                    if have.insert(p.clone()) {
-                                        let b = pages.all.get(&p).map_or(0, |x| x.0);
-                                        bytes += b;
-                                        if p.starts_with("j-") {
-                                            lb += b;
-                                        } else if p.starts_with("i-") {
-                                            rb += b;
-                                        }
+            sizes.len(),
+            t.elapsed().as_secs_f64(),
+            sizes[0],
+            sizes[sizes.len() / 2],
+            sizes[sizes.len() * 9 / 10],
+            sizes[sizes.len() - 1],
+            load().trim()
+        );
+        for codes in &a.codes {
+            let binary = codes == "binary";
+            let rpps = if binary {
+                a.rows_per_page_list.clone()
+            } else {
+                vec![1]
+            };
+            for &rpp in &rpps {
+                let scoring = |i: usize| v.get(i);
+                let lc = if binary {
+                    ListCodes::Binary {
+                        scoring: &scoring,
+                        rows_per_page: rpp,
+                        rescore: 8,
+                    }
+                } else {
+                    ListCodes::Int8
+                };
+                let mut all = HashMap::new();
+                let root: IvfRoot = ivf::write_pages(
+                    &IvfParts {
+                        centroids: &index.centroids,
+                        lists: &index.lists,
+                        nprobe: 1,
+                        codes: lc,
+                    },
+                    &v,
+                    &mut |p| {
+                        let body = decode_stored(&p.name, &p.bytes)?;
+                        all.insert(p.name.clone(), (p.bytes.len(), Arc::new(body)));
+                        Ok(())
+                    },
+                )
+                .expect("pages");
+                let list_total: usize = all
+                    .iter()
+                    .filter(|(k, _)| k.starts_with("j-"))
+                    .map(|(_, p)| p.0)
+                    .sum();
+                let once: Vec<String> = (0..root.centroids.pages)
+                    .map(|i| root.centroid_page(i))
+                    .chain([root.sample_page()])
+                    .collect();
+                let once_bytes: usize = once.iter().map(|p| all[p].0).sum();
+                let pages = Pages {
+                    all,
+                    have: Mutex::new(HashSet::new()),
+                    need: Mutex::new(Vec::new()),
+                };
+                let at = Place {
+                    chunks: n,
+                    dim: DIM,
+                };
+                let rescores: Vec<Option<usize>> = if binary {
+                    a.rescore.iter().map(|&r| Some(r)).collect()
+                } else {
+                    vec![None]
+                };
+                for &np in &a.nprobe {
+                    for &rs in &rescores {
+                        let mut recall = 0f64;
+                        let mut warm_bytes = Vec::new();
+                        let mut list_b = Vec::new();
+                        let mut row_b = Vec::new();
+                        let mut rounds = Vec::new();
+                        let mut ms = Vec::new();
+                        for (q, ex) in queries.iter().zip(&exact) {
+                            // Warm: the centroids and the sample cached, nothing else.
+                            *pages.have.lock().unwrap() = once.iter().cloned().collect();
+                            let (mut bytes, mut lb, mut rb, mut r) =
+                                (0usize, 0usize, 0usize, 0usize);
+                            let hits = loop {
+                                pages.need.lock().unwrap().clear();
+                                let t = Instant::now();
+                                match search_pages(&pages, at, &root, q, 10, np, rs) {
+                                    Ok(h) => {
+                                        ms.push(t.elapsed().as_secs_f64() * 1e3);
+                                        break h;
                                     }
+                                    Err(jikji_engine::EngineError::Format(
+                                        jikji_format::FormatError::PageMissing { .. },
+                                    )) => {
+                                        r += 1;
+                                        let need: Vec<String> =
+                                            std::mem::take(&mut *pages.need.lock().unwrap());
+                                        let mut have = pages.have.lock().unwrap();
+                                        for p in need {
+                                            if have.insert(p.clone()) {
+                                                let b = pages.all.get(&p).map_or(0, |x| x.0);
+                                                bytes += b;
+                                                if p.starts_with("j-") {
+                                                    lb += b;
+                                                } else if p.starts_with("i-") {
+                                                    rb += b;
+                                                }
+                                            }
+                                        }
+                                        assert!(r < 20, "more than 20 rounds");
+                                    }
+                                    Err(e) => panic!("{e}"),
                                 }
-                                assert!(r < 20, "more than 20 rounds");
-                            }
-                            Err(e) => panic!("{e}"),
+                            };
+                            let top: HashSet<u32> = hits.iter().take(10).map(|h| h.0).collect();
+                            recall += ex.iter().filter(|d| top.contains(d)).count() as f64
+                                / ex.len() as f64;
+                            warm_bytes.push(bytes as f64);
+                            list_b.push(lb as f64);
+                            row_b.push(rb as f64);
+                            rounds.push(r as f64);
                         }
-                    };
-                    let top: HashSet<u32> = hits.iter().take(10).map(|h| h.0).collect();
-                    recall +=
-                        ex.iter().filter(|d| top.contains(d)).count() as f64 / ex.len() as f64;
-                    warm_bytes.push(bytes as f64);
-                    list_b.push(lb as f64);
-                    row_b.push(rb as f64);
-                    rounds.push(r as f64);
-                }
-                let m = queries.len() as f64;
-                let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
-                let w = mean(&warm_bytes);
-                println!(
-                    "{:<7}{:>5}{:>7}{:>10.4}{:>9.1}{:>10.1}{:>10.1}{:>9.1}{:>9.1}{:>8.0}{:>9.2}{:>9.2}",
+                        let m = queries.len() as f64;
+                        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+                        let w = mean(&warm_bytes);
+                        println!(
+                    "{:<6}{:>6}{:>4}{:>5}{:>7}{:>10.4}{:>9.1}{:>10.1}{:>10.1}{:>9.1}{:>9.1}{:>8.0}{:>9.2}{:>9.2}",
+                    if cap == 0 { "none".to_string() } else { cap.to_string() },
                     codes,
+                    if binary { rpp.to_string() } else { "-".to_string() },
                     rs.map_or("-".to_string(), |r| r.to_string()),
                     np,
                     recall / m,
@@ -458,12 +484,15 @@ fn main() {
                     percentile(&mut ms.clone(), 0.5),
                     percentile(&mut ms, 0.95),
                 );
-            }
-        }
-        println!(
-            "  {codes}: centroids + sample {:.1} kB once (cold = warm + this); rounds: index rounds with the centroids cached (chunk pages: +1)",
+                    }
+                }
+                println!(
+            "  {codes} (cap {cap}, rpp {rpp}): {} lists, centroids + sample {:.1} kB once (cold = warm + this); rounds: index rounds with the centroids cached (chunk pages: +1)",
+            index.lists.len(),
             once_bytes as f64 / 1e3
         );
+            }
+        }
     }
     println!(
         "total {:.0} s; load at the end: {}",
@@ -474,4 +503,104 @@ fn main() {
 
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The base vectors and the queries of the embedding cache `--cache` (the eval queries of
+/// `--queries` found in it are the queries, the rest the base), and how many were held out.
+fn from_cache(a: &Args) -> (Vec<Vec<f32>>, Vec<Vec<f32>>, usize) {
+    // The model's hash names the cache keys.
+    let onnx = std::fs::read(format!("{}/model.onnx", a.model)).expect("reading model.onnx");
+    let sha = hex(&Sha256::digest(&onnx));
+    let bytes = std::fs::read(&a.cache).expect("reading the cache file");
+    let mut by_key: HashMap<[u8; 32], Vec<f32>> = HashMap::new();
+    for r in bytes.chunks_exact(RECORD) {
+        let key: [u8; 32] = r[..32].try_into().unwrap();
+        let v: Vec<f32> = r[37..]
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        by_key.insert(key, v);
+    }
+    drop(bytes);
+    let mut queries: Vec<Vec<f32>> = Vec::new();
+    let mut qkeys = HashSet::new();
+    for path in &a.queries {
+        let f = std::fs::File::open(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let mut found = 0;
+        let mut lines = 0;
+        for line in std::io::BufReader::new(f).lines() {
+            let line = line.expect("reading queries");
+            let j: serde_json::Value = serde_json::from_str(&line).expect("a JSON line");
+            let Some(text) = j["text"].as_str() else {
+                continue;
+            };
+            lines += 1;
+            let key =
+                jikji_builder::vector_cache::cache_key(&sha, jikji_embed::Prefix::Query, text);
+            if let Some(v) = by_key.get(&key) {
+                if qkeys.insert(key) {
+                    queries.push(v.clone());
+                    found += 1;
+                }
+            }
+        }
+        println!("{path}: {found} of {lines} queries in the cache");
+    }
+    let mut keys: Vec<&[u8; 32]> = by_key.keys().filter(|k| !qkeys.contains(*k)).collect();
+    keys.sort();
+    let base: Vec<Vec<f32>> = keys.iter().map(|k| by_key[*k].clone()).collect();
+    let held = qkeys.len();
+    (base, queries, held)
+}
+
+/// A stand-in for the embedding cache when there is none (`--synthetic N`): `N` unit
+/// vectors of [`DIM`] shaped like e5 passages (a common direction, a Zipf-sized topic and
+/// one of its eight subtopics, noise: `normalise(1.2·μ + 0.55·τ_t + 0.4·σ_{t,s} + 0.45·g)`,
+/// topic `t` of `N/40` with probability ∝ `1/(t+1)^0.8`, so the clusters are unbalanced as
+/// real corpora's are; mean cosine of two passages ~0.65, of two in one topic ~0.8) and
+/// `q` queries, each a passage not in the base moved by noise (`normalise(x + 0.6·g)`,
+/// cosine ~0.86 to it). Seeded.
+fn synthetic(n: usize, q: usize) -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
+    let mut s = 0x5e_u64;
+    let unit = |s: &mut u64| {
+        let mut g: Vec<f32> = (0..DIM).map(|_| gauss(s)).collect();
+        normalise(&mut g);
+        g
+    };
+    let mu = unit(&mut s);
+    let topics = (n / 40).max(1);
+    let tau: Vec<Vec<f32>> = (0..topics).map(|_| unit(&mut s)).collect();
+    let sigma: Vec<Vec<f32>> = (0..topics * 8).map(|_| unit(&mut s)).collect();
+    let weights: Vec<f64> = (0..topics)
+        .map(|t| 1.0 / ((t + 1) as f64).powf(0.8))
+        .collect();
+    let total: f64 = weights.iter().sum();
+    let mut cdf = Vec::with_capacity(topics);
+    let mut acc = 0.0;
+    for w in &weights {
+        acc += w / total;
+        cdf.push(acc);
+    }
+    let passage = |s: &mut u64| {
+        let r = f64::from(uniform(s));
+        let t = cdf.partition_point(|&c| c < r).min(topics - 1);
+        let sub = (splitmix(s) % 8) as usize;
+        let g = unit(s);
+        let mut v: Vec<f32> = (0..DIM)
+            .map(|k| 1.2 * mu[k] + 0.55 * tau[t][k] + 0.4 * sigma[t * 8 + sub][k] + 0.45 * g[k])
+            .collect();
+        normalise(&mut v);
+        v
+    };
+    let base: Vec<Vec<f32>> = (0..n).map(|_| passage(&mut s)).collect();
+    let queries: Vec<Vec<f32>> = (0..q)
+        .map(|_| {
+            let x = passage(&mut s);
+            let g = unit(&mut s);
+            let mut v: Vec<f32> = x.iter().zip(&g).map(|(a, b)| a + 0.6 * b).collect();
+            normalise(&mut v);
+            v
+        })
+        .collect();
+    (base, queries)
 }

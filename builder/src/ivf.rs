@@ -192,8 +192,25 @@ fn splitmix(state: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// `a·b` with eight partial sums (so the compiler vectorizes it; the k-means' cost is this
+/// dot product): the lanes are added pairwise at the end, then the tail. Deterministic.
 fn dot(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in ca.zip(cb) {
+        for l in 0..8 {
+            acc[l] += x[l] * y[l];
+        }
+    }
+    ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail
 }
 
 fn normalise(v: &mut [f32]) {
@@ -264,8 +281,11 @@ fn update(points: &[Vec<f32>], labels: &[(u32, f32)], k: usize, dim: usize) -> V
 /// scoring vectors by `centring` (the bundle's, [`ChunkCentring::langs_of`]; `None`: the
 /// rows), k-means seeded by `seed` (farthest-point seeding) on at most [`TRAIN_PER_LIST`]` · nlist` evenly spaced
 /// chunks for at most [`MAX_ITERATIONS`] rounds, then every chunk assigned and the
-/// centroids recomputed from their lists. Deterministic for the same inputs whatever
-/// `threads` is. Errors: no vectors.
+/// centroids recomputed from their lists. From [`BALANCE_MIN_CHUNKS`] chunks on, lists
+/// longer than [`default_cap`] are then bisected ([`cap_lists`]), so the index may have
+/// more than `nlist` lists (`ivf.lists.len()` is the count); below it the lists are the
+/// k-means' own. Deterministic for the same inputs whatever `threads` is. Errors: no
+/// vectors.
 pub fn build(
     vectors: &Vectors,
     centring: Option<&ChunkCentring>,
@@ -273,21 +293,196 @@ pub fn build(
     seed: u64,
     threads: usize,
 ) -> Result<Ivf> {
-    build_with(
-        vectors,
-        centring,
+    let points = scoring_points(vectors, centring)?;
+    let ivf = kmeans(
+        &points,
+        vectors.dim(),
         nlist,
         seed,
         threads,
         TRAIN_PER_LIST,
         MAX_ITERATIONS,
-    )
+    );
+    Ok(if points.len() >= BALANCE_MIN_CHUNKS {
+        let cap = default_cap(points.len(), ivf.lists.len());
+        cap_points(&points, &ivf, cap)
+    } else {
+        ivf
+    })
+}
+
+/// From this many chunks on [`build`] caps the lists ([`cap_lists`]): the size from which
+/// `--dense-index auto` writes an index ([`AUTO_MIN_CHUNKS`]); smaller bundles keep the
+/// k-means' lists unchanged (their lists are read at a share of 0.7–0.9 of the chunks,
+/// where list sizes do not decide the bytes).
+pub const BALANCE_MIN_CHUNKS: usize = AUTO_MIN_CHUNKS;
+
+/// The largest list [`build`] keeps, as a multiple of the mean list size `n / nlist`
+/// (measured at 1M vectors: `docs/performance.md`, "Balanced lists").
+pub const LIST_CAP_FACTOR: f64 = 2.0;
+
+/// `⌈LIST_CAP_FACTOR · n / nlist⌉`, at least 2: the list cap of [`build`] at scale.
+pub fn default_cap(n: usize, nlist: usize) -> usize {
+    ((LIST_CAP_FACTOR * n as f64 / nlist.max(1) as f64).ceil() as usize).max(2)
+}
+
+/// Power-iteration rounds of a bisection's principal direction ([`cap_lists`]).
+const POWER_ROUNDS: usize = 8;
+
+/// Caps every list of `ivf` at `cap` chunks (at least 2): a longer list is bisected at the
+/// median of its chunks' projections on their principal direction (the top eigenvector of
+/// the list's covariance of scoring vectors, by [`POWER_ROUNDS`] power-iteration rounds
+/// from the chunk farthest from the list mean), recursively, until every part has at most
+/// `cap` chunks, each part with the normalised mean of its scoring vectors as centroid
+/// (the balanced bisection of principal-direction divisive partitioning, Boley 1998,
+/// "Principal direction divisive partitioning", with a median cut; SPANN, Chen et al. 2021
+/// §3.2, bounds its posting lists the same way by hierarchical balanced clustering). A
+/// bisected list keeps its index and its second half is appended, so lists that were at
+/// most `cap` long keep their number and centroid; parts are `cap/2 .. cap` long. A chunk
+/// stays in a part of the list the k-means gave it (no reassignment across lists).
+/// `vectors` and `centring` as for [`build`]. Deterministic. Errors: no vectors, or
+/// `ivf` does not partition the rows.
+pub fn cap_lists(
+    vectors: &Vectors,
+    centring: Option<&ChunkCentring>,
+    ivf: &Ivf,
+    cap: usize,
+) -> Result<Ivf> {
+    let points = scoring_points(vectors, centring)?;
+    let mut seen = vec![false; points.len()];
+    for &d in ivf.lists.iter().flatten() {
+        match seen.get_mut(d as usize) {
+            Some(s) if !*s => *s = true,
+            _ => {
+                return Err(BuildError::Ivf(format!(
+                    "doc {d} is out of range or in two lists"
+                )))
+            }
+        }
+    }
+    if seen.iter().any(|s| !s) || ivf.centroids.len() != ivf.lists.len() {
+        return Err(BuildError::Ivf(
+            "the lists do not partition the rows".into(),
+        ));
+    }
+    Ok(cap_points(&points, ivf, cap))
+}
+
+/// [`cap_lists`] over the scoring vectors `points`.
+fn cap_points(points: &[Vec<f32>], ivf: &Ivf, cap: usize) -> Ivf {
+    let cap = cap.max(2);
+    let mut lists = ivf.lists.clone();
+    let mut centroids = ivf.centroids.clone();
+    let mut todo: Vec<usize> = (0..lists.len()).rev().collect();
+    while let Some(j) = todo.pop() {
+        if lists[j].len() <= cap {
+            continue;
+        }
+        let (a, b) = bisect(points, &lists[j]);
+        centroids[j] = mean_of(points, &a);
+        centroids.push(mean_of(points, &b));
+        lists[j] = a;
+        lists.push(b);
+        todo.push(lists.len() - 1);
+        todo.push(j);
+    }
+    Ivf { centroids, lists }
+}
+
+/// The normalised mean of the scoring vectors of `docs`.
+fn mean_of(points: &[Vec<f32>], docs: &[u32]) -> Vec<f32> {
+    let dim = points.first().map_or(0, Vec::len);
+    let mut s = vec![0f32; dim];
+    for &d in docs {
+        s.iter_mut()
+            .zip(&points[d as usize])
+            .for_each(|(a, x)| *a += x);
+    }
+    normalise(&mut s);
+    s
+}
+
+/// Splits `docs` (at least 2) into two halves (ascending ids each, sizes `⌊m/2⌋` and
+/// `⌈m/2⌉`) at the median of their projections on the principal direction of their scoring
+/// vectors; ties and a degenerate list (all points equal) by doc id.
+fn bisect(points: &[Vec<f32>], docs: &[u32]) -> (Vec<u32>, Vec<u32>) {
+    let dim = points.first().map_or(0, Vec::len);
+    let m = docs.len().max(1) as f32;
+    let mut mu = vec![0f32; dim];
+    for &d in docs {
+        mu.iter_mut()
+            .zip(&points[d as usize])
+            .for_each(|(a, x)| *a += x / m);
+    }
+    // Start: the chunk farthest from the mean, centred.
+    let far = docs
+        .iter()
+        .map(|&d| {
+            let x = &points[d as usize];
+            (d, dot(x, x) - 2.0 * dot(x, &mu))
+        })
+        .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))
+        .map_or(0, |x| x.0);
+    let mut u: Vec<f32> = points[far as usize]
+        .iter()
+        .zip(&mu)
+        .map(|(x, a)| x - a)
+        .collect();
+    normalise(&mut u);
+    for _ in 0..POWER_ROUNDS {
+        let mu_u = dot(&mu, &u);
+        let mut w = vec![0f32; dim];
+        let mut tsum = 0f32;
+        for &d in docs {
+            let x = &points[d as usize];
+            let t = dot(x, &u) - mu_u;
+            tsum += t;
+            w.iter_mut().zip(x).for_each(|(a, b)| *a += t * b);
+        }
+        w.iter_mut().zip(&mu).for_each(|(a, b)| *a -= tsum * b);
+        let len = dot(&w, &w).sqrt();
+        if !(len.is_finite() && len > 0.0) {
+            break;
+        }
+        w.iter_mut().for_each(|a| *a /= len);
+        u = w;
+    }
+    let mut t: Vec<(f32, u32)> = docs
+        .iter()
+        .map(|&d| (dot(&points[d as usize], &u), d))
+        .collect();
+    t.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let half = docs.len() / 2;
+    let mut a: Vec<u32> = t[..half].iter().map(|x| x.1).collect();
+    let mut b: Vec<u32> = t[half..].iter().map(|x| x.1).collect();
+    a.sort_unstable();
+    b.sort_unstable();
+    (a, b)
+}
+
+/// The scoring vectors of `vectors`' rows ([`ChunkCentring::scoring_vector`], or the rows).
+/// Errors: no vectors.
+fn scoring_points(vectors: &Vectors, centring: Option<&ChunkCentring>) -> Result<Vec<Vec<f32>>> {
+    let n = vectors.len();
+    if n == 0 {
+        return Err(BuildError::Ivf("no vectors to index".into()));
+    }
+    Ok((0..n)
+        .map(|i| {
+            let (scale, row) = vectors.row(i);
+            match centring {
+                Some(c) => c.scoring_vector(i, scale, row),
+                None => vectors.get(i),
+            }
+        })
+        .collect())
 }
 
 /// [`build`] with `train_per_list` training points per list at most (instead of
 /// [`TRAIN_PER_LIST`]) and at most `iterations` k-means rounds (instead of
 /// [`MAX_ITERATIONS`]): the 1M-vector bench trains on fewer points (Faiss warns below 39
-/// per centroid) to fit its time. Errors: no vectors.
+/// per centroid) to fit its time; the k-means' lists, never capped (the bench caps them
+/// with [`cap_lists`]). Errors: no vectors.
 pub fn build_with(
     vectors: &Vectors,
     centring: Option<&ChunkCentring>,
@@ -297,21 +492,30 @@ pub fn build_with(
     train_per_list: usize,
     iterations: usize,
 ) -> Result<Ivf> {
-    let n = vectors.len();
-    if n == 0 {
-        return Err(BuildError::Ivf("no vectors to index".into()));
-    }
-    let dim = vectors.dim();
+    let points = scoring_points(vectors, centring)?;
+    Ok(kmeans(
+        &points,
+        vectors.dim(),
+        nlist,
+        seed,
+        threads,
+        train_per_list,
+        iterations,
+    ))
+}
+
+/// The k-means of [`build_with`] over the scoring vectors `points` (at least one).
+fn kmeans(
+    points: &[Vec<f32>],
+    dim: usize,
+    nlist: usize,
+    seed: u64,
+    threads: usize,
+    train_per_list: usize,
+    iterations: usize,
+) -> Ivf {
+    let n = points.len();
     let k = nlist.clamp(1, n);
-    let points: Vec<Vec<f32>> = (0..n)
-        .map(|i| {
-            let (scale, row) = vectors.row(i);
-            match centring {
-                Some(c) => c.scoring_vector(i, scale, row),
-                None => vectors.get(i),
-            }
-        })
-        .collect();
     let train_n = n.min(train_per_list.max(1).saturating_mul(k));
     let train: Vec<Vec<f32>> = (0..train_n)
         .map(|t| points[t * n / train_n].clone())
@@ -356,13 +560,13 @@ pub fn build_with(
         }
         centroids = update(&train, &labels, k, dim);
     }
-    let all = assign(&points, &centroids, threads);
-    let centroids = update(&points, &all, k, dim);
+    let all = assign(points, &centroids, threads);
+    let centroids = update(points, &all, k, dim);
     let mut lists = vec![Vec::new(); k];
     for (doc, &(l, _)) in all.iter().enumerate() {
         lists[l as usize].push(doc as u32);
     }
-    Ok(Ivf { centroids, lists })
+    Ivf { centroids, lists }
 }
 
 /// Recall@[`PROBE_DEPTH`] against the exact scan that the builder's default `nprobe` must
@@ -476,6 +680,99 @@ mod tests {
         }
         // The same index whatever the thread count.
         assert_eq!(build(&v, None, 4, 1, 1).unwrap(), ivf);
+    }
+
+    /// Two clusters of very different sizes (150 and 10 points of 8 dimensions).
+    fn unbalanced() -> Vectors {
+        let mut s = 11u64;
+        let rows: Vec<Vec<f32>> = (0..160)
+            .map(|i| {
+                let mut v = vec![0f32; 8];
+                v[usize::from(i % 16 == 0)] = 1.0;
+                for x in v.iter_mut() {
+                    *x += (splitmix(&mut s) % 1000) as f32 / 10_000.0;
+                }
+                normalise(&mut v);
+                v
+            })
+            .collect();
+        Vectors::open(&write_vectors(8, &rows).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn capped_lists_are_parts_of_the_kmeans_lists_at_most_cap_long() {
+        let v = unbalanced();
+        let ivf = build(&v, None, 2, 1, 2).unwrap();
+        let sizes: Vec<usize> = ivf.lists.iter().map(Vec::len).collect();
+        assert!(sizes.contains(&150) && sizes.contains(&10), "{sizes:?}");
+        // Small bundles keep the k-means' lists.
+        assert_eq!(
+            build_with(&v, None, 2, 1, 2, TRAIN_PER_LIST, MAX_ITERATIONS).unwrap(),
+            ivf
+        );
+        let capped = cap_lists(&v, None, &ivf, 40).unwrap();
+        let mut all: Vec<u32> = capped.lists.concat();
+        all.sort_unstable();
+        assert_eq!(all, (0..160).collect::<Vec<u32>>());
+        // 150 → 75 + 75 → four parts of 37/38; the list of 10 is kept with its number.
+        let big = sizes.iter().position(|&s| s == 150).unwrap();
+        let small = 1 - big;
+        assert_eq!(capped.lists.len(), 5);
+        assert_eq!(capped.lists[small], ivf.lists[small]);
+        assert_eq!(capped.centroids[small], ivf.centroids[small]);
+        for (j, l) in capped.lists.iter().enumerate() {
+            assert!(l.len() <= 40 && l.windows(2).all(|w| w[0] < w[1]), "{l:?}");
+            if j != small {
+                assert!(l.len() >= 20 && l.iter().all(|d| ivf.lists[big].contains(d)));
+            }
+            let c = &capped.centroids[j];
+            assert!((dot(c, c) - 1.0).abs() < 1e-4);
+            assert_eq!(
+                c,
+                &mean_of(&(0..160).map(|i| v.get(i)).collect::<Vec<_>>(), l)
+            );
+        }
+        // Deterministic; a cap above every list changes nothing; a bad partition is refused.
+        assert_eq!(cap_lists(&v, None, &ivf, 40).unwrap(), capped);
+        assert_eq!(cap_lists(&v, None, &ivf, 150).unwrap(), ivf);
+        let mut bad = ivf.clone();
+        bad.lists[small].push(bad.lists[big][0]);
+        assert!(cap_lists(&v, None, &bad, 40).is_err());
+        assert_eq!(default_cap(1_000_000, 2000), 1000);
+    }
+
+    #[test]
+    fn bisection_splits_along_the_spread() {
+        // Points spread along dimension 2 around dimension 0: the halves are the low and
+        // the high ends of dimension 2.
+        let points: Vec<Vec<f32>> = (0..10)
+            .map(|i| {
+                let mut v = vec![1.0, 0.01 * (i % 3) as f32, (i as f32 - 4.5) * 0.1, 0.0];
+                normalise(&mut v);
+                v
+            })
+            .collect();
+        let docs: Vec<u32> = (0..10).collect();
+        let (a, b) = bisect(&points, &docs);
+        let (lo, hi) = if a.contains(&0) { (a, b) } else { (b, a) };
+        assert_eq!(lo, [0, 1, 2, 3, 4]);
+        assert_eq!(hi, [5, 6, 7, 8, 9]);
+        // Equal points split by id.
+        let same = vec![vec![1.0, 0.0]; 5];
+        let (a, b) = bisect(&same, &[0, 1, 2, 3, 4]);
+        assert_eq!((a.len(), b.len()), (2, 3));
+    }
+
+    #[test]
+    fn the_lane_dot_product_equals_the_plain_one() {
+        let a: Vec<f32> = (0..21).map(|i| (i as f32 * 0.3).sin()).collect();
+        let b: Vec<f32> = (0..21).map(|i| (i as f32 * 0.7).cos()).collect();
+        let plain: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+        assert!((dot(&a, &b) - plain).abs() < 1e-5);
+        assert_eq!(
+            dot(&a[..3], &b[..3]),
+            a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+        );
     }
 
     #[test]
