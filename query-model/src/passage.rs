@@ -2,9 +2,12 @@
 //! chunks): the same network as [`QueryModel::embed_ids`], laid out for throughput.
 //!
 //! - the linear layers' Q4_0 weights are dequantised **once** at load time into f32 panels of
-//!   [`NR`] output columns (`[N / NR][K][NR]`, ~85 MB for e5-small), multiplied by a
-//!   register-blocked kernel ([`MR`] tokens × [`NR`] outputs; AVX-512F or AVX2 + FMA chosen at
-//!   run time, plain Rust elsewhere);
+//!   [`NR`] output columns (`[N / NR][K][NR]`, ~85 MB for e5-small; 64-byte aligned),
+//!   multiplied by a register-blocked kernel chosen at run time: AVX-512F [`MR`] tokens ×
+//!   [`NR`] outputs; AVX2 + FMA [`MR_AVX2`] × [`NR_AVX2`] over 16-wide panels (the tile
+//!   that fits AVX2's 16 registers, as in BLIS/MLAS); plain Rust elsewhere;
+//! - attention of a head of width 32 in tiles of query rows (AVX-512F 8, AVX2 6): each key
+//!   and value row loaded once per tile;
 //! - Q, K and V are one fused `[3H × H]` matmul;
 //! - sequences are **never padded**: several are packed one after another into one token
 //!   matrix for the linear layers (whose rows are independent), and attention runs per
@@ -32,41 +35,79 @@ pub const MR: usize = 8;
 /// (`tokens × 1536` floats for the FFN) stay a few MB.
 pub const PACK_TOKENS: usize = 1024;
 
-/// A weight matrix `N × K` (out × in) in f32 panels of [`NR`] outputs: element `(n, k)` is at
-/// `(n / NR) · K · NR + k · NR + n % NR`. `N` is a multiple of [`NR`].
+/// Output columns per weight panel of the AVX2 kernel (two AVX2 registers): its tile is
+/// [`MR_AVX2`] tokens × 16 outputs, 12 accumulators + 2 weight registers + 1 broadcast of the
+/// 16 `ymm` registers, so nothing spills and each step is 8 loads for 12 fused multiply-adds.
+pub const NR_AVX2: usize = 16;
+/// Tokens per register tile of the AVX2 kernel.
+pub const MR_AVX2: usize = 6;
+
+/// One cache line of 16 f32s: the panels' storage unit, so that every panel (and, with
+/// 16-wide panels, every panel row) starts on a 64-byte boundary and no vector load splits
+/// a cache line.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([f32; 16]);
+
+/// A weight matrix `N × K` (out × in) in f32 panels of `nr` outputs ([`NR`], or
+/// [`NR_AVX2`] for the AVX2 kernel): element `(n, k)` is at
+/// `(n / nr) · K · nr + k · nr + n % nr`. `N` is a multiple of `nr`.
 struct Panels {
     n: usize,
     k: usize,
-    w: Vec<f32>,
+    nr: usize,
+    w: Vec<Line>,
     bias: Vec<f32>,
 }
 
 impl Panels {
     /// Dequantises the Q4_0 matrices `parts` (stacked along N, all with the same K) and their
-    /// biases into panels.
-    fn from_q4(parts: &[&(Q4Matrix, Vec<f32>)]) -> Self {
+    /// biases into panels of `nr` (16 or 32) outputs.
+    fn from_q4(parts: &[&(Q4Matrix, Vec<f32>)], nr: usize) -> Self {
+        assert!(nr == NR || nr == NR_AVX2);
         let k = parts[0].0.cols;
         let n: usize = parts.iter().map(|p| p.0.rows).sum();
-        assert!(n.is_multiple_of(NR), "N = {n} is not a multiple of {NR}");
-        let mut w = vec![0f32; n * k];
+        assert!(n.is_multiple_of(nr), "N = {n} is not a multiple of {nr}");
+        let mut lines = vec![Line([0.0; 16]); n * k / 16];
         let mut bias = Vec::with_capacity(n);
         let mut row = vec![0f32; k];
-        let mut o = 0;
-        for (m, b) in parts.iter().map(|p| (&p.0, &p.1)) {
-            assert_eq!(m.cols, k);
-            let rb = Q4Matrix::row_bytes(k);
-            for r in 0..m.rows {
-                dequant_row(&m.bytes[r * rb..(r + 1) * rb], &mut row);
-                let (p, c) = (o / NR, o % NR);
-                for (kk, v) in row.iter().enumerate() {
-                    w[p * k * NR + kk * NR + c] = *v;
+        {
+            let w = as_f32_mut(&mut lines);
+            let mut o = 0;
+            for (m, b) in parts.iter().map(|p| (&p.0, &p.1)) {
+                assert_eq!(m.cols, k);
+                let rb = Q4Matrix::row_bytes(k);
+                for r in 0..m.rows {
+                    dequant_row(&m.bytes[r * rb..(r + 1) * rb], &mut row);
+                    let (p, c) = (o / nr, o % nr);
+                    for (kk, v) in row.iter().enumerate() {
+                        w[p * k * nr + kk * nr + c] = *v;
+                    }
+                    o += 1;
                 }
-                o += 1;
+                bias.extend_from_slice(b);
             }
-            bias.extend_from_slice(b);
         }
-        Panels { n, k, w, bias }
+        Panels {
+            n,
+            k,
+            nr,
+            w: lines,
+            bias,
+        }
     }
+
+    /// The panels as one f32 slice (`N · K` floats, layout above).
+    fn w(&self) -> &[f32] {
+        // SAFETY: `Line` is `repr(C)` around `[f32; 16]` (size 64, no padding), so `len`
+        // lines are `16 · len` contiguous, initialised f32s.
+        unsafe { std::slice::from_raw_parts(self.w.as_ptr().cast::<f32>(), self.w.len() * 16) }
+    }
+}
+
+fn as_f32_mut(lines: &mut [Line]) -> &mut [f32] {
+    // SAFETY: as in `Panels::w`; the borrow is exclusive.
+    unsafe { std::slice::from_raw_parts_mut(lines.as_mut_ptr().cast::<f32>(), lines.len() * 16) }
 }
 
 struct PLayer {
@@ -161,15 +202,16 @@ impl PassageModel {
                 }
             }
         };
+        let nr = if isa == Isa::Avx2 { NR_AVX2 } else { NR };
         let layers = model
             .layers
             .iter()
             .map(|l| PLayer {
-                qkv: Panels::from_q4(&[&l.q, &l.k, &l.v]),
-                ao: Panels::from_q4(&[&l.ao]),
+                qkv: Panels::from_q4(&[&l.q, &l.k, &l.v], nr),
+                ao: Panels::from_q4(&[&l.ao], nr),
                 aln: l.aln.clone(),
-                fi: Panels::from_q4(&[&l.fi]),
-                fo: Panels::from_q4(&[&l.fo]),
+                fi: Panels::from_q4(&[&l.fi], nr),
+                fo: Panels::from_q4(&[&l.fo], nr),
                 oln: l.oln.clone(),
             })
             .collect();
@@ -382,6 +424,51 @@ impl PassageModel {
         resize(&mut s.vh, len * hd);
         resize(&mut s.scores, len);
         let w = 3 * h;
+        #[cfg(target_arch = "x86_64")]
+        if self.isa == Isa::Avx2 && hd == 32 {
+            // K transposed with rows padded to whole 16-key steps (padding zeroed), query
+            // rows in tiles of ATT_ROWS_AVX2 ([`x86::attend_rows32_avx2`]).
+            let ls = x86::att_stride_avx2(len);
+            resize(&mut s.kt, hd * ls);
+            resize(&mut s.scores, x86::ATT_ROWS_AVX2 * ls);
+            for head in 0..c.heads {
+                let (qo, ko, vo) = (head * hd, h + head * hd, 2 * h + head * hd);
+                for j in 0..len {
+                    let row = &s.qkv[(t0 + j) * w..(t0 + j + 1) * w];
+                    for d in 0..hd {
+                        s.kt[d * ls + j] = row[ko + d];
+                    }
+                    s.vh[j * hd..(j + 1) * hd].copy_from_slice(&row[vo..vo + hd]);
+                }
+                for d in 0..hd {
+                    s.kt[d * ls + len..(d + 1) * ls].fill(0.0);
+                }
+                let mut i = 0;
+                while i < len {
+                    let m = (len - i).min(x86::ATT_ROWS_AVX2);
+                    let q = &s.qkv[(t0 + i) * w + qo..];
+                    let out = &mut s.ctx[(t0 + i) * h + qo..];
+                    // SAFETY: the CPU has AVX2 + FMA (`with_isa` checked); the kernel asserts
+                    // the shapes.
+                    unsafe {
+                        x86::attend_rows32_avx2(
+                            m,
+                            q,
+                            w,
+                            &s.kt,
+                            &s.vh,
+                            len,
+                            scale,
+                            &mut s.scores,
+                            out,
+                            h,
+                        )
+                    };
+                    i += m;
+                }
+            }
+            return;
+        }
         for head in 0..c.heads {
             let (qo, ko, vo) = (head * hd, h + head * hd, 2 * h + head * hd);
             // K of this head transposed ([hd][len]) and V contiguous ([len][hd]).
@@ -485,23 +572,24 @@ fn add_assign(x: &mut [f32], y: &[f32]) {
     }
 }
 
-/// Plain-Rust panel matmul (reference for the SIMD kernels).
+/// Plain-Rust panel matmul (reference for the SIMD kernels), any panel width `w.nr` ≤ 32.
 fn matmul_portable(x: &[f32], w: &Panels, y: &mut [f32]) {
-    let (n, k) = (w.n, w.k);
+    let (n, k, nr) = (w.n, w.k, w.nr);
     let t = x.len() / k;
-    for p in 0..n / NR {
-        let panel = &w.w[p * k * NR..(p + 1) * k * NR];
+    let ww = w.w();
+    for p in 0..n / nr {
+        let panel = &ww[p * k * nr..(p + 1) * k * nr];
         for r in 0..t {
             let xr = &x[r * k..(r + 1) * k];
             let mut acc = [0f32; NR];
             for (kk, &xv) in xr.iter().enumerate() {
-                let wr = &panel[kk * NR..(kk + 1) * NR];
-                for c in 0..NR {
+                let wr = &panel[kk * nr..(kk + 1) * nr];
+                for c in 0..nr {
                     acc[c] += xv * wr[c];
                 }
             }
-            for c in 0..NR {
-                y[r * n + p * NR + c] = acc[c] + w.bias[p * NR + c];
+            for c in 0..nr {
+                y[r * n + p * nr + c] = acc[c] + w.bias[p * nr + c];
             }
         }
     }
@@ -672,7 +760,7 @@ pub fn erf_approx(x: f32) -> f32 {
 mod x86 {
     //! The AVX-512F and AVX2 + FMA versions. Each function requires a CPU with its features
     //! (callers check).
-    use super::{attend_row, gelu_slice, softmax_weights, Panels, MR, NR};
+    use super::{attend_row, gelu_slice, softmax_weights, Panels, MR, MR_AVX2, NR, NR_AVX2};
     use std::arch::x86_64::*;
 
     #[target_feature(enable = "avx512f,avx2,fma")]
@@ -846,7 +934,7 @@ mod x86 {
         let (n, k) = (w.n, w.k);
         let t = x.len() / k;
         for p in 0..n / NR {
-            let panel = &w.w[p * k * NR..(p + 1) * k * NR];
+            let panel = &w.w()[p * k * NR..(p + 1) * k * NR];
             let bias = &w.bias[p * NR..(p + 1) * NR];
             let mut r = 0;
             while r + MR <= t {
@@ -916,30 +1004,41 @@ mod x86 {
         }
     }
 
+    /// The AVX2 + FMA matmul over 16-wide panels ([`NR_AVX2`]): panel-major (each panel,
+    /// `K × 16` floats = 24 or 96 kB, stays in L1/L2 while every token tile passes over it),
+    /// tiles of [`MR_AVX2`] tokens × 16 outputs ([`tile6x16`]).
     #[target_feature(enable = "avx2,fma")]
     pub(super) fn matmul_avx2(x: &[f32], w: &Panels, y: &mut [f32]) {
+        const R: usize = MR_AVX2;
         let (n, k) = (w.n, w.k);
+        assert_eq!(w.nr, NR_AVX2);
         let t = x.len() / k;
-        for p in 0..n / NR {
-            let panel = &w.w[p * k * NR..(p + 1) * k * NR];
-            let bias = &w.bias[p * NR..(p + 1) * NR];
-            // 16 registers: 3 tokens × 4 vectors of 8 = 12 accumulators.
+        let ww = w.w();
+        for p in 0..n / NR_AVX2 {
+            let panel = &ww[p * k * NR_AVX2..(p + 1) * k * NR_AVX2];
+            let bias = &w.bias[p * NR_AVX2..(p + 1) * NR_AVX2];
+            let y0 = |r: usize| r * n + p * NR_AVX2;
             let mut r = 0;
-            while r + 3 <= t {
-                tile256::<3>(&x[r * k..(r + 3) * k], k, panel, bias, y, r * n + p * NR, n);
-                r += 3;
+            while r + R <= t {
+                tile6x16::<R>(&x[r * k..(r + R) * k], k, panel, bias, y, y0(r), n);
+                r += R;
             }
             match t - r {
                 0 => {}
-                1 => tile256::<1>(&x[r * k..], k, panel, bias, y, r * n + p * NR, n),
-                _ => tile256::<2>(&x[r * k..], k, panel, bias, y, r * n + p * NR, n),
+                1 => tile6x16::<1>(&x[r * k..], k, panel, bias, y, y0(r), n),
+                2 => tile6x16::<2>(&x[r * k..], k, panel, bias, y, y0(r), n),
+                3 => tile6x16::<3>(&x[r * k..], k, panel, bias, y, y0(r), n),
+                4 => tile6x16::<4>(&x[r * k..], k, panel, bias, y, y0(r), n),
+                _ => tile6x16::<5>(&x[r * k..], k, panel, bias, y, y0(r), n),
             }
         }
     }
 
+    /// `M` tokens (rows of `x`, `M × k`) × one 16-wide panel: 2·M accumulators of 8 floats;
+    /// per `k` step two weight loads and `M` broadcasts feed 2·M fused multiply-adds.
     #[target_feature(enable = "avx2,fma")]
     #[inline]
-    fn tile256<const M: usize>(
+    fn tile6x16<const M: usize>(
         x: &[f32],
         k: usize,
         panel: &[f32],
@@ -948,34 +1047,166 @@ mod x86 {
         y0: usize,
         ystride: usize,
     ) {
-        assert!(x.len() >= M * k && panel.len() == k * NR && bias.len() == NR);
-        assert!(y.len() >= y0 + (M - 1) * ystride + NR);
-        let mut acc = [[_mm256_setzero_ps(); 4]; M];
+        assert!(x.len() >= M * k && panel.len() == k * NR_AVX2 && bias.len() == NR_AVX2);
+        assert!(y.len() >= y0 + (M - 1) * ystride + NR_AVX2);
+        let mut acc = [[_mm256_setzero_ps(); 2]; M];
         let (xp, wp) = (x.as_ptr(), panel.as_ptr());
         for kk in 0..k {
-            // SAFETY: as in tile512.
+            // SAFETY: kk < k, so the panel reads (kk·16 .. kk·16 + 16) and the x reads
+            // (r·k + kk, r < M) are in bounds (asserted above).
             unsafe {
-                let w = [
-                    _mm256_loadu_ps(wp.add(kk * NR)),
-                    _mm256_loadu_ps(wp.add(kk * NR + 8)),
-                    _mm256_loadu_ps(wp.add(kk * NR + 16)),
-                    _mm256_loadu_ps(wp.add(kk * NR + 24)),
-                ];
+                let w0 = _mm256_loadu_ps(wp.add(kk * NR_AVX2));
+                let w1 = _mm256_loadu_ps(wp.add(kk * NR_AVX2 + 8));
                 for (r, a) in acc.iter_mut().enumerate() {
-                    let xv = _mm256_set1_ps(*xp.add(r * k + kk));
-                    for j in 0..4 {
-                        a[j] = _mm256_fmadd_ps(w[j], xv, a[j]);
-                    }
+                    let xv = _mm256_broadcast_ss(&*xp.add(r * k + kk));
+                    a[0] = _mm256_fmadd_ps(w0, xv, a[0]);
+                    a[1] = _mm256_fmadd_ps(w1, xv, a[1]);
                 }
             }
         }
-        // SAFETY: as in tile512.
+        // SAFETY: bias has 16 floats; each output row has 16 floats from y0 + r·ystride
+        // (asserted above).
         unsafe {
+            let b0 = _mm256_loadu_ps(bias.as_ptr());
+            let b1 = _mm256_loadu_ps(bias.as_ptr().add(8));
             for (r, a) in acc.iter().enumerate() {
                 let o = y.as_mut_ptr().add(y0 + r * ystride);
-                for j in 0..4 {
-                    let b = _mm256_loadu_ps(bias.as_ptr().add(8 * j));
-                    _mm256_storeu_ps(o.add(8 * j), _mm256_add_ps(a[j], b));
+                _mm256_storeu_ps(o, _mm256_add_ps(a[0], b0));
+                _mm256_storeu_ps(o.add(8), _mm256_add_ps(a[1], b1));
+            }
+        }
+    }
+
+    /// Query rows per AVX2 attention tile ([`attend_rows32_avx2`]).
+    pub(super) const ATT_ROWS_AVX2: usize = 6;
+
+    /// Keys per step of the AVX2 attention tile; K is stored with its rows padded to a
+    /// multiple of this ([`att_stride_avx2`]).
+    pub(super) const ATT_KEYS_AVX2: usize = 16;
+
+    /// The row stride of transposed K for [`attend_rows32_avx2`]: `len` rounded up to a
+    /// multiple of [`ATT_KEYS_AVX2`].
+    pub(super) fn att_stride_avx2(len: usize) -> usize {
+        len.div_ceil(ATT_KEYS_AVX2) * ATT_KEYS_AVX2
+    }
+
+    /// The AVX2 + FMA version of [`attend_rows32_avx512`]: `m` (1 ..= [`ATT_ROWS_AVX2`])
+    /// query rows of one head of width 32 over `len` keys. Row `r`'s query is
+    /// `q[r·qs .. r·qs + 32]`, its context goes to `out[r·os .. r·os + 32]`; `kt` is K
+    /// transposed with row stride `ls` = [`att_stride_avx2`]`(len)` (`[32][ls]`, the lanes
+    /// past `len` are read but their scores never used), `vh` is V (`[len][32]`), `sc`
+    /// scratch of at least `ATT_ROWS_AVX2 · ls`. Scores 16 keys at a time (each key column
+    /// loaded once for the tile, 2·m accumulators), each row's softmax
+    /// ([`softmax_weights`]), then the weighted sums in two halves of 16 dimensions (2·m
+    /// accumulators each). The same sums as [`attend_row`], in another order.
+    #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn attend_rows32_avx2(
+        m: usize,
+        q: &[f32],
+        qs: usize,
+        kt: &[f32],
+        vh: &[f32],
+        len: usize,
+        scale: f32,
+        sc: &mut [f32],
+        out: &mut [f32],
+        os: usize,
+    ) {
+        match m {
+            1 => rows32_avx2::<1>(q, qs, kt, vh, len, scale, sc, out, os),
+            2 => rows32_avx2::<2>(q, qs, kt, vh, len, scale, sc, out, os),
+            3 => rows32_avx2::<3>(q, qs, kt, vh, len, scale, sc, out, os),
+            4 => rows32_avx2::<4>(q, qs, kt, vh, len, scale, sc, out, os),
+            5 => rows32_avx2::<5>(q, qs, kt, vh, len, scale, sc, out, os),
+            _ => rows32_avx2::<6>(q, qs, kt, vh, len, scale, sc, out, os),
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    fn rows32_avx2<const M: usize>(
+        q: &[f32],
+        qs: usize,
+        kt: &[f32],
+        vh: &[f32],
+        len: usize,
+        scale: f32,
+        sc: &mut [f32],
+        out: &mut [f32],
+        os: usize,
+    ) {
+        const HD: usize = 32;
+        const KS: usize = ATT_KEYS_AVX2;
+        let ls = att_stride_avx2(len);
+        assert!(len > 0 && kt.len() >= HD * ls && vh.len() >= len * HD);
+        assert!(q.len() >= (M - 1) * qs + HD && out.len() >= (M - 1) * os + HD);
+        assert!(sc.len() >= M * ls);
+        let mut qv = [[0f32; HD]; M];
+        for r in 0..M {
+            for d in 0..HD {
+                qv[r][d] = q[r * qs + d] * scale;
+            }
+        }
+        // Scores, 16 keys at a time (the padded lanes past `len` are computed, never read).
+        let mut j = 0;
+        while j < ls {
+            let mut a0 = [_mm256_setzero_ps(); M];
+            let mut a1 = [_mm256_setzero_ps(); M];
+            let kp = kt.as_ptr();
+            for d in 0..HD {
+                // SAFETY: j + 16 ≤ ls, so kt[d·ls + j ..][..16] is in bounds (kt ≥ 32·ls).
+                unsafe {
+                    let at = kp.add(d * ls + j);
+                    let k0 = _mm256_loadu_ps(at);
+                    let k1 = _mm256_loadu_ps(at.add(8));
+                    for r in 0..M {
+                        let x = _mm256_broadcast_ss(&qv[r][d]);
+                        a0[r] = _mm256_fmadd_ps(x, k0, a0[r]);
+                        a1[r] = _mm256_fmadd_ps(x, k1, a1[r]);
+                    }
+                }
+            }
+            for r in 0..M {
+                // SAFETY: sc[r·ls + j ..][..16] is in bounds (sc ≥ M·ls, j + 16 ≤ ls).
+                unsafe {
+                    let at = sc.as_mut_ptr().add(r * ls + j);
+                    _mm256_storeu_ps(at, a0[r]);
+                    _mm256_storeu_ps(at.add(8), a1[r]);
+                }
+            }
+            j += KS;
+        }
+        let mut inv = [0f32; M];
+        for r in 0..M {
+            inv[r] = softmax_weights(&mut sc[r * ls..r * ls + len]);
+        }
+        // Context rows: Σ_j p[r][j] · v[j], 16 dimensions (two registers) at a time.
+        for half in 0..2 {
+            let mut c0 = [_mm256_setzero_ps(); M];
+            let mut c1 = [_mm256_setzero_ps(); M];
+            for j in 0..len {
+                // SAFETY: j < len: vh[j·32 + half·16 ..][..16] and sc[r·ls + j] are in
+                // bounds (asserted).
+                unsafe {
+                    let vp = vh.as_ptr().add(j * HD + half * 16);
+                    let v0 = _mm256_loadu_ps(vp);
+                    let v1 = _mm256_loadu_ps(vp.add(8));
+                    for r in 0..M {
+                        let p = _mm256_broadcast_ss(sc.get_unchecked(r * ls + j));
+                        c0[r] = _mm256_fmadd_ps(p, v0, c0[r]);
+                        c1[r] = _mm256_fmadd_ps(p, v1, c1[r]);
+                    }
+                }
+            }
+            for r in 0..M {
+                // SAFETY: out[r·os + half·16 ..][..16] is in bounds (asserted).
+                unsafe {
+                    let f = _mm256_set1_ps(inv[r]);
+                    let o = out.as_mut_ptr().add(r * os + half * 16);
+                    _mm256_storeu_ps(o, _mm256_mul_ps(c0[r], f));
+                    _mm256_storeu_ps(o.add(8), _mm256_mul_ps(c1[r], f));
                 }
             }
         }
@@ -1043,6 +1274,101 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    /// The AVX2 tiled attention (K rows padded to 16 keys) gives attend_row's context rows
+    /// for every tile height and ragged key counts.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn tiled_avx2_attention_equals_the_row_kernel() {
+        if !(std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma"))
+        {
+            eprintln!("no AVX2 + FMA: the AVX2 tiled kernel is not used here");
+            return;
+        }
+        let mut rnd = xorshift();
+        for len in [1usize, 5, 6, 7, 15, 16, 17, 31, 33, 100, 257] {
+            let hd = 32;
+            let ls = x86::att_stride_avx2(len);
+            let kt_plain: Vec<f32> = (0..hd * len).map(|_| rnd()).collect();
+            let mut kt = vec![0f32; hd * ls];
+            for d in 0..hd {
+                kt[d * ls..d * ls + len].copy_from_slice(&kt_plain[d * len..(d + 1) * len]);
+            }
+            let vh: Vec<f32> = (0..len * hd).map(|_| rnd()).collect();
+            for m in 1..=len.min(x86::ATT_ROWS_AVX2) {
+                let qs = 3 * hd;
+                let q: Vec<f32> = (0..m * qs).map(|_| rnd()).collect();
+                let os = 2 * hd;
+                let mut out = vec![0f32; m * os];
+                let mut sc = vec![0f32; x86::ATT_ROWS_AVX2 * ls];
+                let scale = 1.0 / (hd as f32).sqrt();
+                // SAFETY: AVX2 + FMA checked above.
+                unsafe {
+                    x86::attend_rows32_avx2(m, &q, qs, &kt, &vh, len, scale, &mut sc, &mut out, os)
+                };
+                for r in 0..m {
+                    let mut scores = Vec::new();
+                    attend_row(&q[r * qs..r * qs + hd], &kt_plain, &vh, scale, &mut scores);
+                    for d in 0..hd {
+                        let (a, b) = (out[r * os + d], scores[len + d]);
+                        assert!(
+                            (a - b).abs() <= 1e-5,
+                            "len {len} m {m} row {r} dim {d}: {a} vs {b}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// The AVX2 6 × 16 matmul equals the plain-Rust one on 16-wide panels, for every
+    /// remainder of the token count (1 ..= 13 tokens) and both K of e5-small.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx2_matmul_equals_the_portable_one() {
+        if !(std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma"))
+        {
+            eprintln!("no AVX2 + FMA: the AVX2 matmul is not used here");
+            return;
+        }
+        let mut rnd = xorshift();
+        for (n, k) in [(48usize, 384usize), (32, 1536)] {
+            let mut lines = vec![Line([0.0; 16]); n * k / 16];
+            as_f32_mut(&mut lines).iter_mut().for_each(|v| *v = rnd());
+            let w = Panels {
+                n,
+                k,
+                nr: NR_AVX2,
+                w: lines,
+                bias: (0..n).map(|_| rnd()).collect(),
+            };
+            for t in 1..=13 {
+                let x: Vec<f32> = (0..t * k).map(|_| rnd()).collect();
+                let (mut a, mut b) = (vec![0f32; t * n], vec![0f32; t * n]);
+                matmul_portable(&x, &w, &mut a);
+                // SAFETY: AVX2 + FMA checked above.
+                unsafe { x86::matmul_avx2(&x, &w, &mut b) };
+                for (i, (p, q)) in a.iter().zip(&b).enumerate() {
+                    assert!(
+                        (p - q).abs() <= 1e-3 * (1.0 + p.abs()),
+                        "n {n} k {k} t {t} element {i}: {p} vs {q}"
+                    );
+                }
+            }
+        }
+    }
+
+    fn xorshift() -> impl FnMut() -> f32 {
+        let mut state = 0x9e3779b97f4a7c15u64;
+        move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            ((state >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0
         }
     }
 
