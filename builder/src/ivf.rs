@@ -736,7 +736,8 @@ mod tests {
         assert_eq!(cap_lists(&v, None, &ivf, 40).unwrap(), capped);
         assert_eq!(cap_lists(&v, None, &ivf, 150).unwrap(), ivf);
         let mut bad = ivf.clone();
-        bad.lists[small].push(bad.lists[big][0]);
+        let moved = bad.lists[big][0];
+        bad.lists[small].push(moved);
         assert!(cap_lists(&v, None, &bad, 40).is_err());
         assert_eq!(default_cap(1_000_000, 2000), 1000);
     }
