@@ -6,10 +6,13 @@ use std::fmt;
 
 /// `"text"` as `format!("{:?}", text)` writes it for every string of printable characters
 /// (the text between double quotes, `"` and `\` escaped), with `\t`, `\r`, `\n`, `\0`
-/// and other control characters (C0, DEL, C1) escaped as Debug does (`\u{1b}`). Unlike
-/// Debug, other characters that Unicode does not call printable (unassigned code points,
-/// format characters such as U+200B, combining marks after the quote) are written as they
-/// are, not as `\u{…}` escapes.
+/// and the invisible characters a reader could not see in an error message escaped as
+/// Debug does (`\u{1b}`): control characters (C0, DEL, C1), U+00A0 and U+00AD, and the
+/// Unicode spaces, separators and format characters U+1680, U+2000–U+200F, U+2028–U+202F,
+/// U+205F–U+206F, U+3000 and U+FEFF. Every character below U+0100 is quoted exactly as
+/// Debug quotes it. Unlike Debug, other characters that Unicode does not call printable
+/// (unassigned code points, combining marks after the quote, variation selectors) are
+/// written as they are, not as `\u{…}` escapes: that needs core's Unicode tables.
 #[derive(Clone, Copy)]
 pub struct Quoted<'a>(pub &'a str);
 
@@ -27,7 +30,7 @@ impl fmt::Display for Quoted<'_> {
                 '\0' => Some("\\0"),
                 _ => None,
             };
-            let control = escaped.is_none() && matches!(c, '\0'..='\x1f' | '\x7f'..='\u{9f}');
+            let control = escaped.is_none() && needs_escape(c);
             if escaped.is_none() && !control {
                 continue;
             }
@@ -52,6 +55,22 @@ impl fmt::Display for Quoted<'_> {
         f.write_str(&self.0[start..])?;
         f.write_str("\"")
     }
+}
+
+/// True for the characters [`Quoted`] escapes as `\u{…}` (see its doc).
+fn needs_escape(c: char) -> bool {
+    matches!(
+        c,
+        '\0'..='\x1f'
+            | '\x7f'..='\u{a0}'
+            | '\u{ad}'
+            | '\u{1680}'
+            | '\u{2000}'..='\u{200f}'
+            | '\u{2028}'..='\u{202f}'
+            | '\u{205f}'..='\u{206f}'
+            | '\u{3000}'
+            | '\u{feff}'
+    )
 }
 
 #[cfg(test)]
@@ -88,10 +107,34 @@ mod tests {
         }
     }
 
+    #[test]
+    fn invisible_spaces_and_format_characters_are_escaped_as_debug_escapes_them() {
+        let invisible = [0x1680u32, 0x3000, 0xfeff]
+            .into_iter()
+            .chain(0x2000..=0x200f)
+            .chain(0x2028..=0x202f)
+            .chain(0x205f..=0x206f)
+            .filter_map(char::from_u32);
+        for c in invisible {
+            let s = format!("x{c}y");
+            assert_eq!(
+                Quoted(&s).to_string(),
+                format!("{s:?}"),
+                "U+{:04X}",
+                c as u32
+            );
+            assert!(
+                Quoted(&s).to_string().contains("\\u{"),
+                "U+{:04X}",
+                c as u32
+            );
+        }
+    }
+
     proptest! {
         #[test]
         fn random_printable_strings_are_quoted_as_debug_quotes_them(
-            s in "[ -~\u{80}-\u{9f}\u{a0}-\u{ac}\u{ae}-\u{2ff}\u{4e00}-\u{9fff}\u{ac00}-\u{d7a3}\t\r\n\0]{0,40}"
+            s in "[ -~\u{80}-\u{9f}\u{a0}-\u{ac}\u{ae}-\u{2ff}\u{1680}\u{2000}-\u{2071}\u{3000}-\u{3029}\u{feff}\u{4e00}-\u{9fff}\u{ac00}-\u{d7a3}\t\r\n\0]{0,40}"
         ) {
             prop_assert_eq!(Quoted(&s).to_string(), format!("{:?}", s));
         }
