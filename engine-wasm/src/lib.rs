@@ -876,6 +876,7 @@ impl Engine {
         let mut stats = FetchStats::default();
         for _ in 0..MAX_ROUNDS {
             cache.clear_missing();
+            self.bundle.lexical().begin_query();
             // The analyzer's Unicode tables, when they are bundle pages (`jikji_format::unicode`):
             // install those fetched; a query text that needs one not there yet asks for it
             // alone first (its terms, hence every other page, depend on it).

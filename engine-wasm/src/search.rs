@@ -330,19 +330,29 @@ pub fn query_terms(lex: &Lexical, query: &str) -> Result<Vec<QueryTerm>> {
             // below (the candidates that are dictionary terms), so the candidates' df
             // lookups fetch no dictionary block for the many that do not exist. They
             // cover every Hangul key, and the Han keys that are dictionary terms.
-            if h.has_expansions() {
+            // Expansion buckets (large paged bundles) hold the same lists with each
+            // candidate's df and postings place, so a candidate needs no lookup round.
+            let buckets = index.has_expansion_buckets();
+            let candidates = |t: &str| {
+                if buckets {
+                    index.expansions(t)
+                } else {
+                    h.bigram_candidates(t)
+                }
+            };
+            if buckets || h.has_expansions() {
                 let covered = if s0 == Script::Hangul {
                     true
                 } else if !index.knows(t) {
                     // Decided in the next pass, once the term's block is in: record it as
                     // missing, and its expansion page, so both come in this round.
                     index.df(t)?;
-                    h.bigram_candidates(t)?;
+                    candidates(t)?;
                     continue;
                 } else {
                     index.df(t)? > 0
                 };
-                if let Some(cands) = covered.then(|| h.bigram_candidates(t)).transpose()? {
+                if let Some(cands) = covered.then(|| candidates(t)).transpose()? {
                     let cap = idf_of(t)?;
                     for cand in cands.into_iter().flatten() {
                         add(cand, ex.hanja, cap);
@@ -530,6 +540,12 @@ pub fn bm25(lex: &Lexical, query: &str, k: usize) -> Result<Vec<Scored>> {
         }
     }
     if let Some(e) = missing {
+        // The hits come from the phrase candidates and, for chunks without every exact
+        // term (their score does not change), from the plain top k: ask for those pages in
+        // this round too, so the records of the hits need no round of their own.
+        for (doc, _) in ranked.iter().take(k) {
+            lex.chunks.touch(*doc);
+        }
         return Err(e);
     }
     Ok(top_k(ranked, k))

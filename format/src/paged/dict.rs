@@ -80,6 +80,11 @@ pub struct Written {
     /// The dictionary index pages, when there are more than [`INLINE_KEYS_MAX`] blocks
     /// (`keys` is then empty).
     pub index: Option<DictIndex>,
+    /// The term buckets (`b-<gen>-<n>`, [`super::bucket`]), written with the index pages.
+    pub buckets: Option<Numbered>,
+    /// Every term's entry (term order) when `buckets` were written, for the expansion
+    /// buckets; empty otherwise.
+    pub entries: Vec<super::bucket::WriteEntry>,
 }
 
 /// The entry's `pages.dict_index`: dictionary index pages (`e-<gen>-<n>`) and the first
@@ -430,6 +435,30 @@ pub fn write<'a>(
     } else {
         None
     };
+    // Term buckets, with the index pages: exact lookups with no index round.
+    let mut entries = Vec::new();
+    let buckets = if index.is_some() {
+        entries = all
+            .into_iter()
+            .map(|t| super::bucket::WriteEntry {
+                term: t.term.to_string(),
+                df: t.df,
+                long: t.long.map(|(at, len)| LongRef {
+                    df: t.df,
+                    page: at / POSTINGS_PAGE,
+                    offset: at % POSTINGS_PAGE,
+                    len,
+                }),
+                inline: t.inline,
+            })
+            .collect();
+        let bodies = super::bucket::write_terms(&entries);
+        let (root, bp) = super::numbered(Kind::TermBuckets, bodies, 0);
+        pages.extend(bp);
+        Some(root)
+    } else {
+        None
+    };
     let typo = if any_typo {
         let mut bodies = Vec::with_capacity(TYPO_BUCKETS);
         for b in typo {
@@ -451,6 +480,8 @@ pub fn write<'a>(
         postings,
         typo,
         index,
+        buckets,
+        entries,
     })
 }
 
@@ -682,18 +713,38 @@ pub struct PagedLexicon {
     num_docs: usize,
     num_terms: usize,
     avg_doc_len: f32,
+    buckets: Option<Numbered>,
+    expand_buckets: Option<Numbered>,
+    /// Entries of expansion candidates read from loaded expansion buckets, so that a
+    /// candidate needs no bucket of its own (at most [`OVERLAY_MAX`]; cleared when full).
+    overlay: std::sync::Mutex<std::collections::HashMap<String, super::bucket::Entry>>,
 }
+
+/// Most expansion candidates' entries a [`PagedLexicon`] keeps between lookups (each holds
+/// its expansion page's body): reaching it clears them (a candidate then reads its own
+/// bucket), so memory stays bounded.
+pub const OVERLAY_MAX: usize = 4096;
+
+/// Long lists whose postings pages a prefix scan asks for together with its dictionary
+/// blocks (the most frequent long-list terms with the prefix, from the loaded index pages):
+/// the engine keeps at most this many prefix matches (its `MAX_EXPANSIONS`), so the lists
+/// it ranks are already there when the blocks arrive (one round less).
+pub const PREFIX_PREFETCH: usize = 30;
 
 /// Where a term's dictionary entry is, as far as the loaded pages say.
 enum Place {
     /// Before the first term: absent.
     Before,
-    /// Its dictionary index page is not loaded.
+    /// Its dictionary index page (or term bucket) is not loaded.
     Unknown,
     /// In this block (if anywhere).
     Block(usize),
     /// A long list, resolved by its index page.
     Long(LongRef),
+    /// Resolved by a term bucket (or an expansion bucket's candidate list).
+    Entry(super::bucket::Entry),
+    /// Its term bucket does not hold it: absent.
+    Absent,
 }
 
 impl PagedLexicon {
@@ -721,7 +772,70 @@ impl PagedLexicon {
             num_docs,
             num_terms,
             avg_doc_len,
+            buckets: None,
+            expand_buckets: None,
+            overlay: Default::default(),
         }
+    }
+
+    /// This lexicon with the entry's term buckets and expansion buckets (`pages.buckets`,
+    /// `pages.expand_buckets`, [`super::bucket`]): exact lookups read a term's bucket, not
+    /// its index page and block.
+    pub fn with_buckets(mut self, buckets: Option<Numbered>, expand: Option<Numbered>) -> Self {
+        self.buckets = buckets;
+        self.expand_buckets = expand;
+        self
+    }
+
+    /// True if the bundle has expansion buckets ([`PagedLexicon::expansions`]).
+    pub fn has_expansion_buckets(&self) -> bool {
+        self.expand_buckets.is_some()
+    }
+
+    fn overlay(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, super::bucket::Entry>> {
+        self.overlay.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Forgets the expansion candidates' entries of earlier lookups (the engine calls it
+    /// before each pass of a query, so memory holds one query's candidates).
+    pub fn begin_query(&self) {
+        self.overlay().clear();
+    }
+
+    /// The candidates of the bigram `key` from its expansion bucket (`None`: the bundle has
+    /// none; empty while the page is not loaded, the miss recorded, or when the key has no
+    /// candidate). Their entries are kept, so their df and postings need no bucket of
+    /// their own. Errors: DataCorruption naming the page.
+    pub fn expansions(&self, key: &str) -> Result<Option<Vec<String>>> {
+        let Some(y) = &self.expand_buckets else {
+            return Ok(None);
+        };
+        let name = y.name(
+            Kind::ExpansionBuckets,
+            super::bucket::bucket_of(key, y.pages),
+        );
+        let Some(body) = self.cache.get(&name) else {
+            return Ok(Some(Vec::new()));
+        };
+        let found = super::bucket::find_expansions(&name, &body, key, self.postings.pages)?
+            .unwrap_or_default();
+        let mut overlay = self.overlay();
+        if overlay.len() + found.len() > OVERLAY_MAX {
+            overlay.clear();
+        }
+        let terms = found.iter().map(|e| e.term.clone()).collect();
+        for e in found {
+            overlay.insert(e.term.clone(), e);
+        }
+        Ok(Some(terms))
+    }
+
+    /// The term bucket page of `term`, if the bundle has buckets.
+    fn bucket_name(&self, term: &str) -> Option<String> {
+        let b = self.buckets.as_ref()?;
+        Some(b.name(Kind::TermBuckets, super::bucket::bucket_of(term, b.pages)))
     }
 
     /// This lexicon with the entry's dictionary index pages (`pages.dict_index`) instead of
@@ -782,6 +896,38 @@ impl PagedLexicon {
     }
 
     fn place(&self, term: &str, record: bool) -> Result<Place> {
+        if let Some(e) = self.overlay().get(term) {
+            return Ok(Place::Entry(e.clone()));
+        }
+        let Some(name) = self.bucket_name(term) else {
+            return self.sorted_place(term, record);
+        };
+        if self.cache.contains(&name) {
+            let Some(body) = self.cache.get(&name) else {
+                return Ok(Place::Unknown);
+            };
+            return Ok(
+                match super::bucket::find_term(&name, &body, term, self.postings.pages)? {
+                    Some(e) => Place::Entry(e),
+                    None => Place::Absent,
+                },
+            );
+        }
+        // The bucket is not loaded: the sorted dictionary answers if its pages are (a
+        // prefix scan's matches, or pages of earlier queries); else ask for the bucket.
+        match self.sorted_place(term, false)? {
+            Place::Block(i) if !self.cache.contains(&self.block_name(i)) => {}
+            Place::Unknown => {}
+            p => return Ok(p),
+        }
+        if record {
+            self.cache.get(&name);
+        }
+        Ok(Place::Unknown)
+    }
+
+    /// [`Self::place`] through the sorted dictionary (entry keys or index pages, blocks).
+    fn sorted_place(&self, term: &str, record: bool) -> Result<Place> {
         let Some(idx) = &self.index else {
             let i = self.keys.partition_point(|first| first.as_str() <= term);
             return Ok(i.checked_sub(1).map_or(Place::Before, Place::Block));
@@ -814,7 +960,7 @@ impl PagedLexicon {
     pub fn knows(&self, term: &str) -> bool {
         match self.place(term, false) {
             Ok(Place::Block(i)) => self.cache.contains(&self.block_name(i)),
-            Ok(Place::Before | Place::Long(_)) => true,
+            Ok(Place::Before | Place::Long(_) | Place::Entry(_) | Place::Absent) => true,
             Ok(Place::Unknown) => false,
             // A corrupt index page: the lookup that records it reports the error.
             Err(_) => true,
@@ -825,40 +971,29 @@ impl PagedLexicon {
     pub fn doc_freq(&self, term: &str) -> Result<Option<usize>> {
         Ok(match self.place(term, true)? {
             Place::Long(l) => Some(l.df as usize),
+            Place::Entry(e) => Some(e.df as usize),
             Place::Block(i) => self
                 .block(i)?
                 .and_then(|b| b.find(term).map(|e| e.df as usize)),
-            Place::Before | Place::Unknown => None,
+            Place::Before | Place::Unknown | Place::Absent => None,
         })
     }
 
     /// Postings of `term` as `(doc, tf, doc_len)`; `None` if absent or not loaded.
     pub fn postings_with_len(&self, term: &str) -> Result<Option<Vec<(u32, u32, u32)>>> {
         match self.place(term, true)? {
-            Place::Long(l) => {
-                let n = (l.offset + l.len).div_ceil(POSTINGS_PAGE);
-                let bodies: Vec<_> = (l.page..l.page + n)
-                    .map(|p| self.cache.get(&self.postings.name(Kind::Postings, p)))
-                    .collect();
-                let mut out = Vec::with_capacity(n * POSTINGS_PAGE);
-                for b in bodies {
-                    let Some(b) = b else { return Ok(None) };
-                    out.extend_from_slice(&b);
+            Place::Entry(e) => match e.place {
+                super::bucket::Place::Inline { body, start, end } => {
+                    let file = format!(
+                        "p/{} ({})",
+                        self.bucket_name(term).unwrap_or_else(|| "y-…".into()),
+                        crate::quote::Quoted(term)
+                    );
+                    decode_list(&file, &body[start..end], e.df, self.num_docs).map(Some)
                 }
-                let file = format!(
-                    "p/{} ({})",
-                    self.postings.name(Kind::Postings, l.page),
-                    crate::quote::Quoted(term)
-                );
-                if out.len() < l.offset + l.len {
-                    return Err(FormatError::corrupt(
-                        &file,
-                        0,
-                        format!("list of {} bytes past its pages' {}", l.len, out.len()),
-                    ));
-                }
-                decode_list(&file, &out[l.offset..l.offset + l.len], l.df, self.num_docs).map(Some)
-            }
+                super::bucket::Place::Long(l) => self.long_list(term, l),
+            },
+            Place::Long(l) => self.long_list(term, l),
             Place::Block(i) => {
                 let Some(b) = self.block(i)? else {
                     return Ok(None);
@@ -872,8 +1007,35 @@ impl PagedLexicon {
                 let file = format!("p/{} ({})", b.name(), crate::quote::Quoted(term));
                 decode_list(&file, &bytes, e.df, self.num_docs).map(Some)
             }
-            Place::Before | Place::Unknown => Ok(None),
+            Place::Before | Place::Unknown | Place::Absent => Ok(None),
         }
+    }
+
+    /// The long list `l` of `term` from its postings pages; `None` if one is not loaded
+    /// (every missing page recorded).
+    fn long_list(&self, term: &str, l: LongRef) -> Result<Option<Vec<(u32, u32, u32)>>> {
+        let n = (l.offset + l.len).div_ceil(POSTINGS_PAGE);
+        let bodies: Vec<_> = (l.page..l.page + n)
+            .map(|p| self.cache.get(&self.postings.name(Kind::Postings, p)))
+            .collect();
+        let mut out = Vec::with_capacity(n * POSTINGS_PAGE);
+        for b in bodies {
+            let Some(b) = b else { return Ok(None) };
+            out.extend_from_slice(&b);
+        }
+        let file = format!(
+            "p/{} ({})",
+            self.postings.name(Kind::Postings, l.page),
+            crate::quote::Quoted(term)
+        );
+        if out.len() < l.offset + l.len {
+            return Err(FormatError::corrupt(
+                &file,
+                0,
+                format!("list of {} bytes past its pages' {}", l.len, out.len()),
+            ));
+        }
+        decode_list(&file, &out[l.offset..l.offset + l.len], l.df, self.num_docs).map(Some)
     }
 
     /// The blocks a prefix scan for `prefix` reads, with their first terms: from the block
@@ -921,11 +1083,53 @@ impl PagedLexicon {
         Ok(out)
     }
 
+    /// Asks for the postings pages of the [`PREFIX_PREFETCH`] most frequent long-list terms
+    /// starting with `prefix` that the loaded dictionary index pages list (none without
+    /// index pages), so they come in the round of the prefix scan's blocks.
+    fn prefetch_long(&self, prefix: &str) -> Result<()> {
+        let Some(idx) = &self.index else {
+            return Ok(());
+        };
+        let first_page = idx
+            .keys
+            .partition_point(|first| first.as_str() <= prefix)
+            .saturating_sub(1);
+        let mut long: Vec<(u32, String, LongRef)> = Vec::new();
+        for p in first_page..idx.keys.len() {
+            if p > first_page && !idx.keys[p].starts_with(prefix) {
+                break;
+            }
+            let Some(page) = self.index_page(idx, p, false)? else {
+                break;
+            };
+            for (t, l) in page.long {
+                if t.starts_with(prefix) {
+                    long.push((l.df, t, l));
+                }
+            }
+        }
+        crate::sort::sort_by(&mut long, |a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        for (_, _, l) in long.into_iter().take(PREFIX_PREFETCH) {
+            let n = (l.offset + l.len).div_ceil(POSTINGS_PAGE);
+            for p in l.page..l.page + n {
+                self.cache.get(&self.postings.name(Kind::Postings, p));
+            }
+        }
+        Ok(())
+    }
+
     /// Terms starting with `prefix` with their df, the first [`SCAN`] in term order.
     pub fn prefix_matches(&self, prefix: &str) -> Result<Vec<(u32, String)>> {
         let mut found = Vec::new();
+        let mut missing = false;
         for (i, _) in self.prefix_blocks(prefix)? {
-            let Some(b) = self.block(i)? else { continue };
+            let Some(b) = self.block(i)? else {
+                if !missing {
+                    missing = true;
+                    self.prefetch_long(prefix)?;
+                }
+                continue;
+            };
             for e in b.entries.iter().filter(|e| e.term.starts_with(prefix)) {
                 if found.len() >= SCAN {
                     return Ok(found);
@@ -1117,12 +1321,118 @@ mod tests {
         assert!(no_index.take_missing().iter().all(|n| n.starts_with("e-")));
     }
 
+    /// A dictionary with index pages also gets term buckets: every lookup through them
+    /// answers as through the block keys, with no index page or block loaded; a term
+    /// whose bucket is not loaded asks for that bucket alone. A prefix scan without its
+    /// blocks asks for them and for the lists of its most frequent long-list matches, so
+    /// once those are in, every match's postings resolve with no bucket.
+    #[test]
+    fn buckets_answer_as_block_keys() {
+        let (terms, lens) = dictionary(80_000, 3_000);
+        let w = write(terms.iter().map(|(t, l)| (t.as_str(), l.clone())), &lens).unwrap();
+        let buckets = w.buckets.clone().expect("index pages: buckets too");
+        assert_eq!(w.entries.len(), terms.len());
+        let whole = cache_of(&w.pages, |_| false);
+        let mut keys = Vec::new();
+        let idx = w.index.clone().unwrap();
+        for p in 0..idx.pages.pages {
+            let name = idx.pages.name(Kind::DictIndex, p);
+            let body = whole.get(&name).unwrap();
+            keys.extend(
+                IndexPage::parse(&name, &body, w.blocks.pages, w.postings.pages)
+                    .unwrap()
+                    .keys,
+            );
+        }
+        let lex = |c: &Arc<PageCache>, sorted: bool| {
+            let l = PagedLexicon::new(
+                c.clone(),
+                if sorted { keys.clone() } else { Vec::new() },
+                w.blocks.clone(),
+                w.postings.clone(),
+                w.typo.clone(),
+                lens.len(),
+                terms.len(),
+                1.0,
+            );
+            if sorted {
+                l
+            } else {
+                l.with_index(Some(idx.clone()))
+                    .with_buckets(Some(buckets.clone()), None)
+            }
+        };
+        // Only buckets and postings pages: no index page, no block.
+        let only = cache_of(&w.pages, |n| n.starts_with("d-") || n.starts_with("e-"));
+        let (a, b) = (lex(&only, false), lex(&whole, true));
+        let mut probes: Vec<String> = terms.iter().map(|(t, _)| t.clone()).collect();
+        probes.extend(["", "a", "t", "t0001", "t000003y", "zzz"].map(String::from));
+        for t in &probes {
+            assert!(a.knows(t), "{t}");
+            assert_eq!(a.doc_freq(t).unwrap(), b.doc_freq(t).unwrap(), "{t}");
+            assert_eq!(
+                a.postings_with_len(t).unwrap(),
+                b.postings_with_len(t).unwrap(),
+                "{t}"
+            );
+        }
+        assert!(
+            only.take_missing().is_empty(),
+            "buckets answered every lookup"
+        );
+        // A term whose bucket is not loaded: unknown, and its bucket is what is missing.
+        let (t, _) = &terms[12_345];
+        let name = buckets.name(
+            Kind::TermBuckets,
+            super::super::bucket::bucket_of(t, buckets.pages),
+        );
+        let no_bucket = cache_of(&w.pages, |n| n == name || n.starts_with("d-"));
+        let c = lex(&no_bucket, false);
+        assert!(!c.knows(t));
+        assert_eq!(c.doc_freq(t).unwrap(), None);
+        assert_eq!(
+            no_bucket.take_missing().into_iter().collect::<Vec<_>>(),
+            vec![name.clone()]
+        );
+        // A prefix scan with its index page but no block: the blocks are asked for, with the
+        // postings of the most frequent long-list matches.
+        let prefix = "t0012";
+        let no_d = cache_of(&w.pages, |n| {
+            n.starts_with("d-") || n.starts_with("o-") || n.starts_with("b-")
+        });
+        let d = lex(&no_d, false);
+        assert!(d.prefix_matches(prefix).unwrap().is_empty());
+        let missing = no_d.take_missing();
+        assert!(missing.iter().any(|n| n.starts_with("d-")));
+        assert!(missing.iter().any(|n| n.starts_with("o-")));
+        assert!(missing.iter().all(|n| !n.starts_with("b-")));
+        for n in &missing {
+            let p = w.pages.iter().find(|p| &p.name == n).unwrap();
+            no_d.add_stored(&p.name, &p.bytes).unwrap();
+        }
+        let mut found = d.prefix_matches(prefix).unwrap();
+        assert_eq!(found, b.prefix_matches(prefix).unwrap());
+        crate::sort::sort_by(&mut found, |a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        for (_, t) in found.iter().take(PREFIX_PREFETCH) {
+            assert_eq!(
+                d.postings_with_len(t).unwrap(),
+                b.postings_with_len(t).unwrap(),
+                "{t}"
+            );
+        }
+        assert!(
+            no_d.take_missing().is_empty(),
+            "the prefix matches needed no bucket"
+        );
+    }
+
     /// A small dictionary keeps its block keys in the entry (no index pages).
     #[test]
     fn small_dictionary_has_no_index_pages() {
         let (terms, lens) = dictionary(2_000, 500);
         let w = write(terms.iter().map(|(t, l)| (t.as_str(), l.clone())), &lens).unwrap();
         assert!(w.index.is_none() && w.keys.len() == w.blocks.pages);
+        assert!(w.buckets.is_none() && w.entries.is_empty());
     }
 
     /// Hostile index pages: truncations and flipped bytes give errors, never a panic or a

@@ -16,6 +16,7 @@
 //! missing pages; the caller fetches them (in parallel) and runs the query again. The last
 //! pass has read every page it needed, so its results equal a whole-bundle search.
 
+pub mod bucket;
 pub mod cache;
 pub mod columns;
 pub mod dict;
@@ -139,6 +140,14 @@ pub struct PagesRoot {
     /// before them (an engine without compiled-in tables then refuses texts that need them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unicode: Option<UnicodeRoot>,
+    /// Term buckets (`b-<gen>-<n>`, [`bucket`]; `per_page` unused, 0): exact-term lookups by
+    /// hash, written with `dict_index`; absent in smaller bundles and those written before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buckets: Option<Numbered>,
+    /// Expansion buckets (`y-<gen>-<n>`, [`bucket`]): the bigram expansions with their
+    /// candidates' entries, written with `buckets` and the Hanja pages; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expand_buckets: Option<Numbered>,
 }
 
 /// The entry's `pages.unicode`: the names of the two Unicode table pages (content-named,
@@ -209,6 +218,8 @@ impl crate::json::FromJson for PagesRoot {
             query_model: o.req("query_model")?,
             unicode: o.req("unicode")?,
             ivf: o.req("ivf")?,
+            buckets: o.req("buckets")?,
+            expand_buckets: o.req("expand_buckets")?,
         })
     }
 }
@@ -479,6 +490,7 @@ pub fn write_pages_into(parts: &Parts, sink: &mut dyn PageSink) -> Result<PagesR
     let mut hanja = None;
     let mut expand_keys = Vec::new();
     let mut expand = None;
+    let mut expand_buckets = None;
     if let Some(h) = parts.hanja {
         let keys = h.keys();
         let mut bodies = Vec::new();
@@ -508,7 +520,21 @@ pub fn write_pages_into(parts: &Parts, sink: &mut dyn PageSink) -> Result<PagesR
             expand = Some(put_numbered(Kind::Expansions, &bodies, 0, sink)?);
             expand_keys = keys;
         }
+        if written.buckets.is_some() {
+            let entries = &written.entries;
+            let by_term = |t: &str| {
+                entries
+                    .binary_search_by(|e| e.term.as_str().cmp(t))
+                    .ok()
+                    .map(|i| &entries[i])
+            };
+            let bodies = bucket::write_expansions(&table, by_term);
+            if !bodies.is_empty() {
+                expand_buckets = Some(put_numbered(Kind::ExpansionBuckets, &bodies, 0, sink)?);
+            }
+        }
     }
+    drop(written.entries);
 
     // Vectors.
     let (vectors, dim) = match parts.vectors {
@@ -571,6 +597,8 @@ pub fn write_pages_into(parts: &Parts, sink: &mut dyn PageSink) -> Result<PagesR
         query_model: None,
         unicode,
         ivf: None,
+        buckets: written.buckets,
+        expand_buckets,
     })
 }
 
@@ -649,6 +677,12 @@ pub fn check_root(root: &PagesRoot, chunks: usize, parents: usize) -> Result<()>
     let expand_pages = root.expand.as_ref().map_or(0, |x| x.pages);
     if root.expand_keys.windows(2).any(|w| w[0] >= w[1]) || root.expand_keys.len() != expand_pages {
         return bad("bigram expansion pages are not in key order, or not one key per page".into());
+    }
+    if root.buckets.as_ref().is_some_and(|b| b.pages == 0)
+        || root.expand_buckets.as_ref().is_some_and(|y| y.pages == 0)
+        || (root.expand_buckets.is_some() && root.buckets.is_none())
+    {
+        return bad("term or expansion buckets with no page, or expansion buckets alone".into());
     }
     if root
         .typo
@@ -855,6 +889,37 @@ impl Lexicon {
         }
     }
 
+    /// The dictionary terms the two-character Hangul or Han term `key` expands to, from
+    /// the paged bundle's expansion buckets ([`bucket`]; their entries come with them):
+    /// `None` when there are none (a whole index, or a bundle without them); empty while
+    /// the page is not loaded (recorded) or when the key has no candidate.
+    pub fn expansions(&self, key: &str) -> Result<Option<Vec<String>>> {
+        match self {
+            #[cfg(feature = "v1")]
+            Lexicon::Whole(_) => Ok(None),
+            Lexicon::Paged(p) => p.expansions(key),
+        }
+    }
+
+    /// True for a paged index with expansion buckets ([`Lexicon::expansions`]).
+    pub fn has_expansion_buckets(&self) -> bool {
+        match self {
+            #[cfg(feature = "v1")]
+            Lexicon::Whole(_) => false,
+            Lexicon::Paged(p) => p.has_expansion_buckets(),
+        }
+    }
+
+    /// Starts a pass of a query: a paged index forgets the expansion candidates' entries
+    /// of earlier lookups ([`PagedLexicon::begin_query`]). No-op for a whole index.
+    pub fn begin_query(&self) {
+        match self {
+            #[cfg(feature = "v1")]
+            Lexicon::Whole(_) => {}
+            Lexicon::Paged(p) => p.begin_query(),
+        }
+    }
+
     /// Document frequency of `term`, 0 if absent.
     pub fn df(&self, term: &str) -> Result<u32> {
         Ok(self.doc_freq(term)?.unwrap_or(0) as u32)
@@ -925,6 +990,16 @@ impl Chunks {
             #[cfg(feature = "v1")]
             Chunks::Whole(c) => c.get(doc),
             Chunks::Paged(p) => p.get(doc),
+        }
+    }
+
+    /// Asks for the page of record `doc` without decoding it: a paged store records its
+    /// page as missing if it is not loaded (so it comes in this round). No-op otherwise.
+    pub fn touch(&self, doc: u32) {
+        if let Chunks::Paged(p) = self {
+            if (doc as usize) < p.len {
+                p.cache.get(&p.page_of(doc));
+            }
         }
     }
 
@@ -1102,6 +1177,12 @@ pub fn all_pages(root: &PagesRoot) -> Vec<String> {
     if let Some(x) = &root.expand {
         out.extend((0..x.pages).map(|n| x.name(Kind::Expansions, n)));
     }
+    if let Some(b) = &root.buckets {
+        out.extend((0..b.pages).map(|n| b.name(Kind::TermBuckets, n)));
+    }
+    if let Some(y) = &root.expand_buckets {
+        out.extend((0..y.pages).map(|n| y.name(Kind::ExpansionBuckets, n)));
+    }
     out.extend((0..root.chunks.pages).map(|n| root.chunks.name(Kind::Chunks, n)));
     if let Some(v) = &root.vectors {
         out.extend((0..v.pages).map(|n| v.name(Kind::Vectors, n)));
@@ -1167,6 +1248,7 @@ pub fn lexicon(
         avg,
     )
     .with_index(root.dict_index.clone())
+    .with_buckets(root.buckets.clone(), root.expand_buckets.clone())
 }
 
 #[cfg(feature = "v1")]

@@ -76,6 +76,11 @@ pub enum Kind {
     /// terms among them ([`super::dict`], bundles with more than
     /// [`super::dict::INLINE_KEYS_MAX`] blocks).
     DictIndex,
+    /// Term bucket: exact-term entries by hash, postings inline or placed
+    /// ([`super::bucket`]).
+    TermBuckets,
+    /// Expansion bucket: bigram keys by hash, their candidates' entries ([`super::bucket`]).
+    ExpansionBuckets,
 }
 
 impl Kind {
@@ -101,6 +106,8 @@ impl Kind {
             Kind::Sample => b'w',
             Kind::IndexRows => b'i',
             Kind::DictIndex => b'e',
+            Kind::TermBuckets => b'b',
+            Kind::ExpansionBuckets => b'y',
         }
     }
 
@@ -133,6 +140,8 @@ impl Kind {
             b'w' => Kind::Sample,
             b'i' => Kind::IndexRows,
             b'e' => Kind::DictIndex,
+            b'b' => Kind::TermBuckets,
+            b'y' => Kind::ExpansionBuckets,
             _ => return None,
         })
     }
