@@ -266,7 +266,8 @@ def make_pseudo(setdir, out, n=300):
 # a logistic regression on FEATS (default "logit,terms,idf,unknown") of the top hit, samples: each
 # question's top-1 (right iff it is its passage), the first hit of another document (as if the
 # passage were gone: wrong; weight WR) and each off-topic query's top-1 (wrong; weight WO); with
-# ISO=1 an isotonic (pool-adjacent-violators) map of the fitted logit instead of its sigmoid.
+# ISO=1 an isotonic (pool-adjacent-violators) map of the fitted logit instead of its sigmoid; with
+# MONO=1 a feature whose slope points the wrong way (coverage down, unknown up) is dropped.
 
 def top_feats(h, names):
     s1 = min(max(h[1], 1e-4), 1 - 1e-4)
@@ -341,6 +342,20 @@ def study_pseudo():
             if len(X) < 20 or y.min() == y.max():
                 continue
             b = fit_logistic(X, y, w / w.sum() * len(w))
+            if os.environ.get("MONO") == "1":
+                # Monotone: a higher score or coverage never means a worse answer, more
+                # unknown terms never a better one; a feature whose slope points the wrong
+                # way is dropped (coefficient 0) and the rest refitted.
+                sign = {"logit": 1, "terms": 1, "idf": 1, "unknown": -1}
+                keep = list(range(len(names)))
+                while True:
+                    bad = [i for i in keep if b[keep.index(i)] * sign[names[i]] < 0]
+                    if not bad:
+                        break
+                    keep.remove(bad[0])
+                    b = fit_logistic(X[:, keep], y, w / w.sum() * len(w))
+                full = np.zeros(len(names) + 1); full[keep] = b[:-1]; full[-1] = b[-1]
+                b = full
             model = pav(np.hstack([X, np.ones((len(X), 1))]) @ b, y, w) if iso else None
             fits[(bundle, mode)] = (b, model)
             auc_pq = auc((np.hstack([X, np.ones((len(X), 1))]) @ b)[y > 0], (np.hstack([X, np.ones((len(X), 1))]) @ b)[y == 0])
