@@ -20,7 +20,7 @@ the first two features. Prints the total of missed checks for both.
 import glob, json, math, os, sys
 import numpy as np
 
-D = sys.argv[1] if len(sys.argv) > 1 else "target/bands"
+D = sys.argv[1] if len(sys.argv) > 1 and sys.argv[1] != "pseudo" else "target/bands"
 INTERNAL = {"korquad-dev"}  # never in shipped coefficients; evaluated only
 
 
@@ -98,6 +98,312 @@ def checks(s, y, unans):
                 mid=f"{int(y[~hi & ~lo].sum())}/{int((~hi & ~lo).sum())}", ece=round(float(ece), 3), ok=int(sum(ok)), of=3)
 
 
+# ---------------------------------------------------------------------------------------------
+# Question-like pseudo-queries (issue 19, session 16): `study-bands.py pseudo SET OUT [N]` writes an
+# eval-set folder OUT (corpus.jsonl linked to SET's, queries.jsonl, qrels.tsv) whose queries are
+# drawn from the corpus alone, no labels: N answerable ones (a span of a passage with words
+# dropped and replaced by words of another passage of the bundle, framed by a question template of
+# the passage's language; qrels: the passage) and N/2 off-topic ones (the same templates around
+# 3-6 words drawn from unrelated passages, one of them made unknown to the dictionary by reversing
+# it; qrels: a document that does not exist, so every top-1 is wrong). `jikji eval OUT
+# --hits-out DIR/pq@BUNDLE.jsonl` then gives their ranked lists as the engine scores them.
+
+TEMPLATES = {
+    "en": [("What ", "?"), ("Which ", "?"), ("Who ", "?"), ("When did ", "?"), ("How many ", "?"),
+           ("Where ", "?"), ("Why ", "?"), ("What is the ", "?"), ("", "."), ("", "?")],
+    "zh": [("", "是什么？"), ("", "是哪个？"), ("", "是谁？"), ("", "有多少？"), ("", "在哪里？"),
+           ("为什么", "？"), ("", "的是什么？"), ("", "。")],
+    "ko": [("", "은 무엇인가?"), ("", "은 누구인가?"), ("", "은 언제인가?"), ("", "은?"),
+           ("", "는 어디인가?"), ("", " 몇 개인가?")],
+}
+QWORDS_ZH = ["什么", "哪个", "谁", "多少", "哪里", "何时", "哪些"]
+
+
+def mix(x):
+    x = (x + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    return x ^ (x >> 31)
+
+
+class Rng:
+    def __init__(self, seed):
+        self.s = mix(seed)
+
+    def __call__(self, n):
+        self.s = mix(self.s)
+        return self.s % max(n, 1)
+
+
+def is_han(c):
+    o = ord(c)
+    return 0x3400 <= o <= 0x9FFF or 0xF900 <= o <= 0xFAFF or 0x20000 <= o <= 0x2FA1F
+
+
+def is_hangul(c):
+    return 0xAC00 <= ord(c) <= 0xD7A3
+
+
+def lang_of(t):
+    han = sum(map(is_han, t)); hg = sum(map(is_hangul, t)); al = sum(c.isalnum() for c in t) or 1
+    return "zh" if han * 2 > al else "ko" if hg * 2 > al else "en"
+
+
+def sentences(t, lang):
+    import re
+    parts = re.split(r"(?<=[.!?。！？；;])\s*|\n+", t)
+    return [p.strip() for p in parts if len(p.strip()) >= (12 if lang != "en" else 30)]
+
+
+def words_of(t):
+    return [w.strip(".,;:!?()[]\"'“”‘’") for w in t.split() if w.strip(".,;:!?()[]\"'“”‘’")]
+
+
+def question(text, other, lang, r):
+    """An answerable question-like query from `text`, words replaced from `other`."""
+    sents = sentences(text, lang)
+    if not sents:
+        return None
+    s = sents[r(len(sents))]
+    t0, t1 = TEMPLATES[lang][r(len(TEMPLATES[lang]))]
+    if lang == "zh":
+        han = [c for c in s if is_han(c) or c.isalnum()]
+        if len(han) < 10:
+            return None
+        n = min(len(han), 10 + r(11))
+        a = r(len(han) - n + 1)
+        span = han[a:a + n]
+        # The "answer": a 2-4 character piece replaced by a question word, then a few
+        # characters dropped and a bigram of another passage put in.
+        k = 2 + r(3); at = r(max(len(span) - k, 1))
+        span = span[:at] + list(QWORDS_ZH[r(len(QWORDS_ZH))]) + span[at + k:]
+        span = [c for c in span if r(10) >= 1]
+        oh = [c for c in other if is_han(c)]
+        if len(oh) > 2 and r(2) == 0:
+            at = r(len(span) + 1); b = r(len(oh) - 1)
+            span = span[:at] + oh[b:b + 2] + span[at:]
+        return t0 + "".join(span) + (t1 if r(2) == 0 else "？")
+    w = words_of(s)
+    if len(w) < 5:
+        return None
+    lo, spread = (5, 5) if lang == "ko" else (6, 9)
+    n = min(len(w), lo + r(spread))
+    a = r(len(w) - n + 1)
+    span = w[a:a + n]
+    kept = [x for x in span if r(10) < 6]
+    if len(kept) < 3:
+        kept = span[:3]
+    ow = [x for x in words_of(other) if len(x) >= 3]
+    for _ in range(1 + r(2)):
+        if ow:
+            if r(2) == 0 and len(kept) > 3:
+                kept[r(len(kept))] = ow[r(len(ow))]
+            else:
+                kept.insert(r(len(kept) + 1), ow[r(len(ow))])
+    return t0 + " ".join(kept) + t1
+
+
+def off_topic(texts, lang, r):
+    """A question about nothing the bundle holds: template around 3-6 words of random
+    passages, one reversed (unknown to the dictionary)."""
+    pieces = []
+    for _ in range(3 + r(4)):
+        t = texts[r(len(texts))]
+        if lang == "zh":
+            h = [c for c in t if is_han(c)]
+            if len(h) >= 3:
+                b = r(len(h) - 2); pieces.append("".join(h[b:b + 2 + r(2)]))
+        else:
+            w = [x for x in words_of(t) if len(x) >= 3]
+            if w:
+                pieces.append(w[r(len(w))])
+    if len(pieces) < 2:
+        return None
+    i = r(len(pieces)); pieces[i] = pieces[i][::-1]
+    t0, t1 = TEMPLATES[lang][r(len(TEMPLATES[lang]))]
+    return t0 + ("" if lang == "zh" else " ").join(pieces) + t1
+
+
+def make_pseudo(setdir, out, n=300):
+    docs = [json.loads(l) for l in open(f"{setdir}/corpus.jsonl", encoding="utf-8") if l.strip()]
+    docs = [(str(d.get("id", d.get("_id"))), (d.get("text") or "")) for d in docs]
+    langs = [lang_of(t[:400]) for _, t in docs]
+    os.makedirs(out, exist_ok=True)
+    link = f"{out}/corpus.jsonl"
+    if not os.path.exists(link):
+        os.symlink(os.path.abspath(f"{setdir}/corpus.jsonl"), link)
+    qs, qrels = [], []
+    by_lang = {}
+    for i, l in enumerate(langs):
+        by_lang.setdefault(l, []).append(i)
+    for j in range(n):
+        i = j * len(docs) // n if n <= len(docs) else j % len(docs)
+        r = Rng(i ^ (j << 20))
+        same = by_lang[langs[i]]
+        o = same[r(len(same))]
+        q = question(docs[i][1], docs[o][1], langs[i], r)
+        if q:
+            qs.append((f"pq{j}", q)); qrels.append((f"pq{j}", docs[i][0]))
+        if j % 2 == 0:
+            q = off_topic([docs[k][1] for k in (same[r(len(same))] for _ in range(3))], langs[i], r)
+            if q:
+                qs.append((f"pn{j}", q)); qrels.append((f"pn{j}", "(none)"))
+    with open(f"{out}/queries.jsonl", "w", encoding="utf-8") as f:
+        for q, t in qs:
+            f.write(json.dumps({"id": q, "text": t}, ensure_ascii=False) + "\n")
+    with open(f"{out}/qrels.tsv", "w", encoding="utf-8") as f:
+        for q, d in qrels:
+            f.write(f"{q}\t{d}\t1\n")
+    print(f"{out}: {sum(1 for q, _ in qs if q.startswith('pq'))} questions, "
+          f"{sum(1 for q, _ in qs if q.startswith('pn'))} off-topic")
+
+
+# ---------------------------------------------------------------------------------------------
+# Coverage study (session 16): PQ=DIR names a folder of pq@BUNDLE.jsonl hits files (`jikji eval` on
+# the folder `pseudo` writes, same modes). Per run and mode it prints the AUC of each top-1 feature
+# (right answers of the bundle's own answerable runs against the unanswerable runs' top-1s on that
+# bundle), and the checks of a per-bundle second stage fitted on that bundle's pseudo-queries only:
+# a logistic regression on FEATS (default "logit,terms,idf,unknown") of the top hit, samples: each
+# question's top-1 (right iff it is its passage), the first hit of another document (as if the
+# passage were gone: wrong; weight WR) and each off-topic query's top-1 (wrong; weight WO); with
+# ISO=1 an isotonic (pool-adjacent-violators) map of the fitted logit instead of its sigmoid; with
+# MONO=1 a feature whose slope points the wrong way (coverage down, unknown up) is dropped.
+
+def top_feats(h, names):
+    s1 = min(max(h[1], 1e-4), 1 - 1e-4)
+    cov = h[5] if len(h) > 5 and h[5] is not None else [float("nan")] * 3
+    allf = dict(logit=math.log(s1 / (1 - s1)), terms=cov[0], idf=cov[1], unknown=cov[2])
+    return [allf[n] for n in names]
+
+
+def auc(pos, neg):
+    pos = np.asarray(pos, float); neg = np.asarray(neg, float)
+    if len(pos) == 0 or len(neg) == 0:
+        return float("nan")
+    allv = np.concatenate([pos, neg])
+    order = allv.argsort(kind="mergesort")
+    ranks = np.empty(len(allv)); ranks[order] = np.arange(1, len(allv) + 1)
+    # average ranks of ties
+    _, inv, cnt = np.unique(allv, return_inverse=True, return_counts=True)
+    sums = np.zeros(len(cnt)); np.add.at(sums, inv, ranks)
+    ranks = (sums / cnt)[inv]
+    return float((ranks[:len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
+
+
+def pav(x, y, w):
+    """Isotonic (non-decreasing) fit of y on x: returns (breakpoints, values)."""
+    o = np.argsort(x, kind="mergesort"); x = x[o]; y = y[o]; w = w[o]
+    vals, wts, xs = [], [], []
+    for xi, yi, wi in zip(x, y, w):
+        vals.append(yi); wts.append(wi); xs.append(xi)
+        while len(vals) > 1 and vals[-2] >= vals[-1]:
+            v = (vals[-2] * wts[-2] + vals[-1] * wts[-1]) / (wts[-2] + wts[-1])
+            wts[-2] += wts[-1]; vals[-2] = v; vals.pop(); wts.pop(); xs.pop()
+    return np.array(xs), np.array(vals)
+
+
+def iso_apply(model, z):
+    xs, vals = model
+    i = np.searchsorted(xs, z, side="right") - 1
+    return vals[np.clip(i, 0, len(vals) - 1)]
+
+
+def pseudo_samples(path, names, wr, wo):
+    by_mode = {}
+    for line in open(path, encoding="utf-8"):
+        r = json.loads(line)
+        h = r["hits"]
+        if not h:
+            continue
+        X, y, w = by_mode.setdefault(r["mode"], ([], [], []))
+        if r["qid"].startswith("pn"):
+            X.append(top_feats(h[0], names)); y.append(0.0); w.append(wo)
+            continue
+        right = h[0][4] > 0
+        X.append(top_feats(h[0], names)); y.append(1.0 if right else 0.0); w.append(1.0)
+        other = next((x for x in h if x[4] <= 0), None) if right else None
+        if other is not None:
+            X.append(top_feats(other, names)); y.append(0.0); w.append(wr)
+    return {m: (np.array(X), np.array(y), np.array(w)) for m, (X, y, w) in by_mode.items()}
+
+
+def study_pseudo():
+    runs = load()
+    names = os.environ.get("FEATS", "logit,terms,idf,unknown").split(",")
+    wr = float(os.environ.get("WR", "1")); wo = float(os.environ.get("WO", "1"))
+    iso = os.environ.get("ISO") == "1"
+    pq = os.environ["PQ"]
+    fits = {}
+    for p in sorted(glob.glob(f"{pq}/pq@*.jsonl")):
+        bundle = os.path.basename(p)[3:-6]
+        for mode, (X, y, w) in pseudo_samples(p, names, wr, wo).items():
+            ok = ~np.isnan(X).any(axis=1)
+            X, y, w = X[ok], y[ok], w[ok]
+            if len(X) < 20 or y.min() == y.max():
+                continue
+            b = fit_logistic(X, y, w / w.sum() * len(w))
+            if os.environ.get("MONO") == "1":
+                # Monotone: a higher score or coverage never means a worse answer, more
+                # unknown terms never a better one; a feature whose slope points the wrong
+                # way is dropped (coefficient 0) and the rest refitted.
+                sign = {"logit": 1, "terms": 1, "idf": 1, "unknown": -1}
+                keep = list(range(len(names)))
+                while True:
+                    bad = [i for i in keep if b[keep.index(i)] * sign[names[i]] < 0]
+                    if not bad:
+                        break
+                    keep.remove(bad[0])
+                    b = fit_logistic(X[:, keep], y, w / w.sum() * len(w))
+                full = np.zeros(len(names) + 1); full[keep] = b[:-1]; full[-1] = b[-1]
+                b = full
+            model = pav(np.hstack([X, np.ones((len(X), 1))]) @ b, y, w) if iso else None
+            fits[(bundle, mode)] = (b, model)
+            auc_pq = auc((np.hstack([X, np.ones((len(X), 1))]) @ b)[y > 0], (np.hstack([X, np.ones((len(X), 1))]) @ b)[y == 0])
+            print(f"fit {bundle:20} {mode:12} n={len(y)} right={int(y.sum())} coef={np.round(b, 3).tolist()} auc(pq)={auc_pq:.3f}")
+    # AUCs of single features: right top-1s of answerable runs vs unanswerable top-1s per bundle.
+    for mode in sorted({m for (_, m) in runs}):
+        for bundle in sorted({v["bundle"] for v in runs.values()}):
+            pos, neg = [], []
+            for (name, m), v in runs.items():
+                if m != mode or v["bundle"] != bundle:
+                    continue
+                for r in v["rows"]:
+                    if not r["hits"]:
+                        continue
+                    f = top_feats(r["hits"][0], ["logit", "terms", "idf", "unknown"])
+                    if v["unans"]:
+                        neg.append(f)
+                    elif r["hits"][0][4] > 0:
+                        pos.append(f)
+            if pos and neg:
+                P, N = np.array(pos), np.array(neg)
+                a = [auc(P[:, i], N[:, i]) for i in range(4)]
+                print(f"auc {mode:12} {bundle:20} right={len(P)} unans={len(N)} logit {a[0]:.3f} terms {a[1]:.3f} idf {a[2]:.3f} unknown(1-) {1 - a[3]:.3f}")
+    miss = {"base": 0, "fit": 0}
+    per_mode = {}
+    for (name, mode), v in sorted(runs.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        rows = [r for r in v["rows"] if r["hits"]]
+        y = np.array([1.0 if (not v["unans"] and r["hits"][0][4] > 0) else 0.0 for r in rows])
+        s0 = np.array([r["hits"][0][1] for r in rows])
+        key = (v["bundle"], mode)
+        c0 = checks(s0, y, v["unans"])
+        m0 = (0 if c0["ok"] else 1) if v["unans"] else 3 - c0["ok"]
+        if key in fits:
+            b, model = fits[key]
+            X = np.array([top_feats(r["hits"][0], names) for r in rows])
+            X = np.nan_to_num(X, nan=0.0)
+            z = np.hstack([X, np.ones((len(X), 1))]) @ b
+            s1 = iso_apply(model, z) if model is not None else 1 / (1 + np.exp(-z))
+            c1 = checks(s1, y, v["unans"])
+        else:
+            c1 = c0
+        m1 = (0 if c1["ok"] else 1) if v["unans"] else 3 - c1["ok"]
+        miss["base"] += m0; miss["fit"] += m1
+        pm = per_mode.setdefault(mode, [0, 0]); pm[0] += m0; pm[1] += m1
+        print(f"{mode:12} {name:40} base {c0}  |  fit {c1}")
+    print("missed checks:", miss, "per mode (base, fit):", per_mode)
+
+
 def main():
     runs = load()
     modes = sorted({m for (_, m) in runs})
@@ -136,4 +442,9 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) > 1 and sys.argv[1] == "pseudo":
+        make_pseudo(sys.argv[2], sys.argv[3], int(sys.argv[4]) if len(sys.argv) > 4 else 300)
+    elif os.environ.get("PQ"):
+        study_pseudo()
+    else:
+        main()

@@ -235,3 +235,48 @@ fn negative_raw_dense_scores_were_dropped_by_the_default_min_score() {
     assert!(r.hits.last().unwrap().raw_score < 0.0);
     assert_eq!(r.hits[0].source, "doc0.md");
 }
+
+/// Issue 19's coverage features: asked for, every BM25, dense and hybrid hit of a bundle
+/// read whole gets the share of the query's terms it holds, the idf mass matched and the
+/// share unknown to the bundle; the ranking and scores are those of a search without them.
+#[test]
+fn hits_carry_query_coverage_without_changing_the_ranking() {
+    let mut e = Engine::new(bundle(Some(fitted())));
+    let q = "lighthouse lamp zeppelin";
+    let qv = vectors()[0].clone();
+    for mode in [Mode::Bm25, Mode::Dense, Mode::Hybrid] {
+        let plain = e.search_with_vector(q, Some(&qv), mode, 6).unwrap();
+        assert!(plain.hits.iter().all(|h| h.coverage.is_none()), "{mode}");
+        e.set_coverage(true);
+        let with = e.search_with_vector(q, Some(&qv), mode, 6).unwrap();
+        e.set_coverage(false);
+        let key = |r: &jikji_engine::SearchResult| {
+            r.hits
+                .iter()
+                .map(|h| (h.id.clone(), h.score, h.raw_score))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            key(&plain),
+            key(&with),
+            "{mode}: ranking and scores unchanged"
+        );
+        for h in &with.hits {
+            let c = h
+                .coverage
+                .unwrap_or_else(|| panic!("{mode}: {} has none", h.id));
+            // "zeppelin" is in no chunk: a third of the query is unknown, whatever the hit.
+            assert!((c.unknown - 1.0 / 3.0).abs() < 1e-6, "{mode} {c:?}");
+            if h.id == "c0" {
+                assert!((c.terms - 2.0 / 3.0).abs() < 1e-6, "{mode} {c:?}");
+                assert!((c.idf - 1.0).abs() < 1e-6, "{mode} {c:?}");
+            } else {
+                assert_eq!((c.terms, c.idf), (0.0, 0.0), "{mode} {}", h.id);
+            }
+        }
+    }
+    // The JSON results are unchanged (a calibration feature, not an API field).
+    e.set_coverage(true);
+    let r = e.search("lighthouse", Mode::Bm25, 1).unwrap();
+    assert!(!serde_json::to_string(&r).unwrap().contains("coverage"));
+}

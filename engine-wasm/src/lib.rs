@@ -227,6 +227,14 @@ pub struct Hit {
     /// The ranker's own score: BM25 (unbounded, ≥ 0), cosine similarity (−1..1), the RRF
     /// score (≤ 2 / 61) or the weighted-fusion score (0..1).
     pub raw_score: f32,
+    /// How much of the query the chunk covers ([`scores::Coverage`]: share of the query's
+    /// terms it holds, idf mass matched, share unknown to the bundle), when the engine was
+    /// asked for it ([`Engine::set_coverage`]) and can give it without fetching more pages
+    /// (a BM25 or hybrid search, or any search of a bundle read whole) and the hit is an
+    /// indexed chunk (`None` for parent-child bundles, whose hits are parent sections).
+    /// A calibration feature, not in the JSON results.
+    #[serde(skip)]
+    pub coverage: Option<scores::Coverage>,
     /// The chunk.
     #[serde(flatten)]
     pub chunk: ChunkRecord,
@@ -304,6 +312,8 @@ pub struct Engine {
     rescore: Option<usize>,
     /// Scan every vector even when the bundle has a dense index.
     exact_dense: bool,
+    /// Give hits their [`Hit::coverage`].
+    coverage: bool,
     fetched: std::sync::Mutex<FetchStats>,
 }
 
@@ -351,6 +361,7 @@ impl Engine {
             nprobe: None,
             rescore: None,
             exact_dense: false,
+            coverage: false,
             fetched: Default::default(),
         }
     }
@@ -376,6 +387,14 @@ impl Engine {
             },
             f => f,
         };
+    }
+
+    /// Gives every hit its [`Hit::coverage`] (default off: it decodes the postings of the
+    /// query's terms a second time). Coverage is left out (`None`) where computing it
+    /// would fetch pages the search does not need (a dense search of a paged bundle) or
+    /// where hits are not indexed chunks (parent-child bundles).
+    pub fn set_coverage(&mut self, on: bool) {
+        self.coverage = on;
     }
 
     /// Drops hits whose (calibrated) score is below `min_score` (default 0: keep all, also
@@ -984,7 +1003,19 @@ impl Engine {
             }
             .into());
         }
-        let mut hits = self.hits(scored)?;
+        let coverage = if self.coverage
+            && self.bundle.manifest().parents() == 0
+            && (mode != Mode::Dense || self.bundle.cache().is_none())
+        {
+            Some(scores::QueryCoverage::new(
+                self.bundle.lexical(),
+                self.bundle.analyzer(),
+                query,
+            )?)
+        } else {
+            None
+        };
+        let mut hits = self.hits(scored, coverage.as_ref())?;
         if let Some(tier) = self.prefer_tier {
             hits = pipeline::prefer_tier(hits, tier, top_k);
         }

@@ -556,7 +556,7 @@ mod tests {
             SearchResult {
                 query, mode, fusion, calibrated,
                 hits: hits.into_iter().map(|(rank, score, raw_score, chunk)| Hit {
-                    rank: rank as usize, score, raw_score, chunk,
+                    rank: rank as usize, score, raw_score, coverage: None, chunk,
                 }).collect(),
             }
         }

@@ -347,8 +347,13 @@ impl Engine {
     /// Stage 6: hits of `ranked` (`(doc, raw score, reported score)`, best first) whose
     /// score is at least the minimum score (a minimum of 0 keeps every hit, also the
     /// negative raw dense scores of an uncalibrated bundle), ranked from 1, with their records (a parent
-    /// record says which parent section it is, see [`parents::record`]).
-    pub(crate) fn hits(&self, ranked: Vec<(u32, f32, f32)>) -> Result<Vec<Hit>, EngineError> {
+    /// record says which parent section it is, see [`parents::record`]), each with its
+    /// [`Hit::coverage`] when `coverage` is given.
+    pub(crate) fn hits(
+        &self,
+        ranked: Vec<(u32, f32, f32)>,
+        coverage: Option<&crate::scores::QueryCoverage>,
+    ) -> Result<Vec<Hit>, EngineError> {
         let mut hits = Vec::with_capacity(ranked.len());
         let mut missing = None;
         for (doc, raw, score) in ranked {
@@ -369,6 +374,7 @@ impl Engine {
                 rank: hits.len() + 1,
                 score,
                 raw_score: raw,
+                coverage: coverage.map(|c| c.of(doc)),
                 chunk,
             });
         }
@@ -487,6 +493,7 @@ mod tests {
             rank: 0,
             score,
             raw_score: score,
+            coverage: None,
             chunk: jikji_format::ChunkRecord {
                 tier: Some(tier),
                 id: format!("{score}-{tier}"),

@@ -22,6 +22,8 @@
 //! [`crate::fusion::weighted`]), and the margins ([`margin`] over lists at least
 //! [`MARGIN_DEPTH`] deep, [`file_numbers`]), so a fit sees exactly what a search computes.
 
+use jikji_format::analyzer::Analyzer;
+use jikji_format::paged::Lexicon;
 use jikji_format::{Bundle, MarginPlatt, Platt, Result};
 
 /// Default weight of the dense score in weighted fusion, chosen on the eval sets (README,
@@ -81,6 +83,95 @@ pub fn number_files(sources: impl IntoIterator<Item = String>) -> Vec<u32> {
             *ids.entry(s).or_insert(next)
         })
         .collect()
+}
+
+/// How much of a query one hit covers, from the bundle's term dictionary (issue 19: a
+/// feature that tells an unanswerable query apart whatever the corpus). The query's terms
+/// are its distinct analysed terms, Chinese question words left out first, as in
+/// [`crate::fusion::bm25_upper_bound`] (no prefix, typo or Hanja expansions). All three
+/// are shares in [0, 1].
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Coverage {
+    /// Share of the query's terms the hit's chunk holds (its postings list the chunk).
+    pub terms: f32,
+    /// The idf mass ([`crate::fusion::idf`]) of the query terms the chunk holds over the
+    /// idf mass of the query terms the bundle's dictionary knows (df > 0); 0 when it knows
+    /// none.
+    pub idf: f32,
+    /// Share of the query's terms that no chunk of the bundle holds (df = 0); 1 for a
+    /// query without any term (nothing of it is known).
+    pub unknown: f32,
+}
+
+/// A query's terms with their idf and the chunks that hold them, to give each hit its
+/// [`Coverage`] ([`QueryCoverage::of`]).
+#[derive(Debug, Clone, Default)]
+pub struct QueryCoverage {
+    /// Per known term (df > 0): its idf and the chunks holding it, sorted.
+    known: Vec<(f32, Vec<u32>)>,
+    /// Distinct query terms, known or not.
+    terms: usize,
+}
+
+impl QueryCoverage {
+    /// Reads the dictionary and postings of `query`'s terms in `index` (decoding each
+    /// term's postings once: a query costs what its BM25 term scoring costs again).
+    /// A paged bundle's pages not loaded yet are recorded as missing, as BM25 records
+    /// them (then `Err(PageMissing)` or an incomplete answer; call after the ranking of a
+    /// pass that loaded them).
+    ///
+    /// Errors only if the postings bytes are corrupt (or a page is missing, above).
+    pub fn new(index: &Lexicon, analyzer: &Analyzer, query: &str) -> Result<Self> {
+        let mut terms = analyzer.analyze(&crate::search::without_question_words(analyzer, query));
+        jikji_format::sort::sort(&mut terms);
+        terms.dedup();
+        let n = index.num_docs();
+        let mut known = Vec::new();
+        for t in &terms {
+            let Some(list) = index.postings_with_len(t)? else {
+                continue;
+            };
+            if list.is_empty() {
+                continue;
+            }
+            let mut docs: Vec<u32> = list.iter().map(|p| p.0).collect();
+            docs.sort_unstable();
+            docs.dedup();
+            known.push((crate::fusion::idf(n, docs.len()), docs));
+        }
+        if index.pending() {
+            return Err(jikji_format::FormatError::PageMissing {
+                name: "(postings)".into(),
+            });
+        }
+        Ok(QueryCoverage {
+            known,
+            terms: terms.len(),
+        })
+    }
+
+    /// The coverage of chunk `doc` (an indexed chunk's doc id).
+    pub fn of(&self, doc: u32) -> Coverage {
+        if self.terms == 0 {
+            return Coverage {
+                unknown: 1.0,
+                ..Coverage::default()
+            };
+        }
+        let (mut held, mut mass, mut total) = (0usize, 0.0f32, 0.0f32);
+        for (idf, docs) in &self.known {
+            total += idf;
+            if docs.binary_search(&doc).is_ok() {
+                held += 1;
+                mass += idf;
+            }
+        }
+        Coverage {
+            terms: held as f32 / self.terms as f32,
+            idf: if total > 0.0 { mass / total } else { 0.0 },
+            unknown: (self.terms - self.known.len()) as f32 / self.terms as f32,
+        }
+    }
 }
 
 /// How one ranked list's raw scores become reported scores: each raw score's calibration
@@ -172,6 +263,82 @@ mod tests {
         assert!((margin(4, 0.5, &list, &file) + 0.4).abs() < 1e-6);
         // No competitor in the list: no evidence either way.
         assert_eq!(margin(1, 0.9, &list[..2], &file), 0.0);
+    }
+
+    #[cfg(feature = "v1")]
+    fn lexicon(docs: &[&str]) -> Lexicon {
+        let mut w = jikji_format::postings::LexicalIndexWriter::new();
+        for d in docs {
+            w.add_doc(&jikji_format::analyzer::analyze(d));
+        }
+        let (f, p) = w.finish().unwrap();
+        Lexicon::Whole(jikji_format::postings::LexicalIndex::open(f, p).unwrap())
+    }
+
+    #[cfg(feature = "v1")]
+    #[test]
+    fn coverage_counts_the_query_terms_a_chunk_holds() {
+        let docs = ["apple banana cherry", "apple durian", "banana fig", "grape"];
+        let index = lexicon(&docs);
+        let a = Analyzer::default();
+        let idf = |df| crate::fusion::idf(docs.len(), df);
+        // Terms: apple (df 2), banana (df 2), durian (df 1), zebra (unknown).
+        let q = QueryCoverage::new(&index, &a, "apple banana durian zebra").unwrap();
+        let c0 = q.of(0);
+        assert!((c0.terms - 0.5).abs() < 1e-6, "{c0:?}");
+        let known = 2.0 * idf(2) + idf(1);
+        assert!((c0.idf - 2.0 * idf(2) / known).abs() < 1e-6, "{c0:?}");
+        assert!((c0.unknown - 0.25).abs() < 1e-6, "{c0:?}");
+        // The rare term weighs more than a common one: chunk 1 holds apple + durian.
+        let c1 = q.of(1);
+        assert!((c1.idf - (idf(2) + idf(1)) / known).abs() < 1e-6, "{c1:?}");
+        assert!(c1.idf > c0.idf && c1.terms == c0.terms, "{c1:?} {c0:?}");
+        // A chunk holding none of them, and the unknown share is per query, not per hit.
+        assert_eq!(
+            q.of(3),
+            Coverage {
+                terms: 0.0,
+                idf: 0.0,
+                unknown: 0.25
+            }
+        );
+        // Every term held: full coverage.
+        let full = QueryCoverage::new(&index, &a, "banana fig").unwrap().of(2);
+        assert_eq!(
+            full,
+            Coverage {
+                terms: 1.0,
+                idf: 1.0,
+                unknown: 0.0
+            }
+        );
+        // Repeated query words count once.
+        let rep = QueryCoverage::new(&index, &a, "grape grape zebra")
+            .unwrap()
+            .of(3);
+        assert!((rep.terms - 0.5).abs() < 1e-6 && rep.idf == 1.0, "{rep:?}");
+    }
+
+    #[cfg(feature = "v1")]
+    #[test]
+    fn coverage_of_a_query_the_bundle_does_not_know_is_zero() {
+        let index = lexicon(&["apple banana", "cherry"]);
+        let a = Analyzer::default();
+        let q = QueryCoverage::new(&index, &a, "zebra quokka").unwrap();
+        for d in 0..2 {
+            assert_eq!(
+                q.of(d),
+                Coverage {
+                    terms: 0.0,
+                    idf: 0.0,
+                    unknown: 1.0
+                }
+            );
+        }
+        // No term at all (punctuation only): nothing covered, all unknown.
+        let none = QueryCoverage::new(&index, &a, "?!").unwrap().of(0);
+        assert_eq!(none.unknown, 1.0);
+        assert_eq!((none.terms, none.idf), (0.0, 0.0));
     }
 
     #[test]

@@ -41,9 +41,11 @@ pub struct EvalOptions {
     pub run: Option<PathBuf>,
     /// Write every query's top 30 hits as JSON lines, for score-calibration studies: one
     /// line per query and mode, `{"mode", "qid", "q", "nrel", "hits": [[docid, score,
-    /// raw_score, source, grade], …]}` (score calibrated in [0, 1], raw_score the ranker's
-    /// own, grade from the qrels, 0 when unjudged; duplicates of a docid left out as in
-    /// the metrics).
+    /// raw_score, source, grade, coverage], …]}` (score calibrated in [0, 1], raw_score the
+    /// ranker's own, grade from the qrels, 0 when unjudged; coverage `[terms, idf,
+    /// unknown]`, the shares of [`jikji_engine::scores::Coverage`], or `null` where the
+    /// engine gives none (a dense search through a dense index, parent-child bundles);
+    /// duplicates of a docid left out as in the metrics).
     pub hits_out: Option<PathBuf>,
     /// Show progress bars on stderr while building.
     pub progress: bool,
@@ -506,6 +508,8 @@ fn evaluate(
     };
     let needs_model = o.modes.iter().any(|m| *m != Mode::Bm25);
     engine.set_expansion(o.expansion);
+    // The hits file carries every hit's query coverage (a calibration feature).
+    engine.set_coverage(o.hits_out.is_some());
     engine.set_prefer_tier(o.prefer_tier);
     engine.set_filters(o.filters.clone());
     engine.set_search_options(SearchOptions {
@@ -702,7 +706,8 @@ fn evaluate(
                     .take(30)
                     .map(|(k, h)| {
                         let grade = judged.get(&k).copied().unwrap_or(0);
-                        serde_json::json!([k, h.score, h.raw_score, h.source, grade])
+                        let cov = h.coverage.map(|c| [c.terms, c.idf, c.unknown]);
+                        serde_json::json!([k, h.score, h.raw_score, h.source, grade, cov])
                     })
                     .collect();
                 let nrel = judged.values().filter(|&&g| g > 0).count();

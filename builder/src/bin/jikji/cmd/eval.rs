@@ -56,8 +56,9 @@ pub struct Args {
     /// Write a TREC run file (qid Q0 docid rank score jikji-MODE).
     #[arg(long)]
     run: Option<PathBuf>,
-    /// Write each query's top 30 hits (docid, calibrated and raw score, source, grade) as
-    /// JSON lines, for score-calibration studies (`scripts/study-bands.py`).
+    /// Write each query's top 30 hits (docid, calibrated and raw score, source, grade, query
+    /// coverage [terms, idf, unknown] or null) as JSON lines, for score-calibration studies
+    /// (`scripts/study-bands.py`).
     #[arg(long)]
     hits_out: Option<PathBuf>,
     /// JSON output.
