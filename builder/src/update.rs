@@ -35,6 +35,10 @@
 //!    tokenizer pages are then not even read from the pack. A page rewritten since, or a
 //!    bundle copied from elsewhere (other inodes), proves nothing: its pages are made and
 //!    written again. Generations share linked page files (pages are immutable).
+//!    **Row map**: after a small edit ([`RowMapRule`], [`keeps_row_map`]: the calibration's
+//!    1 % in 1,000+ chunks) the query model's row map is the old bundle's, so every row page
+//!    keeps its name and file and no chunk text is tokenized; queries embed bit for bit as
+//!    with a full build's map (only which ids share a row page differs from a full build).
 //!
 //! **Opening** a paged bundle reads only its entry and the pages the update needs as input
 //! (chunk records, vectors, sources table), each verified as any page is (header, SHA-256,
@@ -1069,6 +1073,9 @@ pub fn print_update_report(r: &UpdateReport, bundle: &Path) {
             r.pages_written, r.pages_linked
         );
         eprintln!("  calibration {}", r.calibration_note);
+        if r.row_map_kept {
+            eprintln!("  query-model row map kept (small edit; --recalibrate recounts it)");
+        }
         eprintln!("  {}", crate::ingest::report::conflicts_line(r.conflicts));
     }
     let secs: Vec<String> = r
@@ -1083,4 +1090,24 @@ pub fn print_update_report(r: &UpdateReport, bundle: &Path) {
         .map(|(p, s)| format!("{p} {s:.2}s"))
         .collect();
     eprintln!("  CPU: {}", cpu.join(", "));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The row map rule: 1 % of the chunk texts in 1,000+ chunks, the calibration's bounds.
+    #[test]
+    fn the_row_map_is_kept_for_at_most_one_percent_in_a_thousand_chunks() {
+        assert!(keeps_row_map(0, 1000));
+        assert!(keeps_row_map(2, 6333));
+        assert!(keeps_row_map(63, 6333));
+        assert!(!keeps_row_map(64, 6333));
+        assert!(keeps_row_map(10, 1000));
+        assert!(!keeps_row_map(11, 1000));
+        // Small bundles are always recounted (the count is cheap there).
+        assert!(!keeps_row_map(0, 999));
+        assert_eq!(RowMapRule::default(), RowMapRule::WhenSmall);
+        assert_eq!(UpdateOptions::default().row_map, RowMapRule::WhenSmall);
+    }
 }
