@@ -35,6 +35,10 @@
 //!    tokenizer pages are then not even read from the pack. A page rewritten since, or a
 //!    bundle copied from elsewhere (other inodes), proves nothing: its pages are made and
 //!    written again. Generations share linked page files (pages are immutable).
+//!    **Row map**: after a small edit ([`RowMapRule`], [`keeps_row_map`]: the calibration's
+//!    1 % in 1,000+ chunks) the query model's row map is the old bundle's, so every row page
+//!    keeps its name and file and no chunk text is tokenized; queries embed bit for bit as
+//!    with a full build's map (only which ids share a row page differs from a full build).
 //!
 //! **Opening** a paged bundle reads only its entry and the pages the update needs as input
 //! (chunk records, vectors, sources table), each verified as any page is (header, SHA-256,
@@ -115,6 +119,9 @@ pub struct UpdateReport {
     /// bundle ([`crate::ingest::annotate_conflicts`]); `None` when not looked for (no vectors,
     /// or nothing written).
     pub conflicts: Option<usize>,
+    /// The query model's row map was asked to be kept from the old bundle ([`RowMapRule`];
+    /// the writer still counts when the old bundle has none of the same pack and layout).
+    pub row_map_kept: bool,
     /// Pages of the new bundle encoded and written.
     pub pages_written: usize,
     /// Pages of the new bundle hard-linked from the old one, unread: proven unchanged by
@@ -198,11 +205,45 @@ pub struct UpdateOptions {
     pub keep: usize,
     /// When the score calibration is fitted again ([`Recalibrate`]).
     pub recalibrate: Recalibrate,
+    /// When the query model's row map is kept ([`RowMapRule`]).
+    pub row_map: RowMapRule,
+}
+
+/// When `jikji update` keeps the previous bundle's query-model row map (the `u-` page: which
+/// token ids share a row page) instead of counting every chunk's tokens again.
+///
+/// The row map only lays the rows out (the most frequent corpus tokens first, so a query
+/// fetches few pages); every token id has a slot in it whatever the corpus, so a query
+/// embeds bit for bit the same with a kept map as with a counted one (tested:
+/// `builder/tests/update_pages.rs`). Keeping it links every row page (same names, same
+/// bytes) and skips tokenizing 6,000+ chunk texts; what it costs is layout: tokens the edit
+/// made frequent stay where the old corpus put them (a query with one of them may fetch one
+/// row page more).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RowMapRule {
+    /// Keep it when the edit is small by the calibration's measure: at most
+    /// [`KEEP_CALIBRATION_SHARE`] of the chunk texts added or removed, in a bundle of at
+    /// least [`KEEP_CALIBRATION_MIN_CHUNKS`] chunks ([`keeps_row_map`]); otherwise count.
+    /// The share is measured against the bundle being updated, so a series of small edits
+    /// keeps one map; a full `jikji build` (or a larger edit) counts again.
+    #[default]
+    WhenSmall,
+    /// Always keep it when the previous bundle has one of the same pack and layout.
+    Always,
+    /// Always count (what a full build does).
+    Never,
+}
+
+/// The rule of [`RowMapRule::WhenSmall`]: `changed` chunk texts (added plus removed) of `of`
+/// (the larger of the old and new chunk counts) are few enough to keep the row map: `of` ≥
+/// [`KEEP_CALIBRATION_MIN_CHUNKS`] and `changed` ≤ [`KEEP_CALIBRATION_SHARE`] × `of`.
+pub fn keeps_row_map(changed: usize, of: usize) -> bool {
+    of >= KEEP_CALIBRATION_MIN_CHUNKS && changed as f64 <= KEEP_CALIBRATION_SHARE * of as f64
 }
 
 impl Default for UpdateOptions {
     /// No extra AI drafts, at most 20% of the files deleted, 2 generations kept, the
-    /// calibration refitted only when the edit can move it.
+    /// calibration refitted and the row map counted only when the edit can move them.
     fn default() -> Self {
         UpdateOptions {
             allow_ai_draft: false,
@@ -210,6 +251,7 @@ impl Default for UpdateOptions {
             allow_deletions: false,
             keep: crate::generations::DEFAULT_KEEP,
             recalibrate: Recalibrate::default(),
+            row_map: RowMapRule::default(),
         }
     }
 }
@@ -445,6 +487,20 @@ pub fn update_with(opts: &IngestOptions, u: &UpdateOptions) -> Result<UpdateRepo
     timed("calibrate", t, &mut report, &mut cpu);
 
     let t = Instant::now();
+    let keep_map = match u.row_map {
+        RowMapRule::Always => true,
+        RowMapRule::Never => false,
+        RowMapRule::WhenSmall => {
+            let (changed, of) = old.text_changes(&records);
+            keeps_row_map(changed, of)
+        }
+    };
+    report.row_map_kept = keep_map && vectors.is_some() && opts.query_model.is_some();
+    let row_map = if keep_map {
+        jikji_query_model::paged::RowMapChoice::KeepPrevious
+    } else {
+        jikji_query_model::paged::RowMapChoice::Count
+    };
     // A `BUNDLE.prev` left by `jikji build` (or an interrupted update) joins the
     // generations first, so the writer does not replace it.
     crate::generations::rotate(&opts.bundle, u.keep)?;
@@ -463,6 +519,7 @@ pub fn update_with(opts: &IngestOptions, u: &UpdateOptions) -> Result<UpdateRepo
             query_model: opts.query_model.as_deref(),
             threads: opts.threads,
             previous: Some(&old.previous),
+            row_map,
         },
     )?;
     crate::generations::rotate(&opts.bundle, u.keep)?;
@@ -515,9 +572,24 @@ impl Old {
                 .pages()
                 .cloned()
                 .expect("a paged bundle has page roots");
-            bundle
-                .load_pages(&jikji_format::paged::record_pages(&root))
-                .map_err(opened)?;
+            // Read, inflated and verified on every core (each page is independent; the
+            // cache is shared and thread-safe).
+            let names = jikji_format::paged::record_pages(&root);
+            let threads = crate::ingest::default_threads().clamp(1, 16);
+            let per = names.len().div_ceil(threads).max(1);
+            std::thread::scope(|s| {
+                let handles: Vec<_> = names
+                    .chunks(per)
+                    .map(|part| {
+                        let b = &bundle;
+                        s.spawn(move || b.load_pages(part))
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .try_for_each(|h| h.join().expect("page loading thread").map(drop))
+            })
+            .map_err(opened)?;
             let mut manifest = bundle.manifest().clone();
             manifest.sources = jikji_format::paged::sources_table(
                 &root,
@@ -541,9 +613,27 @@ impl Old {
         if m.parents() > 0 {
             return Err(bundle_error("a parent-child bundle; jikji update does not re-link parent sections yet, run `jikji build --strategy parent-child`".into()));
         }
-        let records = (0..bundle.chunks().len() as u32)
-            .map(|i| bundle.chunks().get(i))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
+        // Records parsed on every core, in doc-id order.
+        let n = bundle.chunks().len() as u32;
+        let threads = crate::ingest::default_threads().clamp(1, 16) as u32;
+        let per = n.div_ceil(threads).max(1);
+        let records: Vec<ChunkRecord> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..n)
+                .step_by(per as usize)
+                .map(|a| {
+                    let c = bundle.chunks();
+                    s.spawn(move || {
+                        (a..(a + per).min(n))
+                            .map(|i| c.get(i))
+                            .collect::<std::result::Result<Vec<_>, _>>()
+                    })
+                })
+                .collect();
+            handles.into_iter().try_fold(Vec::new(), |mut all, h| {
+                all.extend(h.join().expect("record parsing thread")?);
+                Ok::<_, jikji_format::FormatError>(all)
+            })
+        })?;
         let mut ranges = HashMap::new();
         let mut at = 0;
         for (k, s) in m.sources.iter().enumerate() {
@@ -644,6 +734,14 @@ impl Old {
         {
             return None;
         }
+        let (changed, of) = self.text_changes(records);
+        (changed as f64 <= KEEP_CALIBRATION_SHARE * of as f64).then_some((changed, of))
+    }
+
+    /// `(changed, of)`: chunk texts added plus removed between the old records and
+    /// `records` (as multisets), and the larger of the two chunk counts.
+    fn text_changes(&self, records: &[ChunkRecord]) -> (usize, usize) {
+        let of = records.len().max(self.records.len());
         let mut count: HashMap<[u8; 32], i64> = HashMap::new();
         for r in &self.records {
             *count.entry(text_key(&r.text)).or_default() -= 1;
@@ -655,7 +753,7 @@ impl Old {
             .values()
             .map(|c| c.unsigned_abs() as usize)
             .sum::<usize>();
-        (changed as f64 <= KEEP_CALIBRATION_SHARE * of as f64).then_some((changed, of))
+        (changed, of)
     }
 }
 
@@ -975,6 +1073,9 @@ pub fn print_update_report(r: &UpdateReport, bundle: &Path) {
             r.pages_written, r.pages_linked
         );
         eprintln!("  calibration {}", r.calibration_note);
+        if r.row_map_kept {
+            eprintln!("  query-model row map kept (small edit; --recalibrate recounts it)");
+        }
         eprintln!("  {}", crate::ingest::report::conflicts_line(r.conflicts));
     }
     let secs: Vec<String> = r
@@ -989,4 +1090,24 @@ pub fn print_update_report(r: &UpdateReport, bundle: &Path) {
         .map(|(p, s)| format!("{p} {s:.2}s"))
         .collect();
     eprintln!("  CPU: {}", cpu.join(", "));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The row map rule: 1 % of the chunk texts in 1,000+ chunks, the calibration's bounds.
+    #[test]
+    fn the_row_map_is_kept_for_at_most_one_percent_in_a_thousand_chunks() {
+        assert!(keeps_row_map(0, 1000));
+        assert!(keeps_row_map(2, 6333));
+        assert!(keeps_row_map(63, 6333));
+        assert!(!keeps_row_map(64, 6333));
+        assert!(keeps_row_map(10, 1000));
+        assert!(!keeps_row_map(11, 1000));
+        // Small bundles are always recounted (the count is cheap there).
+        assert!(!keeps_row_map(0, 999));
+        assert_eq!(RowMapRule::default(), RowMapRule::WhenSmall);
+        assert_eq!(UpdateOptions::default().row_map, RowMapRule::WhenSmall);
+    }
 }

@@ -241,3 +241,72 @@ fn a_page_rewritten_since_or_a_copied_bundle_is_not_linked() {
     Bundle::open_dir(&tmp.path().join("bundle.prev.1")).unwrap();
     Bundle::open_dir(&tmp.path().join("copy.prev.1")).unwrap();
 }
+
+/// The row map kept ([`RowMapRule::Always`]; on the books, [`RowMapRule::WhenSmall`] keeps it
+/// for a one-file edit): the update links the old `u-` page and every row page (same names,
+/// same files), tokenizes nothing, and every other page is the full build's byte for byte.
+/// (Comparing query embeddings and hybrid hits against the full build's pages is not in it
+/// yet: see docs/design/update.md.)
+#[test]
+fn a_kept_row_map_links_every_row_page_and_searches_as_a_full_build() {
+    use jikji_builder::update::RowMapRule;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = corpus(tmp.path());
+    let pack = make_pack(tmp.path());
+    let bundle = tmp.path().join("bundle");
+    let opts = |out: &Path| IngestOptions {
+        model_dir: Some(model_dir()),
+        cache_dir: Some(tmp.path().join("cache")),
+        threads: 2,
+        query_model: Some(pack.clone()),
+        ..IngestOptions::new(&corpus, out)
+    };
+    let defaults = BundleSettings::default();
+    build(&opts(&bundle), &defaults).unwrap();
+    let before = inodes(&bundle);
+    let old_qm = entry(&bundle)["pages"]["query_model"].clone();
+    edit(&corpus);
+    let r = update_with(
+        &opts(&bundle),
+        &UpdateOptions {
+            row_map: RowMapRule::Always,
+            ..UpdateOptions::default()
+        },
+    )
+    .unwrap();
+    print(&r);
+    assert!(r.written && r.row_map_kept);
+    let full = tmp.path().join("full");
+    build(&opts(&full), &defaults).unwrap();
+
+    let (now, fb) = (pages(&bundle), pages(&full));
+    let new_qm = entry(&bundle)["pages"]["query_model"].clone();
+    assert_eq!(new_qm["row_map"], old_qm["row_map"]);
+    assert_eq!(new_qm["rows"], old_qm["rows"]);
+    // The edit adds tokens the old corpus lacked: a full build counts another map.
+    assert_ne!(
+        entry(&full)["pages"]["query_model"]["row_map"],
+        old_qm["row_map"]
+    );
+    let mut rows = 0;
+    for (n, (ino, _)) in &now {
+        if n.starts_with("r-") || n.starts_with("u-") {
+            rows += 1;
+            assert_eq!(Some(ino), before.get(n), "p/{n} was not linked");
+        } else {
+            assert!(
+                fb.get(n).is_some_and(|f| f.1 == now[n].1),
+                "p/{n} differs from the full build's"
+            );
+        }
+    }
+    assert!(rows > 1000, "{rows} row pages");
+    let others = |m: &BTreeMap<String, (u64, Vec<u8>)>| {
+        m.keys()
+            .filter(|n| !n.starts_with("r-") && !n.starts_with("u-"))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(others(&now), others(&fb));
+}

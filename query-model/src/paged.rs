@@ -481,6 +481,40 @@ pub fn write_pages_into(
     layout: RowLayout,
     sink: &mut dyn jikji_format::paged::PageSink,
 ) -> Result<QueryModelRoot, ModelError> {
+    write_pages_keeping(dir, texts, threads, layout, RowMapChoice::Count, sink)
+}
+
+/// Where [`write_pages_keeping`] takes the row map (`u-` page) from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RowMapChoice {
+    /// Count the tokens of every chunk text and order the corpus's ids by count (what a full
+    /// build does).
+    #[default]
+    Count,
+    /// Keep the previous bundle's row map, byte for byte, when it was made from the same
+    /// pack in the same layout (rows per page, row order, row size, vocabulary, and the row
+    /// pages' generation is [`rows_gen`] of it): every row page then has the previous
+    /// bundle's name and bytes, and no chunk text is tokenized. Ids the corpus gained are
+    /// in the map's tail already (the map lists every id), so every query embeds exactly
+    /// as with a counted map; only the layout (which ids share a page) is the old corpus's.
+    /// When the previous bundle has no such map, or its `u-` page does not verify, the
+    /// tokens are counted as with [`RowMapChoice::Count`]. `jikji update` asks for it when
+    /// the edit is small (`jikji_builder::update`, "row map").
+    KeepPrevious,
+}
+
+/// [`write_pages_into`] with the row map taken as `choice` says. Returns the entry's root;
+/// with [`RowMapChoice::KeepPrevious`] honoured, the root's `row_map` and `rows` are the
+/// previous root's. Errors: as [`write_pages_into`].
+#[cfg(not(target_arch = "wasm32"))]
+pub fn write_pages_keeping(
+    dir: &std::path::Path,
+    texts: &[&str],
+    threads: usize,
+    layout: RowLayout,
+    choice: RowMapChoice,
+    sink: &mut dyn jikji_format::paged::PageSink,
+) -> Result<QueryModelRoot, ModelError> {
     use jikji_format::paged::qmodel::{LAYER_PAGES, TOKENIZER_PART};
 
     let info = crate::QueryPack::read_info(dir)?;
@@ -559,10 +593,110 @@ pub fn write_pages_into(
         sink,
     )?;
     let tp = dir.join(crate::tokenizer::TOKENIZER_FILE);
-    let tokenizer = Tokenizer::from_bytes(
-        &read(crate::tokenizer::TOKENIZER_FILE)?,
-        &tp.display().to_string(),
-    )?;
+    let load_tokenizer = || -> Result<Tokenizer, ModelError> {
+        Tokenizer::from_bytes(
+            &read(crate::tokenizer::TOKENIZER_FILE)?,
+            &tp.display().to_string(),
+        )
+    };
+    let load_rows = || -> Result<crate::RowTable, ModelError> {
+        let rp = dir.join(crate::pack::ROWS_FILE);
+        let b = read(crate::pack::ROWS_FILE)?;
+        let hidden = b.get(12..16).map_or(0, |h| {
+            u32::from_le_bytes(h.try_into().expect("4 bytes")) as usize
+        });
+        crate::RowTable::from_bytes(b, hidden, &rp.display().to_string())
+    };
+
+    // The previous row map, kept: its pages by their names, the rows file read only for a
+    // row page that cannot be linked.
+    if choice == RowMapChoice::KeepPrevious {
+        if let Some((q, body)) = prev
+            .as_ref()
+            .filter(|q| q.rows.per_page == layout.per_page && q.row_order == layout.order)
+            .and_then(|q| {
+                let body = sink.previous_body(&q.row_map)?;
+                let named = format!(
+                    "{}-{}",
+                    Kind::RowMap.letter() as char,
+                    page::content_id(&body)
+                );
+                (named == q.row_map
+                    && rows_gen(&pack_sha256, q.rows.per_page, q.row_bytes, &body) == q.rows.gen
+                    && q.rows.pages == q.vocab.div_ceil(q.rows.per_page))
+                .then_some((q, body))
+            })
+        {
+            if !sink.reuse(&q.row_map, &q.row_map)? {
+                sink.put(page::encode(Kind::RowMap, &body))?;
+            }
+            let mut made: Option<(Vec<u32>, crate::RowTable)> = None;
+            let per = q.rows.per_page;
+            for n in 0..q.rows.pages {
+                let name = q.row_page(n);
+                if sink.reuse(&name, &name)? {
+                    continue;
+                }
+                if made.is_none() {
+                    let tokenizer = load_tokenizer()?;
+                    if tokenizer.vocab_size() != q.vocab {
+                        return Err(ModelError::PackInfo {
+                            file: tp.display().to_string(),
+                            msg: format!(
+                                "{} token ids, the bundle's row map {} has {}",
+                                tokenizer.vocab_size(),
+                                q.row_map,
+                                q.vocab
+                            ),
+                        });
+                    }
+                    let m = RowMap::decode(&body, q.vocab, &q.row_map)?;
+                    let m = match q.row_order {
+                        RowOrder::Script => m.group_tail(&tokenizer.script_classes())?,
+                        RowOrder::Id => m,
+                    };
+                    let table = load_rows()?;
+                    if table.row_bytes() != q.row_bytes {
+                        return Err(ModelError::PackInfo {
+                            file: dir.join(crate::pack::ROWS_FILE).display().to_string(),
+                            msg: format!(
+                                "{}-byte rows, the bundle's row pages hold {}-byte rows",
+                                table.row_bytes(),
+                                q.row_bytes
+                            ),
+                        });
+                    }
+                    made = Some((m.ids_in_slot_order(), table));
+                }
+                let (order, table) = made.as_ref().expect("made");
+                let ids = &order[n * per..((n + 1) * per).min(order.len())];
+                let mut b = Vec::with_capacity(per * q.row_bytes);
+                for &id in ids {
+                    b.extend_from_slice(table.row(id).ok_or_else(|| {
+                        ModelError::Format(jikji_format::FormatError::InvalidInput(format!(
+                            "token id {id} outside the pack's rows"
+                        )))
+                    })?);
+                }
+                sink.put(page::encode_numbered(Kind::Rows, &q.rows.gen, n as u32, &b))?;
+            }
+            return Ok(QueryModelRoot {
+                model_id: info.model_id.clone(),
+                model_sha256: info.model_sha256.clone(),
+                pack_sha256,
+                layers,
+                layers_bytes,
+                tokenizer: tokenizer_pages,
+                tokenizer_bytes,
+                row_map: q.row_map.clone(),
+                rows: q.rows.clone(),
+                row_order: q.row_order,
+                vocab: q.vocab,
+                row_bytes: q.row_bytes,
+            });
+        }
+    }
+    let tokenizer = load_tokenizer()?;
 
     // Row order: an empty query's ids, then the corpus's ids by descending count.
     let vocab = tokenizer.vocab_size();
@@ -642,14 +776,6 @@ pub fn write_pages_into(
     // Rows per page and bytes per row: the previous root's when it has the same pack (the
     // rows file is then not read unless a page must be made).
     let mut rows: Option<crate::RowTable> = None;
-    let load_rows = || -> Result<crate::RowTable, ModelError> {
-        let rp = dir.join(crate::pack::ROWS_FILE);
-        let b = read(crate::pack::ROWS_FILE)?;
-        let hidden = b.get(12..16).map_or(0, |h| {
-            u32::from_le_bytes(h.try_into().expect("4 bytes")) as usize
-        });
-        crate::RowTable::from_bytes(b, hidden, &rp.display().to_string())
-    };
     let rb = match prev.as_ref().filter(|q| q.vocab == vocab) {
         Some(q) => q.row_bytes,
         None => {

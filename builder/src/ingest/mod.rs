@@ -480,6 +480,7 @@ fn build_chunked(
             query_model: opts.query_model.as_deref(),
             threads: opts.threads,
             previous: None,
+            row_map: jikji_query_model::paged::RowMapChoice::Count,
         },
     )?;
     seconds.push(("write".to_string(), t.elapsed().as_secs_f64()));

@@ -50,6 +50,10 @@ pub struct BundleParts<'a> {
     /// unchanged ([`PreviousPages::proven`]), is hard-linked instead of encoded and written
     /// again ([`jikji_format::paged::PageSink`]). `None`: every page is written.
     pub previous: Option<&'a PreviousPages>,
+    /// Where the query model's row map comes from: counted from `records` (a build), or the
+    /// previous bundle's kept (`jikji update` after a small edit, [`crate::update`] "row
+    /// map"; [`jikji_query_model::paged::RowMapChoice`]).
+    pub row_map: jikji_query_model::paged::RowMapChoice,
 }
 
 /// Where [`write_bundle`]'s pages go: the [`BundleWriter`], counting bytes per page kind,
@@ -275,11 +279,12 @@ pub fn write_bundle(out: &Path, p: BundleParts) -> Result<Written> {
                 bundle: model.sha256.clone(),
             });
         }
-        let q = jikji_query_model::paged::write_pages_into(
+        let q = jikji_query_model::paged::write_pages_keeping(
             dir,
             &texts,
             p.threads,
             jikji_query_model::paged::RowLayout::default(),
+            p.row_map,
             &mut sink,
         )?;
         root.query_model = Some(q);

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use jikji_builder::ingest::IngestOptions;
 use jikji_builder::update::{
-    print_update_report, update_with, DeletionLimit, Recalibrate, UpdateOptions,
+    print_update_report, update_with, DeletionLimit, Recalibrate, RowMapRule, UpdateOptions,
 };
 
 use crate::args::{CheckArgs, EmbedArgs, ModelArgs, PackArgs};
@@ -77,6 +77,12 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                 Recalibrate::Always
             } else {
                 Recalibrate::WhenMoved
+            },
+            // --recalibrate also lays the query model's rows out again from the corpus.
+            row_map: if a.recalibrate {
+                RowMapRule::Never
+            } else {
+                RowMapRule::WhenSmall
             },
         },
     )?;
