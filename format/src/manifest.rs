@@ -37,7 +37,8 @@ pub struct ModelInfo {
     pub max_tokens: usize,
     /// The per-language correction applied to the stored passage vectors, which the engine
     /// applies to every query vector too (`jikji_engine::centring`). Absent in bundles built
-    /// before it existed, or with `--centring off`: vectors as the model gave them.
+    /// before it existed, or with `--centring off`: vectors as the model gave them. Always
+    /// `None` when read by a build without feature `dense` (the browser's BM25 engine).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub centring: Option<Centring>,
 }
@@ -377,7 +378,11 @@ impl FromJson for ModelInfo {
             sha256: o.req("sha256")?,
             dim: o.req("dim")?,
             max_tokens: o.req("max_tokens")?,
+            // Dense-only: not read by a build without feature `dense` (`None` there).
+            #[cfg(feature = "dense")]
             centring: o.req("centring")?,
+            #[cfg(not(feature = "dense"))]
+            centring: None,
         })
     }
 }

@@ -127,12 +127,14 @@ pub struct PagesRoot {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expand: Option<Numbered>,
     /// The browser's query model (pack) as pages ([`qmodel`]), in bundles with vectors built
-    /// while a query-model pack was present; absent otherwise.
+    /// while a query-model pack was present; absent otherwise. Always `None` when read by a
+    /// build without feature `dense` (the browser's BM25 engine: not parsed, not checked).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub query_model: Option<qmodel::QueryModelRoot>,
     /// The dense index ([`ivf`], issue 14), in bundles with vectors built with
     /// `--dense-index ivf` (or `auto` choosing it); absent: dense queries scan every vector
-    /// page.
+    /// page. Always `None` when read by a build without feature `dense` (not parsed, not
+    /// checked).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ivf: Option<ivf::IvfRoot>,
     /// The analyzer's Unicode table pages ([`crate::unicode`]); absent in bundles written
@@ -206,9 +208,17 @@ impl crate::json::FromJson for PagesRoot {
             sources: o.req("sources")?,
             expand_keys: o.or("expand_keys", Vec::new)?,
             expand: o.req("expand")?,
+            // Dense-only parts: not read by a build without feature `dense` (the browser's
+            // BM25 engine), which never uses them; its `PagesRoot` has them `None`.
+            #[cfg(feature = "dense")]
             query_model: o.req("query_model")?,
+            #[cfg(not(feature = "dense"))]
+            query_model: None,
             unicode: o.req("unicode")?,
+            #[cfg(feature = "dense")]
             ivf: o.req("ivf")?,
+            #[cfg(not(feature = "dense"))]
+            ivf: None,
         })
     }
 }
@@ -616,6 +626,7 @@ pub fn check_root(root: &PagesRoot, chunks: usize, parents: usize) -> Result<()>
             ));
         }
     }
+    #[cfg(feature = "dense")]
     if let Some(i) = &root.ivf {
         if root.vectors.is_none() {
             return bad("a dense index (pages.ivf) without vectors".into());
