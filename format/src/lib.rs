@@ -19,6 +19,7 @@ pub mod bundle;
 pub mod chunks;
 pub mod codec;
 pub mod error;
+pub mod hash;
 mod fst_check;
 pub mod hanja;
 pub mod json;

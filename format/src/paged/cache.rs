@@ -6,7 +6,7 @@
 //! the read answers "absent". The engine runs the query again once the caller has added
 //! the missing pages (see the `paged` module docs).
 
-use std::collections::HashMap;
+use crate::hash::Map as HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::page;
