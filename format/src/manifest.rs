@@ -135,7 +135,7 @@ impl Default for Bm25Params {
 
 /// One source file of the corpus as the bundle last saw it: what `jikji update` compares
 /// the corpus folder against to find new, changed and deleted files.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SourceEntry {
     /// Path relative to the corpus root, `/`-separated (the chunks' `source`).
     pub path: String,
@@ -430,18 +430,22 @@ impl FromJson for Bm25Params {
 
 impl FromJson for SourceEntry {
     const WHAT: &'static str = "an object";
+    #[allow(clippy::field_reassign_with_default)]
     fn from_json(j: &Json, f: &str) -> Result<Self> {
         let o = j.obj(f)?;
-        Ok(SourceEntry {
-            path: o.req("path")?,
-            sha256: o.req("sha256")?,
-            bytes: o.req("bytes")?,
-            modified: o.req("modified")?,
-            chunks: o.req("chunks")?,
-            doc_id: o.req("doc_id")?,
-            version: o.req("version")?,
-            archived: o.or("archived", || false)?,
-        })
+        // Field by field into a default value: an error then drops one value, not the
+        // fields read so far one by one at each `?` (less wasm; sixth round of
+        // docs/design/wasm-size.md).
+        let mut r = SourceEntry::default();
+        r.path = o.req("path")?;
+        r.sha256 = o.req("sha256")?;
+        r.bytes = o.req("bytes")?;
+        r.modified = o.req("modified")?;
+        r.chunks = o.req("chunks")?;
+        r.doc_id = o.req("doc_id")?;
+        r.version = o.req("version")?;
+        r.archived = o.or("archived", || false)?;
+        Ok(r)
     }
 }
 
