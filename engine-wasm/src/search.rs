@@ -1,9 +1,9 @@
 //! Ranking: BM25 over the postings, exact dense scan over int8 vectors, and reciprocal
 //! rank fusion. Pure Rust with no I/O, so native and wasm builds rank identically.
 
+use jikji_format::hash::Map as HashMap;
 use std::borrow::Cow;
 use std::cmp::Ordering;
-use jikji_format::hash::Map as HashMap;
 
 use crate::centring::DenseScorer;
 use jikji_format::analyzer::{script_of, Analyzer, Script};

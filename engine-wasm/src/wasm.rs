@@ -19,8 +19,6 @@
 //! `embed` (default) the engine can also load the model itself (`load_model`) and embed in
 //! `search`.
 
-
-
 use wasm_bindgen::prelude::*;
 
 use crate::{EngineError, Filters, Mode, SearchOptions};
@@ -410,7 +408,10 @@ fn summary(engine: &crate::Engine) -> String {
 
 #[cfg(feature = "v1")]
 impl WasmEngine {
-    fn open_v1(&mut self, files: jikji_format::hash::Map<String, Vec<u8>>) -> Result<String, JsError> {
+    fn open_v1(
+        &mut self,
+        files: jikji_format::hash::Map<String, Vec<u8>>,
+    ) -> Result<String, JsError> {
         let mut engine = crate::Engine::from_files(files.into_iter().collect()).map_err(js_err)?;
         engine.set_search_options(self.options);
         engine.set_filters(self.filters.clone());
