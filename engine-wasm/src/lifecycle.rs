@@ -10,7 +10,7 @@
 //! or disagrees with the other end) is read record by record instead. Parent records
 //! (parent-child bundles) are not in the table and are always read one by one.
 
-use std::collections::HashMap;
+use jikji_format::hash::Map as HashMap;
 
 use jikji_format::{Bundle, Result};
 #[cfg(feature = "v1")]
@@ -131,7 +131,8 @@ impl Lifecycle {
             return Ok(None);
         }
         let mut l = Self::empty(n);
-        let mut number: HashMap<String, u32> = HashMap::with_capacity(m.sources.len());
+        let mut number: HashMap<String, u32> =
+            jikji_format::hash::map_with_capacity(m.sources.len());
         let mut at = 0u32;
         for s in m.sources.iter().filter(|s| s.chunks > 0) {
             // In bounds: the runs add up to `indexed` ≤ `n` chunks.

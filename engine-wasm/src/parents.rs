@@ -1,7 +1,7 @@
 //! Parent-child bundles: child chunks are indexed and ranked; a result is the child's
 //! parent section (stored in the chunk store after the indexed chunks, never indexed).
 
-use std::collections::HashSet;
+use jikji_format::hash::Set as HashSet;
 
 use jikji_format::{Bundle, ChunkRecord, Result};
 
@@ -35,7 +35,7 @@ pub fn collapse<T>(
         ranked.truncate(k);
         return Ok(ranked);
     }
-    let mut seen = HashSet::new();
+    let mut seen = HashSet::default();
     let mut out = Vec::with_capacity(k.min(ranked.len()));
     for mut r in ranked {
         if out.len() == k {

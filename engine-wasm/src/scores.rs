@@ -75,7 +75,7 @@ pub fn file_numbers(bundle: &Bundle) -> Result<Vec<u32>> {
 /// Numbers source paths in order of first appearance: one `u32` per item, equal for equal
 /// paths (the per-chunk file numbers [`apart`] compares).
 pub fn number_files(sources: impl IntoIterator<Item = String>) -> Vec<u32> {
-    let mut ids = std::collections::HashMap::new();
+    let mut ids = jikji_format::hash::Map::default();
     sources
         .into_iter()
         .map(|s| {

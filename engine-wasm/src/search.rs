@@ -1,9 +1,9 @@
 //! Ranking: BM25 over the postings, exact dense scan over int8 vectors, and reciprocal
 //! rank fusion. Pure Rust with no I/O, so native and wasm builds rank identically.
 
+use jikji_format::hash::Map as HashMap;
 use std::borrow::Cow;
 use std::cmp::Ordering;
-use std::collections::HashMap;
 
 use crate::centring::DenseScorer;
 use jikji_format::analyzer::{script_of, Analyzer, Script};
@@ -21,6 +21,13 @@ pub const FUSION_DEPTH: usize = 100;
 pub type Scored = (u32, f32);
 
 /// Sorts by score descending, ties by doc id ascending, and keeps the first `k`.
+///
+/// More than `k` candidates: one pass keeping the `k` best so far in order (a candidate not
+/// better than the worst kept costs one comparison; the others are inserted by binary
+/// search), instead of core's `select_nth_unstable_by` (its introselect and quicksort
+/// partitions were ~5 kB of the browser's engine wasm: sixth round of
+/// `docs/design/wasm-size.md`). Doc ids are distinct, so the order is total for scores that
+/// are not NaN and both ways keep the same `k` in the same order.
 pub fn top_k(mut scored: Vec<Scored>, k: usize) -> Vec<Scored> {
     let cmp = |a: &Scored, b: &Scored| {
         b.1.partial_cmp(&a.1)
@@ -28,8 +35,18 @@ pub fn top_k(mut scored: Vec<Scored>, k: usize) -> Vec<Scored> {
             .then(a.0.cmp(&b.0))
     };
     if scored.len() > k && k > 0 {
-        scored.select_nth_unstable_by(k - 1, cmp);
-        scored.truncate(k);
+        let mut best: Vec<Scored> = Vec::with_capacity(k + 1);
+        for s in scored {
+            if best.len() == k {
+                if cmp(&s, &best[k - 1]) != Ordering::Less {
+                    continue;
+                }
+                best.pop();
+            }
+            let at = best.partition_point(|b| cmp(b, &s) != Ordering::Greater);
+            best.insert(at, s);
+        }
+        return best;
     }
     jikji_format::sort::sort_by(&mut scored, cmp);
     scored.truncate(k);
@@ -236,7 +253,7 @@ pub fn query_terms(lex: &Lexical, query: &str) -> Result<Vec<QueryTerm>> {
     let mut exact: Vec<String> = a.analyze(query);
     jikji_format::sort::sort(&mut exact);
     exact.dedup();
-    let mut word_weight: HashMap<String, f32> = HashMap::new();
+    let mut word_weight: HashMap<String, f32> = HashMap::default();
     if lex.expansion.hangul_norm > 0.0 {
         for (w, script) in a.words(query) {
             if script != Script::Hangul {
@@ -261,7 +278,7 @@ pub fn query_terms(lex: &Lexical, query: &str) -> Result<Vec<QueryTerm>> {
             exact: true,
         })
         .collect();
-    let mut extra: HashMap<String, (f32, Option<f32>)> = HashMap::new();
+    let mut extra: HashMap<String, (f32, Option<f32>)> = HashMap::default();
     let mut add = |t: String, w: f32, cap: Option<f32>| {
         if exact.binary_search(&t).is_ok() {
             return;
@@ -565,7 +582,7 @@ pub fn dense(scorer: &DenseScorer, k: usize, allow: Option<&[bool]>) -> Vec<Scor
 /// Reciprocal rank fusion: `score(d) = Σ_lists 1 / (RRF_K + rank_d)` with ranks from 1;
 /// returns the top `k`.
 pub fn rrf(lists: &[Vec<Scored>], k: usize) -> Vec<Scored> {
-    let mut acc: HashMap<u32, f32> = HashMap::new();
+    let mut acc: HashMap<u32, f32> = HashMap::default();
     for list in lists {
         for (rank, (doc, _)) in list.iter().enumerate() {
             *acc.entry(*doc).or_default() += 1.0 / (RRF_K + rank as f32 + 1.0);

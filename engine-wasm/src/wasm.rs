@@ -19,8 +19,6 @@
 //! `embed` (default) the engine can also load the model itself (`load_model`) and embed in
 //! `search`.
 
-use std::collections::HashMap;
-
 use wasm_bindgen::prelude::*;
 
 use crate::{EngineError, Filters, Mode, SearchOptions};
@@ -38,7 +36,7 @@ fn js_err(e: impl std::fmt::Display) -> JsError {
 /// The engine as seen from JavaScript.
 #[wasm_bindgen(js_name = Engine)]
 pub struct WasmEngine {
-    files: HashMap<String, Vec<u8>>,
+    files: jikji_format::hash::Map<String, Vec<u8>>,
     engine: Option<crate::Engine>,
     options: SearchOptions,
     filters: Filters,
@@ -54,7 +52,7 @@ impl WasmEngine {
     pub fn new() -> WasmEngine {
         console_error_panic_hook::set_once();
         WasmEngine {
-            files: HashMap::new(),
+            files: Default::default(),
             engine: None,
             options: SearchOptions::default(),
             filters: Filters::default(),
@@ -410,8 +408,11 @@ fn summary(engine: &crate::Engine) -> String {
 
 #[cfg(feature = "v1")]
 impl WasmEngine {
-    fn open_v1(&mut self, files: HashMap<String, Vec<u8>>) -> Result<String, JsError> {
-        let mut engine = crate::Engine::from_files(files).map_err(js_err)?;
+    fn open_v1(
+        &mut self,
+        files: jikji_format::hash::Map<String, Vec<u8>>,
+    ) -> Result<String, JsError> {
+        let mut engine = crate::Engine::from_files(files.into_iter().collect()).map_err(js_err)?;
         engine.set_search_options(self.options);
         engine.set_filters(self.filters.clone());
         let summary = summary(&engine);

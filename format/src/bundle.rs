@@ -775,6 +775,7 @@ impl Bundle {
         };
         let n = manifest.counts.chunks;
         check_root(&root, n, manifest.parents())?;
+        #[cfg(feature = "dense")]
         if let Some(q) = &root.query_model {
             q.check(manifest.model.as_ref().map(|m| m.sha256.as_str()))?;
         }

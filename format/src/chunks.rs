@@ -115,47 +115,55 @@ pub struct ConflictNote {
 /// A chunk record's JSON (`crate::json`), as the serde attributes above say.
 impl crate::json::FromJson for ChunkRecord {
     const WHAT: &'static str = "an object";
+    #[allow(clippy::field_reassign_with_default)]
     fn from_json(j: &crate::json::Json, f: &str) -> Result<Self> {
         let o = j.obj(f)?;
-        Ok(ChunkRecord {
-            id: o.req("id")?,
-            source: o.req("source")?,
-            source_url: o.req("source_url")?,
-            tier: o.req("tier")?,
-            heading_path: o.req("heading_path")?,
-            lang: o.req("lang")?,
-            section: o.req("section")?,
-            start: o.req("start")?,
-            end: o.req("end")?,
-            text: o.req("text")?,
-            title: o.req("title")?,
-            author: o.req("author")?,
-            version: o.req("version")?,
-            updated: o.req("updated")?,
-            expires: o.req("expires")?,
-            provenance: o.req("provenance")?,
-            doc_id: o.req("doc_id")?,
-            archived: o.or("archived", || false)?,
-            parent_id: o.req("parent_id")?,
-            parent_doc: o.req("parent_doc")?,
-            conflicts: o.or("conflicts", Vec::new)?,
-        })
+        // Field by field into a default record: an error then drops one record, not the
+        // fields read so far one by one at each `?` (several kB less wasm; sixth round of
+        // docs/design/wasm-size.md).
+        let mut r = ChunkRecord::default();
+        r.id = o.req("id")?;
+        r.source = o.req("source")?;
+        r.source_url = o.req("source_url")?;
+        r.tier = o.req("tier")?;
+        r.heading_path = o.req("heading_path")?;
+        r.lang = o.req("lang")?;
+        r.section = o.req("section")?;
+        r.start = o.req("start")?;
+        r.end = o.req("end")?;
+        r.text = o.req("text")?;
+        r.title = o.req("title")?;
+        r.author = o.req("author")?;
+        r.version = o.req("version")?;
+        r.updated = o.req("updated")?;
+        r.expires = o.req("expires")?;
+        r.provenance = o.req("provenance")?;
+        r.doc_id = o.req("doc_id")?;
+        r.archived = o.or("archived", || false)?;
+        r.parent_id = o.req("parent_id")?;
+        r.parent_doc = o.req("parent_doc")?;
+        r.conflicts = o.or("conflicts", Vec::new)?;
+        Ok(r)
     }
 }
 
 /// A conflict note's JSON (`crate::json`), as the serde derive above writes it.
 impl crate::json::FromJson for ConflictNote {
     const WHAT: &'static str = "an object";
+    #[allow(clippy::field_reassign_with_default)]
     fn from_json(j: &crate::json::Json, f: &str) -> Result<Self> {
         let o = j.obj(f)?;
-        Ok(ConflictNote {
-            with: o.req("with")?,
-            source: o.req("source")?,
-            newer: o.req("newer")?,
-            subject: o.req("subject")?,
-            this: o.req("this")?,
-            other: o.req("other")?,
-        })
+        // Field by field into a default record: an error then drops one record, not the
+        // fields read so far one by one at each `?` (several kB less wasm; sixth round of
+        // docs/design/wasm-size.md).
+        let mut r = ConflictNote::default();
+        r.with = o.req("with")?;
+        r.source = o.req("source")?;
+        r.newer = o.req("newer")?;
+        r.subject = o.req("subject")?;
+        r.this = o.req("this")?;
+        r.other = o.req("other")?;
+        Ok(r)
     }
 }
 

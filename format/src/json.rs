@@ -531,6 +531,11 @@ pub struct Obj<'a> {
 
 impl<'a> Obj<'a> {
     /// The value of `key`, if present. Errors: the key given twice.
+    ///
+    /// Not inlined, nor are the errors of [`Obj::req`] / [`Obj::or`]: those are generic
+    /// (one copy per field type, 26 in the browser's engine), so what they share stays out
+    /// of each copy (sixth round of `docs/design/wasm-size.md`).
+    #[inline(never)]
     pub fn get(&self, key: &str) -> Result<Option<&'a Json>> {
         let mut found = self.members.iter().filter(|(k, _)| k == key);
         let first = found.next().map(|(_, v)| v);
@@ -549,9 +554,15 @@ impl<'a> Obj<'a> {
     pub fn req<T: FromJson>(&self, key: &str) -> Result<T> {
         match self.get(key)? {
             Some(v) => T::from_json(v, self.file).map_err(|e| in_field(e, key)),
-            None => T::missing()
-                .ok_or_else(|| corrupt(self.file, self.at, format!("missing field `{key}`"))),
+            None => T::missing().ok_or_else(|| self.missing_field(key)),
         }
+    }
+
+    /// The error for a required field `key` that is missing.
+    #[cold]
+    #[inline(never)]
+    fn missing_field(&self, key: &str) -> FormatError {
+        corrupt(self.file, self.at, format!("missing field `{key}`"))
     }
 
     /// Field `key` with a default (`#[serde(default)]`): `default()` when missing. A
@@ -565,6 +576,8 @@ impl<'a> Obj<'a> {
 }
 
 /// `e` with the field's name added to its message.
+#[cold]
+#[inline(never)]
 fn in_field(e: FormatError, key: &str) -> FormatError {
     match e {
         FormatError::DataCorruption {

@@ -21,6 +21,7 @@ pub mod codec;
 pub mod error;
 mod fst_check;
 pub mod hanja;
+pub mod hash;
 pub mod json;
 mod lower;
 pub mod manifest;

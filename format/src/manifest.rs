@@ -37,7 +37,8 @@ pub struct ModelInfo {
     pub max_tokens: usize,
     /// The per-language correction applied to the stored passage vectors, which the engine
     /// applies to every query vector too (`jikji_engine::centring`). Absent in bundles built
-    /// before it existed, or with `--centring off`: vectors as the model gave them.
+    /// before it existed, or with `--centring off`: vectors as the model gave them. Always
+    /// `None` when read by a build without feature `dense` (the browser's BM25 engine).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub centring: Option<Centring>,
 }
@@ -134,7 +135,7 @@ impl Default for Bm25Params {
 
 /// One source file of the corpus as the bundle last saw it: what `jikji update` compares
 /// the corpus folder against to find new, changed and deleted files.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SourceEntry {
     /// Path relative to the corpus root, `/`-separated (the chunks' `source`).
     pub path: String,
@@ -377,7 +378,11 @@ impl FromJson for ModelInfo {
             sha256: o.req("sha256")?,
             dim: o.req("dim")?,
             max_tokens: o.req("max_tokens")?,
+            // Dense-only: not read by a build without feature `dense` (`None` there).
+            #[cfg(feature = "dense")]
             centring: o.req("centring")?,
+            #[cfg(not(feature = "dense"))]
+            centring: None,
         })
     }
 }
@@ -425,18 +430,22 @@ impl FromJson for Bm25Params {
 
 impl FromJson for SourceEntry {
     const WHAT: &'static str = "an object";
+    #[allow(clippy::field_reassign_with_default)]
     fn from_json(j: &Json, f: &str) -> Result<Self> {
         let o = j.obj(f)?;
-        Ok(SourceEntry {
-            path: o.req("path")?,
-            sha256: o.req("sha256")?,
-            bytes: o.req("bytes")?,
-            modified: o.req("modified")?,
-            chunks: o.req("chunks")?,
-            doc_id: o.req("doc_id")?,
-            version: o.req("version")?,
-            archived: o.or("archived", || false)?,
-        })
+        // Field by field into a default value: an error then drops one value, not the
+        // fields read so far one by one at each `?` (less wasm; sixth round of
+        // docs/design/wasm-size.md).
+        let mut r = SourceEntry::default();
+        r.path = o.req("path")?;
+        r.sha256 = o.req("sha256")?;
+        r.bytes = o.req("bytes")?;
+        r.modified = o.req("modified")?;
+        r.chunks = o.req("chunks")?;
+        r.doc_id = o.req("doc_id")?;
+        r.version = o.req("version")?;
+        r.archived = o.or("archived", || false)?;
+        Ok(r)
     }
 }
 

@@ -6,7 +6,7 @@
 //! the read answers "absent". The engine runs the query again once the caller has added
 //! the missing pages (see the `paged` module docs).
 
-use std::collections::{BTreeSet, HashMap};
+use crate::hash::Map as HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::page;
@@ -41,7 +41,10 @@ struct Entry {
 #[derive(Default)]
 struct Inner {
     pages: HashMap<String, Entry>,
-    missing: BTreeSet<String>,
+    /// Sorted, no duplicates: a few names per query round, so a sorted `Vec` (binary search)
+    /// rather than a `BTreeSet`, whose insert/remove code is ~8 kB of wasm (sixth round of
+    /// `docs/design/wasm-size.md`).
+    missing: Vec<String>,
     clock: u64,
     budget: usize,
     stats: CacheStats,
@@ -89,7 +92,9 @@ impl PageCache {
             }
             None => {
                 g.stats.misses += 1;
-                g.missing.insert(name.to_string());
+                if let Err(i) = g.missing.binary_search_by(|m| m.as_str().cmp(name)) {
+                    g.missing.insert(i, name.to_string());
+                }
                 None
             }
         }
@@ -128,7 +133,9 @@ impl PageCache {
         let mut g = self.lock();
         g.clock += 1;
         let now = g.clock;
-        g.missing.remove(name);
+        if let Ok(i) = g.missing.binary_search_by(|m| m.as_str().cmp(name)) {
+            g.missing.remove(i);
+        }
         g.stats.added += 1;
         g.pages.insert(
             name.to_string(),
@@ -143,8 +150,6 @@ impl PageCache {
     /// Takes the set of pages recorded as missing since the last call, sorted by name.
     pub fn take_missing(&self) -> Vec<String> {
         std::mem::take(&mut self.lock().missing)
-            .into_iter()
-            .collect()
     }
 
     /// True if a page was recorded as missing since the last [`PageCache::take_missing`] or

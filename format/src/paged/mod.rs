@@ -63,7 +63,7 @@ pub const HANJA_PAGE_TARGET: usize = 4096;
 pub const SOURCES_PER_PAGE: usize = 128;
 
 /// Pages named by generation and number: `<kind>-<gen>-<n>` for `n` in `0..pages`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Numbered {
     /// 16 hex: the first 8 bytes of SHA-256 over the raw bodies of all its pages in order.
     pub gen: String,
@@ -81,7 +81,7 @@ impl Numbered {
 }
 
 /// The roots of a paged bundle's pages, in the entry file (`pages`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PagesRoot {
     /// The first term of each dictionary block, in term order; empty when the dictionary
     /// has index pages (`dict_index`).
@@ -128,12 +128,14 @@ pub struct PagesRoot {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expand: Option<Numbered>,
     /// The browser's query model (pack) as pages ([`qmodel`]), in bundles with vectors built
-    /// while a query-model pack was present; absent otherwise.
+    /// while a query-model pack was present; absent otherwise. Always `None` when read by a
+    /// build without feature `dense` (the browser's BM25 engine: not parsed, not checked).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub query_model: Option<qmodel::QueryModelRoot>,
     /// The dense index ([`ivf`], issue 14), in bundles with vectors built with
     /// `--dense-index ivf` (or `auto` choosing it); absent: dense queries scan every vector
-    /// page.
+    /// page. Always `None` when read by a build without feature `dense` (not parsed, not
+    /// checked).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ivf: Option<ivf::IvfRoot>,
     /// The analyzer's Unicode table pages ([`crate::unicode`]); absent in bundles written
@@ -196,31 +198,40 @@ impl crate::json::FromJson for Numbered {
 /// The entry's `pages` (`crate::json`), as the serde attributes above say.
 impl crate::json::FromJson for PagesRoot {
     const WHAT: &'static str = "an object";
+    #[allow(clippy::field_reassign_with_default)]
     fn from_json(j: &crate::json::Json, f: &str) -> Result<Self> {
         let o = j.obj(f)?;
-        Ok(PagesRoot {
-            dict_keys: o.req("dict_keys")?,
-            dict_index: o.req("dict_index")?,
-            dict: o.req("dict")?,
-            postings: o.req("postings")?,
-            typo: o.req("typo")?,
-            total_doc_len: o.req("total_doc_len")?,
-            chunks: o.req("chunks")?,
-            records: o.req("records")?,
-            columns: o.req("columns")?,
-            hanja_keys: o.or("hanja_keys", Vec::new)?,
-            hanja: o.req("hanja")?,
-            vectors: o.req("vectors")?,
-            dim: o.or("dim", || 0)?,
-            sources: o.req("sources")?,
-            expand_keys: o.or("expand_keys", Vec::new)?,
-            expand: o.req("expand")?,
-            query_model: o.req("query_model")?,
-            unicode: o.req("unicode")?,
-            ivf: o.req("ivf")?,
-            buckets: o.req("buckets")?,
-            expand_buckets: o.req("expand_buckets")?,
-        })
+        // Field by field into a default value: an error then drops one value, not the
+        // fields read so far one by one at each `?` (less wasm; sixth round of
+        // docs/design/wasm-size.md).
+        let mut r = PagesRoot::default();
+        r.dict_keys = o.req("dict_keys")?;
+        r.dict_index = o.req("dict_index")?;
+        r.dict = o.req("dict")?;
+        r.postings = o.req("postings")?;
+        r.typo = o.req("typo")?;
+        r.total_doc_len = o.req("total_doc_len")?;
+        r.chunks = o.req("chunks")?;
+        r.records = o.req("records")?;
+        r.columns = o.req("columns")?;
+        r.hanja_keys = o.or("hanja_keys", Vec::new)?;
+        r.hanja = o.req("hanja")?;
+        r.vectors = o.req("vectors")?;
+        r.dim = o.or("dim", || 0)?;
+        r.sources = o.req("sources")?;
+        r.expand_keys = o.or("expand_keys", Vec::new)?;
+        r.expand = o.req("expand")?;
+        // Dense-only parts: not read by a build without feature `dense` (the browser's
+        // BM25 engine), which never uses them; its `PagesRoot` has them `None` (the default).
+        #[cfg(feature = "dense")]
+        {
+            r.query_model = o.req("query_model")?;
+            r.ivf = o.req("ivf")?;
+        }
+        r.unicode = o.req("unicode")?;
+        r.buckets = o.req("buckets")?;
+        r.expand_buckets = o.req("expand_buckets")?;
+        Ok(r)
     }
 }
 
@@ -644,6 +655,7 @@ pub fn check_root(root: &PagesRoot, chunks: usize, parents: usize) -> Result<()>
             ));
         }
     }
+    #[cfg(feature = "dense")]
     if let Some(i) = &root.ivf {
         if root.vectors.is_none() {
             return bad("a dense index (pages.ivf) without vectors".into());
