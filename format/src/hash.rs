@@ -11,7 +11,9 @@
 //! Hostile input (page names, terms of a bundle or a query) can at worst make a map slower
 //! by colliding; it cannot make it panic or allocate more than its entries.
 
-use std::hash::{BuildHasherDefault, Hasher};
+#[cfg(any(target_arch = "wasm32", test))]
+use std::hash::BuildHasherDefault;
+use std::hash::Hasher;
 
 /// FxHash (the hash of rustc's `FxHashMap`, `rustc-hash` 1.x): per 8-byte word `h =
 /// (h.rotl(5) ^ word) * K`. Fast and small; not resistant to chosen collisions.

@@ -820,6 +820,8 @@ fn renamed(e: FormatError, page: &str) -> FormatError {
 }
 
 /// Term dictionary and postings: a whole `terms.fst` + `postings.bin`, or paged.
+// One per open bundle, and the paged variant is the one every query reads: not boxed.
+#[allow(clippy::large_enum_variant)]
 pub enum Lexicon {
     /// Format 1 (or a format 2 bundle read whole). Feature `v1` (not in the browser build).
     #[cfg(feature = "v1")]
