@@ -441,10 +441,220 @@ def main():
     print("missed checks:", {k: int(v) for k, v in total_miss.items()})
 
 
+# ---------------------------------------------------------------------------------------------
+# Null-distribution study (session 17): DIR/null/null@BUNDLE.jsonl are `jikji eval OUT
+# --unanswerable --hits-out` runs of off-topic queries the bundle's corpus gives by itself
+# (`study-bands.py pseudo SET OUT 900`, only its `pn*` queries: question templates around 3-6 words
+# of unrelated passages of the bundle, one reversed so the dictionary does not know it). Per bundle
+# and mode, their top-1 calibrated scores are the bundle's null distribution: what a query that is
+# about nothing in the bundle gets. Variants, each applied to the bundle's own calibrated top-1
+# score s and scored on the same checks as the baseline (answerable, cross-lingual, mixed and
+# unanswerable runs of every mode):
+#   lift Q L:  s' = max(s, L) when s is above the null's Q-quantile (distinguishable from off-topic);
+#   cap Q C:   s' = min(s, C) when s is at or under the null's Q-quantile (indistinguishable);
+#   both:      lift and cap with the same Q;
+#   pnull L0 L1: s' = max(s, L0 + (L1 - L0) * g) above the quantile, g = 0 at it and 1 at the null's
+#              maximum (clipped: a graded lift);
+#   capz C Z:  the cap only where the top hit's z-score within its own top 30 (raw scores) is < Z;
+#   grad A B:  the same without the clip, s' = max(s, min(A + B * u, 0.98)), u = 0 at the quantile and
+#              1 at the null's maximum, growing past it (spreads scores beyond anything off-topic).
+# MODES=bm25,dense restricts a variant to those modes (others keep the baseline); NULLPART=i/k keeps
+# every k-th off-topic query from the i-th on (how much the thresholds move with the sample).
+# `NULL=1 study-bands.py DIR` prints every variant's missed checks (BM25, dense, hybrid) and the
+# per-run table of BEST (a variant label, default the fewest misses).
+
+def null_top1(D):
+    out = {}
+    for p in glob.glob(f"{D}/null/null@*.jsonl"):
+        bundle = os.path.basename(p)[5:-6]
+        for line in open(p, encoding="utf-8"):
+            r = json.loads(line)
+            if r["hits"]:
+                out.setdefault((bundle, r["mode"]), []).append(r["hits"][0][1])
+    part = os.environ.get("NULLPART")  # "i/k": only every k-th off-topic query from the i-th on
+    if part:
+        i, k = map(int, part.split("/"))
+        out = {key: v[i::k] for key, v in out.items()}
+    return {k: np.sort(np.array(v)) for k, v in out.items()}
+
+
+def variant(kind, q, val, null):
+    thr = float(np.quantile(null, q))
+    def f(s):
+        s = np.asarray(s, float).copy()
+        above = s > thr
+        if kind in ("lift", "both"):
+            s[above] = np.maximum(s[above], val[0])
+        if kind in ("cap", "both"):
+            c = val[1] if kind == "both" else val[0]
+            s[~above] = np.minimum(s[~above], c)
+        if kind == "grad":
+            # u = 0 at the null's Q-quantile, 1 at its maximum, on past it: s' = max(s, A + B*u), <= 0.98
+            top = null[-1]
+            u = (s - thr) / max(top - thr, 1e-6)
+            s[above] = np.maximum(s[above], np.minimum(val[0] + val[1] * u[above], 0.98))
+        if kind == "pnull":
+            # graded: how far above the threshold among the null's top, 0 at thr, 1 at the null max
+            top = null[-1]
+            g = np.clip((s - thr) / max(top - thr, 1e-6), 0, 1)
+            s[above] = np.maximum(s[above], val[0] + (val[1] - val[0]) * g[above])
+        return s
+    return f
+
+
+def zscore(h):
+    raw = np.array([x[2] for x in h], dtype=float)
+    rest = raw[1:] if len(raw) > 2 else np.array([0.0, 0.0])
+    return float((raw[0] - rest.mean()) / (rest.std() + 1e-6))
+
+
+def study_null():
+    runs = load()
+    nulls = null_top1(D)
+    variants = [("base", None, None)]
+    for q in (0.95, 0.99, 1.0):
+        for L in (0.3, 0.35, 0.45, 0.55):
+            variants.append(("lift", q, (L,)))
+        for C in (0.29, 0.45, 0.59):
+            variants.append(("cap", q, (C,)))
+        for L in (0.35, 0.45):
+            for C in (0.29, 0.59):
+                variants.append(("both", q, (L, C)))
+        for L0, L1 in ((0.3, 0.6), (0.35, 0.75), (0.45, 0.9)):
+            variants.append(("pnull", q, (L0, L1)))
+        for A in (0.45, 0.55):
+            for B in (0.1, 0.2, 0.3, 0.45):
+                variants.append(("grad", q, (A, B)))
+        for Z in (3.0, 4.0, 5.0, 6.0, 8.0):
+            variants.append(("capz", q, (0.59, Z)))
+    table = {}
+    for vi, (kind, q, val) in enumerate(variants):
+        miss = {}
+        rows = []
+        for (name, mode), v in sorted(runs.items()):
+            if name.startswith("null/") or name.startswith("pq/"):
+                continue
+            s0 = np.array([r["hits"][0][1] for r in v["rows"] if r["hits"]])
+            y = np.array([(not v["unans"]) and r["hits"][0][4] > 0 for r in v["rows"] if r["hits"]])
+            null = nulls.get((v["bundle"], mode))
+            only = os.environ.get("MODES")
+            if kind == "base" or null is None or (only and mode.split("-")[0] not in only.split(",")):
+                s1 = s0
+            elif kind == "capz":
+                # the cap only where the top hit does not stand out of its own list (z < Z)
+                z = np.array([zscore(r["hits"]) for r in v["rows"] if r["hits"]])
+                capped = variant("cap", q, (val[0],), null)(s0)
+                s1 = np.where(z < val[1], capped, s0)
+            else:
+                s1 = variant(kind, q, val, null)(s0)
+            c = checks(s1, y, v["unans"])
+            m = (0 if c["ok"] else 1) if v["unans"] else 3 - c["ok"]
+            key = mode.split("-")[0]
+            miss[key] = miss.get(key, 0) + m
+            rows.append((mode, name, c, null is not None))
+        label = f"{kind} q={q} {val}" if q is not None else "base"
+        table[label] = (miss, rows)
+        print(f"{label:34} misses {sum(miss.values()):3} {miss}")
+    best = os.environ.get("BEST") or min(table, key=lambda k: sum(table[k][0].values()))
+    for lab in ("base", best):
+        print(f"\n== {lab}")
+        for mode, name, c, has in table[lab][1]:
+            print(f"{mode:12} {name:36} {c}{'' if has else '  (no null run)'}")
+    for (b, m), v in sorted(nulls.items()):
+        print(f"null {b:20} {m:12} n={len(v)} q50={np.quantile(v,.5):.3f} q95={np.quantile(v,.95):.3f} q99={np.quantile(v,.99):.3f} max={v[-1]:.3f}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Disagreement study (session 17, issue 19's knowledge-base case: "iOS minimum supported version"
+# -> the Android document at 0.958, BM25 saturated, dense ranked the right chunk first). From the
+# same hits files (each query has a bm25, a dense and a hybrid list): the hybrid top-1 "follows a
+# saturated BM25 against a confident dense disagreement" when BM25's calibrated top-1 score is
+# >= SAT, the hybrid top-1 is BM25's top-1, dense's top-1 is another file's chunk, and dense's raw
+# score of its own top-1 beats its raw score of the hybrid top-1 by >= GAP (the hybrid top-1 not
+# in dense's top 30: by the dense list's last raw score, a lower bound of the gap), or (GAP "rR")
+# the hybrid top-1 is not in dense's first R. Variants:
+#   cap C:   the hybrid top-1's score is capped at C (ranking and nDCG unchanged);
+#   swap:    dense's top-1 goes first (its grade from the dense list), the rest shift down; the
+#            score is capped at C too.
+# `FUSE=1 study-bands.py DIR` prints, per variant, the hybrid checks and nDCG@10 per run (binary
+# gain, ideal from nrel; checked against `jikji eval`'s figure at base).
+
+def ndcg10(grades, nrel):
+    dcg = sum((1.0 if g > 0 else 0.0) / math.log2(i + 2) for i, g in enumerate(grades[:10]))
+    idcg = sum(1.0 / math.log2(i + 2) for i in range(min(max(nrel, 1), 10)))
+    return dcg / idcg
+
+
+def study_fuse():
+    runs = load()
+    by = {}
+    for (name, mode), v in runs.items():
+        for r in v["rows"]:
+            by.setdefault((name, r["qid"]), {})[mode.split("-")[0]] = r
+    names = sorted({n for (n, m) in runs if m.startswith("hybrid")})
+    variants = [("base", None, None, None)]
+    for sat in (0.9, 0.99):
+        for gap in (0.01, 0.02, 0.04, "r10", "r30"):
+            for c in (0.59, 0.45):
+                variants.append(("cap", sat, gap, c))
+            variants.append(("swap", sat, gap, 0.59))
+    total = {}
+    for kind, sat, gap, c in variants:
+        label = "base" if kind == "base" else f"{kind} sat={sat} gap={gap} C={c}"
+        miss = 0; out = []; fired = 0
+        for name in names:
+            v = next(vv for (n, m), vv in runs.items() if n == name and m.startswith("hybrid"))
+            s1, y1, nd0, nd1 = [], [], [], []
+            for r in v["rows"]:
+                h = r["hits"]
+                if not h:
+                    continue
+                q = by[(name, r["qid"])]
+                grades = [x[4] for x in h]
+                score = h[0][1]
+                right = (not v["unans"]) and h[0][4] > 0
+                nd0.append(ndcg10(grades, r["nrel"]))
+                b = q.get("bm25", {}).get("hits") or []
+                d = q.get("dense", {}).get("hits") or []
+                if kind != "base" and b and d and b[0][1] >= sat and h[0][0] == b[0][0] and d[0][3] != h[0][3]:
+                    draw = {x[0]: x[2] for x in d}
+                    rank = next((i for i, x in enumerate(d) if x[0] == h[0][0]), len(d))
+                    if isinstance(gap, str):
+                        hit = rank >= int(gap[1:])
+                    else:
+                        hit = d[0][2] - draw.get(h[0][0], d[-1][2]) >= gap
+                    if hit:
+                        fired += 1
+                        score = min(score, c)
+                        if kind == "swap":
+                            top = d[0]
+                            rest = [x for x in h if x[0] != top[0]]
+                            grades = [top[4]] + [x[4] for x in rest]
+                            right = (not v["unans"]) and top[4] > 0
+                s1.append(score); y1.append(right); nd1.append(ndcg10(grades, r["nrel"]))
+            ch = checks(s1, y1, v["unans"])
+            miss += (0 if ch["ok"] else 1) if v["unans"] else 3 - ch["ok"]
+            out.append((name, ch, np.mean(nd0), np.mean(nd1)))
+        total[label] = miss
+        worst = min((o[3] - o[2]) for o in out if not runs_unans(runs, o[0]))
+        print(f"{label:34} hybrid misses {miss:3}  fired {fired:5}  worst nDCG@10 change {worst:+.4f}")
+        if kind == "base" or os.environ.get("VERBOSE"):
+            for name, ch, a, b_ in out:
+                print(f"    {name:36} {ch}  nDCG@10 {a:.4f} -> {b_:.4f}")
+
+
+def runs_unans(runs, name):
+    return any(v["unans"] for (n, m), v in runs.items() if n == name)
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "pseudo":
         make_pseudo(sys.argv[2], sys.argv[3], int(sys.argv[4]) if len(sys.argv) > 4 else 300)
     elif os.environ.get("PQ"):
         study_pseudo()
+    elif os.environ.get("NULL"):
+        study_null()
+    elif os.environ.get("FUSE"):
+        study_fuse()
     else:
         main()

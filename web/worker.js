@@ -34,7 +34,8 @@
 // immutable pages `p/<name>`. A search runs the engine; while it answers {"need": [names]},
 // every named page is fetched in parallel (one fetch per page, shared by concurrent queries),
 // decoded (48-byte header; codec 1 = deflate-raw, inflated with DecompressionStream and
-// bounded by the header's raw_len), given to the engine with add_page, and the query runs
+// bounded by the header's raw_len), checked against its SHA-256 and name with crypto.subtle
+// (verifyPage: the engine wasm has no SHA-256), given to the engine with add_page, and the query runs
 // again, at most MAX_ROUNDS times. Per query the worker counts rounds, requests and bytes:
 // `transfer` from Resource Timing's transferSize (headers + body as sent; 0 for an HTTP-cache
 // hit), `stored` (page bytes received) and `raw` (page bodies after inflating). They come
@@ -48,7 +49,7 @@
 // Engine.search_with_vector; the vector pages (`v-…`) come through the same need → fetch loop,
 // so BM25 never downloads them.
 
-import { MAX_PAGE, PAGE_HEADER_LEN, decodePage } from "./pages.js";
+import { MAX_PAGE, PAGE_HEADER_LEN, decodePage, verifyPage } from "./pages.js";
 
 /** Set by "open": the engine folder (URL ending in "/") and the integrity map (or null). */
 let engineBase = null;
@@ -317,6 +318,7 @@ async function loadPage(engine, name) {
   }
   const transfer = await transferOf(url, stored.length);
   const bytes = await decodePage(name, stored);
+  await verifyPage(name, bytes); // the digest and the name: the engine wasm has no SHA-256
   try {
     engine.add_page(name, bytes);
   } catch (e) {

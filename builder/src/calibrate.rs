@@ -805,6 +805,7 @@ pub fn calibrate_with_queries(
         hanja: false,
         allow_ai_draft: false,
         dense_index: None,
+        dense_index_chosen_by: None,
         pages: None,
     };
     let bundle = Bundle::from_parts(manifest, lexical, vectors, chunks, None)?;

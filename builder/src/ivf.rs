@@ -6,8 +6,11 @@
 //! engine reads them in `jikji_engine::ivf`. Design and measurements:
 //! `docs/design/dense-index.md`.
 //!
-//! `jikji update` rebuilds the index fully (the same k-means on the updated rows), so an
-//! update equals a full build of the same corpus; re-assigning only new vectors is not done.
+//! `jikji update` keeps the centroids when few vectors changed ([`plan_update`]): the kept
+//! chunks stay in their lists, only new and changed vectors are assigned to the nearest
+//! stored centroid, and only the list pages whose bytes changed get new names
+//! (`jikji_format::paged::ivf::write_pages_kept`); otherwise it refits (the same k-means
+//! as a full build, so the update then equals a full build of the same corpus).
 
 use jikji_engine::centring::ChunkCentring;
 use jikji_format::vectors::Vectors;
@@ -24,6 +27,149 @@ use crate::error::{BuildError, Result};
 /// 100,000 chunks (39 MB of `v` pages, the size where an exact scan stops fitting a phone's
 /// page-cache budget of 32 MiB) the exact scan is kept.
 pub const AUTO_MIN_CHUNKS: usize = 100_000;
+
+/// Below this many chunks `--dense-index auto` keeps the exact scan without measuring the
+/// index. Measured (session 17, `jikji eval scifact`, 22,121 chunks, load ~5): measuring
+/// cost 160 s of build (k-means of 297 lists and the `nprobe` search over the
+/// pseudo-queries; the write stage 6 → 169 s) and [`auto_cost`] then kept the exact scan
+/// (8.6 MB and 46 s a visit against the index's 60.2 MB and 320 s: the pseudo-queries need
+/// 217 of 297 lists). On the eval sets (248–22,121 chunks) the lists needed are 69–88 % of
+/// the chunks (docs/performance.md "Dense index"), so measuring below 100,000 chunks costs
+/// build time for no change; from [`AUTO_MIN_CHUNKS`] on `auto` writes binary lists as
+/// before (the cost model compares int8 lists only).
+pub const AUTO_MIN_MEASURED: usize = AUTO_MIN_CHUNKS;
+
+/// The link `auto`'s cost model assumes, in bytes per millisecond: DevTools' "slow 4G"
+/// profile (1.47 Mbit/s down), the one the phone bench measures (`tests/e2e/bench-phone.mjs`).
+pub const AUTO_BYTES_PER_MS: f64 = 1474.56 * 1024.0 / 8.0 / 1000.0;
+
+/// The round trip `auto`'s cost model assumes, in ms (the same profile's 562.5 ms latency):
+/// the index costs one more dependent round once (its centroids and sample before the
+/// lists).
+pub const AUTO_ROUND_MS: f64 = 562.5;
+
+/// Dense queries per visit in `auto`'s cost model: the once-costs (the exact scan's rows
+/// when they fit the engine's page cache, the index's centroids and sample) are shared by
+/// this many queries.
+pub const AUTO_QUERIES_PER_VISIT: f64 = 10.0;
+
+/// CPU time of scoring one int8 row, in ns: the native exact scan of the 1M-vector bench
+/// (503 ms for 1,000,000 rows on one thread, docs/performance.md "Dense index"); the
+/// index scores its centroids and the probed rows at the same cost.
+pub const SCAN_NS_PER_ROW: f64 = 503.0;
+
+/// The inputs and figures of `auto`'s choice ([`auto_cost`]), per visit of
+/// [`AUTO_QUERIES_PER_VISIT`] dense queries on the [`AUTO_BYTES_PER_MS`] /
+/// [`AUTO_ROUND_MS`] link.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AutoCost {
+    /// Chunks.
+    pub n: usize,
+    /// Lists of the measured index.
+    pub nlist: usize,
+    /// Its default `nprobe` (the builder's measurement).
+    pub nprobe: usize,
+    /// Rows in the `nprobe` nearest lists, mean over the pseudo-queries (measured).
+    pub rows_per_query: f64,
+    /// Bytes the exact scan fetches per visit: every row once when they fit the engine's
+    /// page cache, else every row every query.
+    pub exact_bytes: f64,
+    /// Bytes the index fetches per visit: centroids and sample once, the probed lists every
+    /// query (no list counted as cached).
+    pub ivf_bytes: f64,
+    /// Transfer plus scan time per visit, ms.
+    pub exact_ms: f64,
+    /// Transfer, the extra round and scan time per visit, ms.
+    pub ivf_ms: f64,
+}
+
+impl AutoCost {
+    /// True when the index is cheaper.
+    pub fn ivf(&self) -> bool {
+        self.ivf_ms < self.exact_ms
+    }
+
+    /// The entry's record of the choice (`chosen_by`).
+    pub fn note(&self) -> String {
+        format!(
+            "auto: {} by the cost model per visit of {} dense queries at {:.1} kB/s, {} ms a round: exact {:.1} kB, {:.0} ms; ivf {:.1} kB, {:.0} ms (n {}, nlist {}, nprobe {}, {:.0} rows a query measured)",
+            if self.ivf() { "ivf" } else { "exact" },
+            AUTO_QUERIES_PER_VISIT,
+            AUTO_BYTES_PER_MS,
+            AUTO_ROUND_MS,
+            self.exact_bytes / 1e3,
+            self.exact_ms,
+            self.ivf_bytes / 1e3,
+            self.ivf_ms,
+            self.n,
+            self.nlist,
+            self.nprobe,
+            self.rows_per_query
+        )
+    }
+}
+
+/// `auto`'s cost model (`docs/design/dense-index.md` §3): for `n` chunks of `dim`, an int8
+/// index of `nlist` lists whose `nprobe` nearest hold `rows_per_query` rows on average
+/// (measured on the pseudo-queries, [`probed_rows`]), the time of a visit
+/// ([`AUTO_QUERIES_PER_VISIT`] queries) with each: bytes over [`AUTO_BYTES_PER_MS`], the
+/// index's extra round ([`AUTO_ROUND_MS`], once), rows scored at [`SCAN_NS_PER_ROW`]. The
+/// exact scan's rows are fetched once when they fit `cache_bytes` (the engine's page
+/// cache), else every query.
+pub fn auto_cost(
+    n: usize,
+    dim: usize,
+    nlist: usize,
+    nprobe: usize,
+    rows_per_query: f64,
+    cache_bytes: usize,
+) -> AutoCost {
+    let q = AUTO_QUERIES_PER_VISIT;
+    let row = (dim + 4) as f64;
+    let all = n as f64 * row;
+    let exact_bytes = if all <= cache_bytes as f64 {
+        all
+    } else {
+        q * all
+    };
+    let once = (nlist + n.min(jikji_format::paged::ivf::SAMPLE_ROWS)) as f64 * row;
+    let ivf_bytes = once + q * rows_per_query * (dim + 6) as f64;
+    let ns = SCAN_NS_PER_ROW / 1e6;
+    AutoCost {
+        n,
+        nlist,
+        nprobe,
+        rows_per_query,
+        exact_bytes,
+        ivf_bytes,
+        exact_ms: exact_bytes / AUTO_BYTES_PER_MS + q * n as f64 * ns,
+        ivf_ms: ivf_bytes / AUTO_BYTES_PER_MS
+            + AUTO_ROUND_MS
+            + q * (nlist as f64 + rows_per_query) * ns,
+    }
+}
+
+/// Mean rows in the `nprobe` lists whose stored centroids (`centroids`) score highest for
+/// each of `queries` (ties to the lower list, the engine's order); `nprobe/nlist` of the
+/// chunks without queries.
+pub fn probed_rows(ivf: &Ivf, centroids: &Vectors, queries: &[Vec<f32>], nprobe: usize) -> f64 {
+    let nlist = ivf.lists.len();
+    let n: usize = ivf.lists.iter().map(Vec::len).sum();
+    if queries.is_empty() || nlist == 0 {
+        return n as f64 * nprobe.min(nlist) as f64 / nlist.max(1) as f64;
+    }
+    let mut sum = 0usize;
+    for q in queries {
+        let mut order: Vec<(usize, f32)> = (0..nlist).map(|j| (j, centroids.dot(j, q))).collect();
+        order.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        sum += order
+            .iter()
+            .take(nprobe)
+            .map(|(j, _)| ivf.lists[*j].len())
+            .sum::<usize>();
+    }
+    sum as f64 / queries.len() as f64
+}
 
 /// The share of lists a query probes by default (`nprobe = ⌈share · nlist⌉`), measured on
 /// the eval sets (README, "Dense index (issue 14)").
@@ -49,7 +195,8 @@ pub enum DenseIndex {
         /// Binary codes with int8 rescoring (`ivf-binary`) instead of int8 lists.
         binary: bool,
     },
-    /// IVF from [`AUTO_MIN_CHUNKS`] chunks on, else exact (default).
+    /// The cheaper of the exact scan and an int8 index by [`auto_cost`] (measured from
+    /// [`AUTO_MIN_MEASURED`] chunks on; binary lists from [`AUTO_MIN_CHUNKS`]) (default).
     #[default]
     Auto,
 }
@@ -107,14 +254,15 @@ impl DenseIndex {
         }
     }
 
-    /// The number of lists to build for `n` chunks, or `None` for the exact scan.
+    /// The number of lists to build (or, for `auto`, to measure against the exact scan) for
+    /// `n` chunks, or `None` for the exact scan.
     pub fn nlist_for(self, n: usize) -> Option<usize> {
         if n == 0 {
             return None;
         }
         match self {
             DenseIndex::Exact => None,
-            DenseIndex::Auto if n < AUTO_MIN_CHUNKS => None,
+            DenseIndex::Auto if n < AUTO_MIN_MEASURED => None,
             DenseIndex::Auto | DenseIndex::Ivf { nlist: None, .. } => Some(default_nlist(n)),
             DenseIndex::Ivf { nlist: Some(l), .. } => Some(l.clamp(1, n)),
         }
@@ -569,6 +717,199 @@ fn kmeans(
     Ivf { centroids, lists }
 }
 
+/// `jikji update` refits the centroids (a full k-means, as a build) when more than this
+/// share of the vectors changed: new or changed chunks plus dropped ones, over the larger
+/// of the old and new chunk counts. Below it the centroids and the kept chunks' lists stay
+/// ([`plan_update`]); the recall cost of kept centroids at this share is measured in
+/// `docs/design/dense-index.md` §5.
+pub const REFIT_CHANGED_SHARE: f64 = 0.2;
+
+/// `jikji update` refits when a language's centring offset (`model.centring.passage`, which
+/// the bundle prior recomputes from the rows) moved by more than this share of its length
+/// ([`offsets_shift`]): every scoring vector of that language moves by the same offset, so
+/// the kept centroids, means of the old scoring vectors, would be off by it.
+pub const REFIT_OFFSET_SHIFT: f32 = 0.05;
+
+/// The largest relative move `‖o_new − o_old‖ / ‖o_old‖` of a language's offset between
+/// two centring records' `passage` offsets; `None` when they name different languages or
+/// an offset's length differs.
+pub fn offsets_shift(
+    old: &std::collections::BTreeMap<String, Vec<f32>>,
+    new: &std::collections::BTreeMap<String, Vec<f32>>,
+) -> Option<f32> {
+    if !old.keys().eq(new.keys()) {
+        return None;
+    }
+    let mut worst = 0f32;
+    for (l, a) in old {
+        let b = &new[l];
+        if a.len() != b.len() {
+            return None;
+        }
+        let d: f32 = a
+            .iter()
+            .zip(b)
+            .map(|(x, y)| (x - y) * (x - y))
+            .sum::<f32>()
+            .sqrt();
+        let n = dot(a, a).sqrt();
+        worst = worst.max(if n > 0.0 {
+            d / n
+        } else if d > 0.0 {
+            f32::INFINITY
+        } else {
+            0.0
+        });
+    }
+    Some(worst)
+}
+
+/// The refit rule's centring part ([`plan_update`] has the rest): why kept centroids would
+/// no longer rank the lists in the space of the exact score, or `None` when they still do.
+/// Refits when the bundle gained or lost its centring, when its `method` or `query_side`
+/// changed (the scoring vectors are then made differently), when the languages differ or an
+/// offset's length changed, and when a language's offset moved by more than
+/// [`REFIT_OFFSET_SHIFT`] of its length ([`offsets_shift`]).
+pub fn centring_refit(
+    old: Option<&jikji_format::manifest::Centring>,
+    new: Option<&jikji_format::manifest::Centring>,
+) -> Option<String> {
+    match (old, new) {
+        (None, None) => None,
+        (Some(a), Some(b)) if a.method == b.method && a.query_side == b.query_side => {
+            match offsets_shift(&a.passage, &b.passage) {
+                Some(x) if x <= REFIT_OFFSET_SHIFT => None,
+                Some(x) => Some(format!(
+                    "a language offset moved by {x:.3} of its length (> {REFIT_OFFSET_SHIFT})"
+                )),
+                None => Some("the bundle's languages changed".into()),
+            }
+        }
+        _ => Some("the centring changed".into()),
+    }
+}
+
+/// What `jikji update` does with an int8 index ([`plan_update`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum UpdatePlan {
+    /// Keep the centroids: these lists (new doc ids, ascending), of which `assigned` chunks
+    /// were assigned now (the others kept their list).
+    Keep {
+        /// Doc ids of each list.
+        lists: Vec<Vec<u32>>,
+        /// Chunks assigned to the nearest stored centroid now.
+        assigned: usize,
+        /// New or changed plus dropped vectors, the rule's numerator.
+        changed: usize,
+    },
+    /// Refit the index (a full k-means), for the reason given (e.g. `30 of 100 vectors
+    /// changed (> 20%)`, `list 4 would hold 900 chunks (cap 500)`).
+    Refit(String),
+}
+
+/// The refit rule of `jikji update` and, when the centroids are kept, the new lists.
+/// `centroids`: the old index's stored centroids (its `g` pages, dequantized by
+/// [`Vectors::dot`] as the engine ranks lists); `old_lists`: its lists (old doc ids, every
+/// old chunk in one); `from_old[d]`: the old row new chunk `d`'s vector was copied from bit
+/// for bit (`None`: embedded now); `scoring(d)`: new chunk `d`'s scoring vector (as
+/// [`build`] clusters them, with the new bundle's centring); `cap`: the longest list
+/// allowed. Refits when more than [`REFIT_CHANGED_SHARE`] of the vectors changed, when a
+/// list would be empty, or longer than `cap`; otherwise a kept chunk stays in its old
+/// list and a new one joins the list of its nearest stored centroid (largest dot
+/// product, ties to the lower list: the engine's order). Deterministic.
+pub fn plan_update(
+    centroids: &Vectors,
+    old_lists: &[Vec<u32>],
+    old_n: usize,
+    from_old: &[Option<usize>],
+    scoring: &(dyn Fn(usize) -> Vec<f32> + Sync),
+    cap: usize,
+) -> UpdatePlan {
+    let nlist = old_lists.len();
+    if nlist == 0 || centroids.len() != nlist {
+        return UpdatePlan::Refit(format!("{} centroids for {nlist} lists", centroids.len()));
+    }
+    let mut list_of = vec![u32::MAX; old_n];
+    for (j, l) in old_lists.iter().enumerate() {
+        for &d in l {
+            match list_of.get_mut(d as usize) {
+                Some(x) if *x == u32::MAX => *x = j as u32,
+                _ => {
+                    return UpdatePlan::Refit(format!(
+                        "old list {j} names chunk {d} twice or out of range"
+                    ))
+                }
+            }
+        }
+    }
+    if list_of.contains(&u32::MAX) {
+        return UpdatePlan::Refit("an old chunk is in no list".into());
+    }
+    let n = from_old.len();
+    let mut used = vec![false; old_n];
+    let mut fresh = 0usize;
+    for o in from_old {
+        match o {
+            Some(o) if *o < old_n => used[*o] = true,
+            _ => fresh += 1,
+        }
+    }
+    let dropped = used.iter().filter(|u| !**u).count();
+    let changed = fresh + dropped;
+    let of = n.max(old_n).max(1);
+    if changed as f64 > REFIT_CHANGED_SHARE * of as f64 {
+        return UpdatePlan::Refit(format!(
+            "{changed} of {of} vectors new, changed or dropped (> {}%)",
+            REFIT_CHANGED_SHARE * 100.0
+        ));
+    }
+    let mut lists = vec![Vec::new(); nlist];
+    for (d, o) in from_old.iter().enumerate() {
+        let j = match o {
+            Some(o) if *o < old_n => list_of[*o] as usize,
+            _ => {
+                let y = scoring(d);
+                let mut best = (0usize, f32::NEG_INFINITY);
+                for j in 0..nlist {
+                    let s = centroids.dot(j, &y);
+                    if s > best.1 {
+                        best = (j, s);
+                    }
+                }
+                best.0
+            }
+        };
+        lists[j].push(d as u32);
+    }
+    if let Some(j) = lists.iter().position(Vec::is_empty) {
+        return UpdatePlan::Refit(format!("list {j} would be empty"));
+    }
+    if let Some((j, l)) = lists.iter().enumerate().find(|(_, l)| l.len() > cap) {
+        return UpdatePlan::Refit(format!(
+            "list {j} would hold {} chunks (cap {cap})",
+            l.len()
+        ));
+    }
+    UpdatePlan::Keep {
+        lists,
+        assigned: fresh,
+        changed,
+    }
+}
+
+/// The longest list [`plan_update`] allows an update of an index of `old_lists` to make, for
+/// `n` chunks and `nlist` lists asked for: from [`BALANCE_MIN_CHUNKS`] on the cap a build
+/// applies ([`default_cap`]), below it [`LIST_CAP_FACTOR`] times the longest old list (a
+/// k-means' lists are uncapped there).
+pub fn update_cap(n: usize, nlist: usize, old_lists: &[Vec<u32>]) -> usize {
+    if n >= BALANCE_MIN_CHUNKS {
+        default_cap(n, nlist)
+    } else {
+        let longest = old_lists.iter().map(Vec::len).max().unwrap_or(1);
+        ((LIST_CAP_FACTOR * longest as f64).ceil() as usize).max(2)
+    }
+}
+
 /// Recall@[`PROBE_DEPTH`] against the exact scan that the builder's default `nprobe` must
 /// reach on the calibration's pseudo-queries ([`choose_nprobe`]). Above the target's 0.95
 /// because pseudo-queries (spans of a chunk's own text) find their lists more easily than
@@ -789,7 +1130,12 @@ mod tests {
             assert_eq!(DenseIndex::parse(s).unwrap().name(), s);
         }
         assert!(DenseIndex::parse("ivf:0").is_none() && DenseIndex::parse("hnsw").is_none());
+        assert_eq!(DenseIndex::Auto.nlist_for(AUTO_MIN_MEASURED - 1), None);
         assert_eq!(DenseIndex::Auto.nlist_for(5_000), None);
+        assert_eq!(
+            DenseIndex::Auto.nlist_for(AUTO_MIN_MEASURED),
+            Some(default_nlist(AUTO_MIN_MEASURED))
+        );
         assert_eq!(DenseIndex::Auto.nlist_for(1_000_000), Some(2000));
         let ivf = |nlist| DenseIndex::Ivf {
             nlist,
@@ -801,6 +1147,175 @@ mod tests {
         assert!(DenseIndex::parse("ivf-binary:x").is_none());
         assert_eq!(DenseIndex::Exact.nlist_for(1_000_000), None);
         assert_eq!(default_nprobe(297), 75);
+    }
+
+    #[test]
+    fn an_update_keeps_the_centroids_below_the_refit_rule() {
+        let v = clustered(200);
+        let ivf = build(&v, None, 4, 1, 2).unwrap();
+        let cents = Vectors::open(&write_vectors(8, &ivf.centroids).unwrap()).unwrap();
+        let scoring = |d: usize| v.get(d % 200);
+        // 10 new chunks appended (5%; copies of chunks 0..10 embedded "now"): each joins
+        // its cluster's list, the others keep theirs.
+        let mut from: Vec<Option<usize>> = (0..200).map(Some).collect();
+        from.extend(std::iter::repeat_n(None, 10));
+        let cap = update_cap(210, 4, &ivf.lists);
+        assert_eq!(cap, 100);
+        let UpdatePlan::Keep {
+            lists,
+            assigned,
+            changed,
+        } = plan_update(&cents, &ivf.lists, 200, &from, &scoring, cap)
+        else {
+            panic!("kept")
+        };
+        assert_eq!((assigned, changed), (10, 10));
+        let mut sizes: Vec<usize> = lists.iter().map(Vec::len).collect();
+        sizes.sort_unstable();
+        assert_eq!(sizes, [52, 52, 53, 53]);
+        for l in &lists {
+            assert!(l.iter().all(|&d| d % 4 == l[0] % 4), "{l:?}");
+            let old: Vec<u32> = l.iter().copied().filter(|&d| d < 200).collect();
+            assert!(ivf.lists.contains(&old));
+        }
+        // Dropping chunk 3 shifts nothing in the plan: its list simply loses it.
+        let from: Vec<Option<usize>> = (0..200).filter(|&o| o != 3).map(Some).collect();
+        let UpdatePlan::Keep { lists, changed, .. } =
+            plan_update(&cents, &ivf.lists, 200, &from, &scoring, cap)
+        else {
+            panic!("kept")
+        };
+        assert_eq!((changed, lists.concat().len()), (1, 199));
+        // 21 chunks re-embedded (each new + its old row dropped: 42 of 200 > 20%): refit;
+        // 20 (40 = 20%): kept.
+        let mut from: Vec<Option<usize>> = (0..200).map(Some).collect();
+        for f in from.iter_mut().take(21) {
+            *f = None;
+        }
+        let p = plan_update(&cents, &ivf.lists, 200, &from, &scoring, cap);
+        assert!(
+            matches!(&p, UpdatePlan::Refit(r) if r.contains("42 of 200")),
+            "{p:?}"
+        );
+        from[20] = Some(20);
+        assert!(matches!(
+            plan_update(&cents, &ivf.lists, 200, &from, &scoring, cap),
+            UpdatePlan::Keep { changed: 40, .. }
+        ));
+        // A list over the cap, or emptied, refits.
+        let mut from: Vec<Option<usize>> = (0..200).map(Some).collect();
+        from.extend(std::iter::repeat_n(None, 10));
+        let p = plan_update(&cents, &ivf.lists, 200, &from, &scoring, 51);
+        assert!(
+            matches!(&p, UpdatePlan::Refit(r) if r.contains("cap 51")),
+            "{p:?}"
+        );
+        let u = unbalanced();
+        let two = build(&u, None, 2, 1, 2).unwrap();
+        let c2 = Vectors::open(&write_vectors(8, &two.centroids).unwrap()).unwrap();
+        let small = two.lists.iter().position(|l| l.len() == 10).unwrap();
+        let from: Vec<Option<usize>> = (0..160usize)
+            .filter(|o| !two.lists[small].contains(&(*o as u32)))
+            .map(Some)
+            .collect();
+        let su = |d: usize| u.get(d);
+        let p = plan_update(&c2, &two.lists, 160, &from, &su, 1000);
+        assert!(
+            matches!(&p, UpdatePlan::Refit(r) if r.contains("empty")),
+            "{p:?}"
+        );
+        assert_eq!(update_cap(BALANCE_MIN_CHUNKS, 100, &ivf.lists), 2000);
+        let m = |v: Vec<f32>| std::collections::BTreeMap::from([("en".to_string(), v)]);
+        assert_eq!(
+            offsets_shift(&m(vec![3.0, 4.0]), &m(vec![3.0, 4.0])),
+            Some(0.0)
+        );
+        assert_eq!(
+            offsets_shift(&m(vec![3.0, 4.0]), &m(vec![3.0, 4.5])),
+            Some(0.1)
+        );
+        let other = std::collections::BTreeMap::from([("ko".to_string(), vec![3.0, 4.0])]);
+        assert_eq!(offsets_shift(&m(vec![3.0, 4.0]), &other), None);
+    }
+
+    #[test]
+    fn each_centring_change_refits() {
+        let c = |method: &str, side: &str, passage: Vec<(&str, Vec<f32>)>| {
+            jikji_format::manifest::Centring {
+                method: method.into(),
+                stats_sha256: "00".repeat(32),
+                alpha: 1.0,
+                query_side: side.into(),
+                query: Default::default(),
+                bundle_prior: None,
+                passage: passage
+                    .into_iter()
+                    .map(|(l, v)| (l.to_string(), v))
+                    .collect(),
+                chunks: None,
+            }
+        };
+        let base = c("lang-mean-v2", "shift", vec![("en", vec![3.0, 4.0])]);
+        assert_eq!(centring_refit(None, None), None);
+        assert_eq!(centring_refit(Some(&base), Some(&base)), None);
+        // 0.04 of the length: kept; 0.1: refit.
+        let near = c("lang-mean-v2", "shift", vec![("en", vec![3.0, 4.2])]);
+        assert_eq!(centring_refit(Some(&base), Some(&near)), None);
+        let far = c("lang-mean-v2", "shift", vec![("en", vec![3.0, 4.5])]);
+        let why = centring_refit(Some(&base), Some(&far)).unwrap();
+        assert!(why.contains("moved by 0.100"), "{why}");
+        let lang = c("lang-mean-v2", "shift", vec![("ko", vec![3.0, 4.0])]);
+        assert!(centring_refit(Some(&base), Some(&lang))
+            .unwrap()
+            .contains("languages"));
+        let short = c("lang-mean-v2", "shift", vec![("en", vec![3.0])]);
+        assert!(centring_refit(Some(&base), Some(&short))
+            .unwrap()
+            .contains("languages"));
+        for other in [
+            c("lang-mean-v1", "shift", vec![("en", vec![3.0, 4.0])]),
+            c("lang-mean-v2", "query-mean", vec![("en", vec![3.0, 4.0])]),
+        ] {
+            assert!(centring_refit(Some(&base), Some(&other))
+                .unwrap()
+                .contains("centring changed"));
+        }
+        assert!(centring_refit(None, Some(&base)).is_some());
+        assert!(centring_refit(Some(&base), None).is_some());
+    }
+
+    #[test]
+    fn auto_picks_the_cheaper_by_the_cost_model() {
+        let cache = 32 << 20;
+        // xquad-en's measured index (581 chunks, nprobe 37 of 48, ~450 rows a query): the
+        // rows fit the cache, fetched once (226 kB) against 10 × the lists: exact.
+        let c = auto_cost(581, 384, 48, 37, 450.0, cache);
+        assert!(!c.ivf(), "{c:?}");
+        assert!((c.exact_bytes - 581.0 * 388.0).abs() < 1e-6);
+        assert!(
+            c.note().starts_with("auto: exact by the cost model"),
+            "{}",
+            c.note()
+        );
+        // 100,000 chunks (38.8 MB, over the cache: fetched every query), 5% probed: ivf.
+        let c = auto_cost(100_000, 384, 632, 32, 5_000.0, cache);
+        assert!(
+            c.ivf() && c.exact_bytes == 10.0 * 100_000.0 * 388.0,
+            "{c:?}"
+        );
+        // Probing everything never wins.
+        let c = auto_cost(100_000, 384, 632, 632, 100_000.0, cache);
+        assert!(!c.ivf(), "{c:?}");
+        // The probed rows: queries on a cluster direction find its 50 chunks in one list.
+        let v = clustered(200);
+        let ivf = build(&v, None, 4, 1, 2).unwrap();
+        let cents = Vectors::open(&write_vectors(8, &ivf.centroids).unwrap()).unwrap();
+        let q: Vec<Vec<f32>> = (0..4)
+            .map(|d| (0..8).map(|i| f32::from(i == d)).collect())
+            .collect();
+        assert_eq!(probed_rows(&ivf, &cents, &q, 1), 50.0);
+        assert_eq!(probed_rows(&ivf, &cents, &q, 2), 100.0);
+        assert_eq!(probed_rows(&ivf, &cents, &[], 1), 50.0);
     }
 
     #[test]

@@ -132,6 +132,10 @@ pub struct UpdateReport {
     pub seconds: Vec<(String, f64)>,
     /// CPU seconds (user + system, all threads) per phase from open to write.
     pub cpu_seconds: Vec<(String, f64)>,
+    /// What happened to the dense index (`pages.ivf`): `kept centroids: …, 2 of 48 list
+    /// pages rewritten`, or `refitted: <the rule that fired>`
+    /// ([`crate::ivf::plan_update`]); `None` without an index.
+    pub dense_index: Option<String>,
 }
 
 /// How many of a bundle's files one update may delete: a count (`3`) or a percentage of
@@ -393,7 +397,7 @@ pub fn update_with(opts: &IngestOptions, u: &UpdateOptions) -> Result<UpdateRepo
     // It is loaded at most once, and only when needed.
     let mut embedder = None;
     let model_dir = old.model_dir(opts)?;
-    let vectors = vectors(
+    let (vectors, rows_from) = vectors(
         &old,
         &records,
         &from_old,
@@ -458,8 +462,17 @@ pub fn update_with(opts: &IngestOptions, u: &UpdateOptions) -> Result<UpdateRepo
         probe_queries = c.query_vectors;
         c.calibration
     };
+    // `auto` chose the exact scan and the calibration is kept (a small edit): the choice
+    // is kept too, without embedding the pseudo-queries to measure the index again.
+    let kept_exact = (settings.dense_index == crate::ivf::DenseIndex::Auto
+        && report.calibration_reused
+        && old.bundle.pages().is_some_and(|p| p.ivf.is_none()))
+    .then(|| m.dense_index_chosen_by.clone())
+    .flatten()
+    .filter(|c| c.starts_with("auto: exact"));
     if probe_queries.is_empty()
         && vectors.is_some()
+        && kept_exact.is_none()
         && settings.dense_index.nlist_for(records.len()).is_some()
     {
         // A kept calibration has no pseudo-query vectors, but the dense index's default
@@ -503,6 +516,10 @@ pub fn update_with(opts: &IngestOptions, u: &UpdateOptions) -> Result<UpdateRepo
     };
     // A `BUNDLE.prev` left by `jikji build` (or an interrupted update) joins the
     // generations first, so the writer does not replace it.
+    let (kept_index, index_note) = match &kept_exact {
+        Some(c) => (None, Some(format!("exact scan kept ({c})"))),
+        None => kept_index(&old, &settings, vectors.as_ref(), &rows_from)?,
+    };
     crate::generations::rotate(&opts.bundle, u.keep)?;
     let (_, _, pages) = write_bundle(
         &opts.bundle,
@@ -519,10 +536,21 @@ pub fn update_with(opts: &IngestOptions, u: &UpdateOptions) -> Result<UpdateRepo
             query_model: opts.query_model.as_deref(),
             threads: opts.threads,
             previous: Some(&old.previous),
+            kept_index,
+            kept_chosen_by: kept_exact,
+            refit_note: index_note.clone().filter(|n| n.starts_with("refitted: ")),
             row_map,
         },
     )?;
     crate::generations::rotate(&opts.bundle, u.keep)?;
+    report.dense_index = match (index_note, pages.ivf_lists) {
+        (Some(n), Some(l)) => Some(format!(
+            "{n}; {} of {} list pages rewritten",
+            l.rewritten,
+            l.kept + l.rewritten
+        )),
+        (n, _) => n,
+    };
     report.pages_written = pages.written;
     report.pages_linked = pages.linked;
     report.written = true;
@@ -757,6 +785,106 @@ impl Old {
     }
 }
 
+/// The dense index an update writes: the old int8 index's centroids kept with the lists of
+/// [`crate::ivf::plan_update`] when the bundle has one and its rule keeps it, else `None`
+/// (the writer builds the settings' index afresh, as a full build does), and the note for
+/// the report (`kept centroids: …` or `refitted: …`; `None` when no index is written).
+/// `rows_from[d]`: the old row new chunk `d`'s vector was copied from.
+fn kept_index(
+    old: &Old,
+    settings: &BundleSettings,
+    vectors: Option<&(jikji_format::ModelInfo, Vec<u8>)>,
+    rows_from: &[Option<usize>],
+) -> Result<(Option<crate::ingest::write::KeptIndex>, Option<String>)> {
+    let Some((info, bytes)) = vectors else {
+        return Ok((None, None));
+    };
+    let n = rows_from.len();
+    let Some(nlist) = settings.dense_index.nlist_for(n) else {
+        return Ok((None, None));
+    };
+    let refit = |why: String| Ok((None, Some(format!("refitted: {why}"))));
+    let Some(r) = old.bundle.pages().and_then(|p| p.ivf.clone()) else {
+        return refit("the old bundle has no dense index".into());
+    };
+    if r.is_binary() || settings.dense_index.binary_for(n) {
+        return refit("binary lists are rebuilt (their row positions shift)".into());
+    }
+    let Some(ov) = old.bundle.vectors() else {
+        return refit("the old bundle has no vectors".into());
+    };
+    let v = jikji_format::vectors::Vectors::open(bytes)?;
+    if let crate::ivf::DenseIndex::Ivf { nlist: Some(_), .. } = settings.dense_index {
+        if n < crate::ivf::BALANCE_MIN_CHUNKS && nlist != r.nlist {
+            return refit(format!("{nlist} lists asked, the index has {}", r.nlist));
+        }
+    }
+    let old_centring = old
+        .manifest
+        .model
+        .as_ref()
+        .and_then(|m| m.centring.as_ref());
+    if v.dim() != ov.dim() {
+        return refit("the vectors' dimension changed".into());
+    }
+    if let Some(why) = crate::ivf::centring_refit(old_centring, info.centring.as_ref()) {
+        return refit(why);
+    }
+    let mut bodies = Vec::with_capacity(r.centroids.pages);
+    for p in 0..r.centroids.pages {
+        match old.previous.body(&r.centroid_page(p)) {
+            Some(b) => bodies.push(b),
+            None => return refit(format!("centroid page {} unreadable", r.centroid_page(p))),
+        }
+    }
+    let mut old_lists = Vec::with_capacity(r.nlist);
+    for j in 0..r.nlist {
+        let name = r.list_page(j);
+        let Some(b) = old.previous.body(&name) else {
+            return refit(format!("list page {name} unreadable"));
+        };
+        old_lists
+            .push(jikji_format::paged::ivf::ListPage::open(&name, &b, ov.len(), ov.dim())?.docs);
+    }
+    let centroids = crate::ingest::write::stored_centroids(&r, &bodies, v.dim())?;
+    let centring = match &info.centring {
+        Some(c) => jikji_engine::centring::ChunkCentring::langs_of(c, n, v.dim())
+            .map_err(|e| BuildError::Ivf(e.to_string()))?,
+        None => None,
+    };
+    let scoring = |i: usize| {
+        let (scale, row) = v.row(i);
+        match &centring {
+            Some(c) => c.scoring_vector(i, scale, row),
+            None => v.get(i),
+        }
+    };
+    let cap = crate::ivf::update_cap(n, nlist, &old_lists);
+    match crate::ivf::plan_update(&centroids, &old_lists, ov.len(), rows_from, &scoring, cap) {
+        crate::ivf::UpdatePlan::Refit(why) => refit(why),
+        crate::ivf::UpdatePlan::Keep {
+            lists,
+            assigned,
+            changed,
+        } => {
+            let note = format!(
+                "kept centroids: {changed} of {} vectors new, changed or dropped (refit above {}%), {assigned} assigned to the nearest centroid",
+                n.max(ov.len()),
+                crate::ivf::REFIT_CHANGED_SHARE * 100.0
+            );
+            Ok((
+                Some(crate::ingest::write::KeptIndex {
+                    old: r,
+                    centroid_bodies: bodies,
+                    lists,
+                    note: format!("update: {note}"),
+                }),
+                Some(note),
+            ))
+        }
+    }
+}
+
 /// The chunk stage of an update: the new bundle's records, where each came from, and the
 /// sources table.
 struct Rechunked {
@@ -864,6 +992,7 @@ fn chunk(
 /// record, the rows stay as the model gave them and the record's per-chunk languages and
 /// offsets are made for `records` (a `lang-mean-v1` record, whose rows were stored
 /// centred, is refused: a full build is needed).
+#[allow(clippy::type_complexity)]
 fn vectors(
     old: &Old,
     records: &[ChunkRecord],
@@ -872,9 +1001,12 @@ fn vectors(
     opts: &IngestOptions,
     embedder: &mut Option<crate::encoder::Encoder>,
     report: &mut UpdateReport,
-) -> Result<Option<(jikji_format::ModelInfo, Vec<u8>)>> {
+) -> Result<(
+    Option<(jikji_format::ModelInfo, Vec<u8>)>,
+    Vec<Option<usize>>,
+)> {
     let (Some(ov), Some(info)) = (old.bundle.vectors(), &old.manifest.model) else {
-        return Ok(None);
+        return Ok((None, vec![None; records.len()]));
     };
     // Old vectors by text, for chunks of changed files whose text did not change.
     let by_text: HashMap<[u8; 32], usize> = old
@@ -999,7 +1131,7 @@ fn vectors(
         c.passage = passage;
         c.chunks = Some(runs);
     }
-    Ok(Some((info, bytes)))
+    Ok((Some((info, bytes)), rows))
 }
 
 /// The language statistics a bundle's centring was made with, for `jikji update`: the
@@ -1073,6 +1205,9 @@ pub fn print_update_report(r: &UpdateReport, bundle: &Path) {
             r.pages_written, r.pages_linked
         );
         eprintln!("  calibration {}", r.calibration_note);
+        if let Some(d) = &r.dense_index {
+            eprintln!("  dense index {d}");
+        }
         if r.row_map_kept {
             eprintln!("  query-model row map kept (small edit; --recalibrate recounts it)");
         }

@@ -2,7 +2,9 @@
 //! scan when every list is probed, a scanned chunk scores bit for bit as in the exact
 //! scan, the lifecycle and the tier/language filters keep the top-k full (applied while
 //! scanning, with the one mask the exact scan uses), hostile list pages are refused with
-//! the page's name, and `jikji update` rebuilds the index as a full build does.
+//! the page's name, and `jikji update` keeps the centroids below its refit rule (only the
+//! changed lists renamed, new vectors in the nearest stored centroid's list, recall within
+//! 0.005 of a full rebuild) and rebuilds the index as a full build does past it.
 //!
 //! The first three tests index the frozen centring fixture (`format/tests/compat/
 //! v2-centring`: real e5 vectors, `shift` centring, query vectors in `queries.json`), so
@@ -374,7 +376,7 @@ fn ivf_filters_keep_the_top_k_full() {
 }
 
 #[test]
-fn update_rebuilds_the_dense_index_as_a_full_build() {
+fn update_past_the_refit_rule_rebuilds_the_dense_index_as_a_full_build() {
     let tmp = tempfile::tempdir().unwrap();
     let corpus = service_corpus(tmp.path());
     let bundle = tmp.path().join("bundle");
@@ -387,11 +389,40 @@ fn update_rebuilds_the_dense_index_as_a_full_build() {
     )
     .unwrap();
     std::fs::remove_file(corpus.join("1. platform/backups.md")).unwrap();
+    let gw = corpus.join("1. platform/gateway.md");
+    let g = std::fs::read_to_string(&gw).unwrap();
+    std::fs::write(&gw, g.replace("gateway", "edge gateway")).unwrap();
     let r = jikji_builder::update::update(&with_model(&corpus, &bundle), false).unwrap();
     assert!(r.written);
+    // A new file, a deleted one and an edited one of eight: more than 20% of the vectors
+    // changed.
+    let note = r.dense_index.clone().unwrap();
+    assert!(
+        note.starts_with("refitted: ") && note.contains("(> 20%)"),
+        "{note}"
+    );
     let full = tmp.path().join("full");
     build(&with_model(&corpus, &full), &ivf_settings(3)).unwrap();
-    let (a, b) = (ivf_root(&bundle), ivf_root(&full));
+    let (mut a, mut b) = (ivf_root(&bundle), ivf_root(&full));
+    // The entry records the refit and its reason; the pages are the full build's.
+    let chosen = a.chosen_by.take().unwrap();
+    assert!(
+        chosen.starts_with("update: refitted: ") && chosen.contains("(> 20%); forced"),
+        "{chosen}"
+    );
+    assert_eq!(
+        Bundle::open_dir(&bundle)
+            .unwrap()
+            .manifest()
+            .dense_index_chosen_by
+            .as_deref(),
+        Some(chosen.as_str())
+    );
+    assert!(b
+        .chosen_by
+        .take()
+        .unwrap()
+        .starts_with("forced (--dense-index)"));
     assert_eq!(a, b, "the updated index's pages are the full build's");
     for name in a.all_pages() {
         assert_eq!(
@@ -509,5 +540,308 @@ fn ivf_tier_and_language_filters_keep_the_top_k_full() {
                 "{f:?}, hybrid, query = chunk {doc}: not full"
             );
         }
+    }
+}
+
+/// A corpus of `n` one-paragraph files, each on its own topic (a few sentences about one
+/// of 12 subjects, so the chunks cluster), in one tier folder.
+fn topic_corpus(dir: &Path, n: usize) -> PathBuf {
+    const SUBJECTS: [&str; 12] = [
+        "database backups and restore drills",
+        "invoice payment and billing cycles",
+        "password reset and account recovery",
+        "network gateway timeouts and retries",
+        "holiday opening hours of the support desk",
+        "storage quotas for object buckets",
+        "deploying containers to the cluster",
+        "encryption keys and their rotation",
+        "monitoring dashboards and alert rules",
+        "mobile app push notifications",
+        "data export to spreadsheets",
+        "single sign-on with company directories",
+    ];
+    let corpus = dir.join("topics");
+    std::fs::create_dir_all(corpus.join("1. docs")).unwrap();
+    for i in 0..n {
+        let s = SUBJECTS[i % SUBJECTS.len()];
+        std::fs::write(
+            corpus.join(format!("1. docs/note-{i:02}.md")),
+            format!(
+                "Source: https://docs.example.com/notes/{i}\n\n# Note {i}: {s}\n\n\
+                 This note, number {i}, explains {s}. Teams ask about {s} every week; \
+                 the short answer is in step {} of the guide on {s}, and the long one in \
+                 the appendix of release {}.\n",
+                i % 5 + 1,
+                i / 3 + 1
+            ),
+        )
+        .unwrap();
+    }
+    corpus
+}
+
+/// Mean recall@10 of `engine`'s dense hits against `exact`'s over `queries`.
+fn recall_at_10(engine: &Engine, exact: &Engine, queries: &[Vec<f32>]) -> f64 {
+    let mut sum = 0.0;
+    for q in queries {
+        let ids = |e: &Engine| -> Vec<String> {
+            let r = e.search_with_vector("q", Some(q), Mode::Dense, 10).unwrap();
+            r.hits.iter().map(|h| h.id.clone()).collect()
+        };
+        let (want, got) = (ids(exact), ids(engine));
+        sum += want.iter().filter(|d| got.contains(d)).count() as f64 / want.len().max(1) as f64;
+    }
+    sum / queries.len() as f64
+}
+
+#[test]
+fn update_keeps_the_centroids_and_renames_only_changed_lists() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = topic_corpus(tmp.path(), 40);
+    let bundle = tmp.path().join("bundle");
+    build(&with_model(&corpus, &bundle), &ivf_settings(6)).unwrap();
+    let before = ivf_root(&bundle);
+    let old = Bundle::open_dir(&bundle).unwrap();
+    let old_n = old.manifest().counts.chunks;
+    let dim = old.vectors().unwrap().dim();
+    assert_eq!((before.nlist, old_n), (6, 40));
+    let old_texts: Vec<String> = (0..old_n as u32)
+        .map(|d| old.chunks().get(d).unwrap().text)
+        .collect();
+    let old_lists: Vec<Vec<u32>> = (0..before.nlist)
+        .map(|j| {
+            let name = before.list_page(j);
+            let bytes = std::fs::read(bundle.join("p").join(&name)).unwrap();
+            let body = page::decode_stored(&name, &bytes).unwrap();
+            ivf::ListPage::open(&name, &body, old_n, dim).unwrap().docs
+        })
+        .collect();
+    drop(old);
+    // One file edited, one added (at the end of the path order): 3 of 41 vectors changed.
+    let edited = corpus.join("1. docs/note-07.md");
+    let text = std::fs::read_to_string(&edited).unwrap();
+    std::fs::write(&edited, text.replace("every week", "every single day")).unwrap();
+    std::fs::write(
+        corpus.join("1. docs/note-99.md"),
+        "Source: https://docs.example.com/notes/99\n\n# Note 99: restore drills\n\n\
+         This note explains database restore drills after a failed backup: teams run them \
+         every month and check the restored rows against the originals.\n",
+    )
+    .unwrap();
+    let r = jikji_builder::update::update(&with_model(&corpus, &bundle), false).unwrap();
+    let note = r.dense_index.clone().unwrap();
+    assert!(
+        note.starts_with("kept centroids: 3 of 41 vectors") && note.contains("2 assigned"),
+        "{note}"
+    );
+    let after = ivf_root(&bundle);
+    after.check(41).unwrap();
+    // The centroid pages keep their names (and bytes); unchanged lists keep their names.
+    assert_eq!(after.centroids, before.centroids);
+    let kept: Vec<usize> = (0..6)
+        .filter(|&j| after.list_page(j) == before.list_page(j))
+        .collect();
+    let gens = after.list_gens.clone().unwrap_or_default();
+    let renamed: Vec<u32> = gens.iter().flat_map(|g| g.lists.clone()).collect();
+    assert_eq!(kept.len() + renamed.len(), 6, "{kept:?} {renamed:?}");
+    assert!(
+        !kept.is_empty() && !renamed.is_empty(),
+        "{kept:?} {renamed:?}"
+    );
+    assert!(
+        note.ends_with(&format!("{} of 6 list pages rewritten", renamed.len())),
+        "{note}"
+    );
+    for name in after.all_pages() {
+        assert!(bundle.join("p").join(&name).is_file(), "{name}");
+    }
+    // The lists, recomputed here: a kept chunk (same text, hence the same row) in its old
+    // list, a new one in the list of its nearest stored centroid (centred as the engine
+    // centres it).
+    let new = Bundle::open_dir(&bundle).unwrap();
+    let v = new.vectors().unwrap();
+    let model = new.manifest().model.as_ref().unwrap();
+    let centring =
+        ChunkCentring::langs_of(model.centring.as_ref().unwrap(), v.len(), v.dim()).unwrap();
+    let mut cents = Vec::new();
+    for p in 0..after.centroids.pages {
+        let name = after.centroid_page(p);
+        let bytes = std::fs::read(bundle.join("p").join(&name)).unwrap();
+        let body = page::decode_stored(&name, &bytes).unwrap();
+        let c = ivf::open_rows(&name, &body, ivf::centroids_on_page(&after, p), v.dim()).unwrap();
+        cents.extend((0..c.len()).map(|j| c.get(j)));
+    }
+    let mut want = vec![Vec::new(); 6];
+    for d in 0..v.len() {
+        let text = new.chunks().get(d as u32).unwrap().text;
+        let j = match old_texts.iter().position(|t| *t == text) {
+            Some(o) => old_lists
+                .iter()
+                .position(|l| l.contains(&(o as u32)))
+                .unwrap(),
+            None => {
+                let (scale, row) = v.row(d);
+                let y = match &centring {
+                    Some(c) => c.scoring_vector(d, scale, row),
+                    None => v.get(d),
+                };
+                let score = |c: &Vec<f32>| c.iter().zip(&y).map(|(a, b)| a * b).sum::<f32>();
+                (0..6)
+                    .max_by(|&a, &b| {
+                        score(&cents[a])
+                            .total_cmp(&score(&cents[b]))
+                            .then(b.cmp(&a))
+                    })
+                    .unwrap()
+            }
+        };
+        want[j].push(d as u32);
+    }
+    let got: Vec<Vec<u32>> = (0..6)
+        .map(|j| {
+            let name = after.list_page(j);
+            let bytes = std::fs::read(bundle.join("p").join(&name)).unwrap();
+            let body = page::decode_stored(&name, &bytes).unwrap();
+            ivf::ListPage::open(&name, &body, 41, v.dim()).unwrap().docs
+        })
+        .collect();
+    assert_eq!(got, want);
+    // The renamed lists are exactly those whose bytes changed: other chunks, or a chunk
+    // whose row changed (a new text at that doc id); every other list page keeps its name.
+    let changed: Vec<u32> = (0..6u32)
+        .filter(|&j| {
+            let l = &want[j as usize];
+            *l != old_lists[j as usize]
+                || l.iter()
+                    .any(|&d| old_texts.get(d as usize) != Some(&new.chunks().get(d).unwrap().text))
+        })
+        .collect();
+    let mut renamed_sorted = renamed.clone();
+    renamed_sorted.sort_unstable();
+    assert_eq!(renamed_sorted, changed);
+    assert_eq!(kept.len(), 6 - changed.len());
+    // The entry records the decision (the list pages' and the manifest's `chosen_by`).
+    let chosen = after.chosen_by.clone().unwrap();
+    assert!(
+        chosen.starts_with("update: kept centroids: 3 of 41 vectors")
+            && chosen.ends_with(&format!("{} of 6 list pages rewritten", changed.len())),
+        "{chosen}"
+    );
+    assert_eq!(
+        new.manifest().dense_index_chosen_by.as_deref(),
+        Some(chosen.as_str())
+    );
+    // Against a full rebuild (its own k-means): recall@10 vs exact within 0.005 at each
+    // bundle's default nprobe; every list probed, both give the exact ranking.
+    let full = tmp.path().join("full");
+    build(&with_model(&corpus, &full), &ivf_settings(6)).unwrap();
+    let exact = Engine::open_dir(&bundle).unwrap();
+    let (mut eu, mut ef) = (
+        Engine::open_dir_paged(&bundle).unwrap(),
+        Engine::open_dir_paged(&full).unwrap(),
+    );
+    let queries: Vec<Vec<f32>> = (0..v.len())
+        .map(|d| {
+            // Between two chunks, so the top 10 spans lists.
+            let (a, b) = (v.get(d), v.get((d + 7) % v.len()));
+            a.iter().zip(&b).map(|(x, y)| x + y).collect()
+        })
+        .collect();
+    let (ru, rf) = (
+        recall_at_10(&eu, &exact, &queries),
+        recall_at_10(&ef, &exact, &queries),
+    );
+    eprintln!(
+        "update nprobe {} recall@10 {ru:.4}; full rebuild nprobe {} recall@10 {rf:.4}",
+        after.nprobe,
+        ivf_root(&full).nprobe
+    );
+    assert!(ru >= rf - 0.005, "update {ru} vs full rebuild {rf}");
+    eu.set_nprobe(Some(6));
+    ef.set_nprobe(Some(6));
+    for q in &queries {
+        for mode in [Mode::Dense, Mode::Hybrid] {
+            let e = exact
+                .search_with_vector("restore drills", Some(q), mode, 10)
+                .unwrap()
+                .hits;
+            assert_eq!(
+                eu.search_with_vector("restore drills", Some(q), mode, 10)
+                    .unwrap()
+                    .hits,
+                e
+            );
+            assert_eq!(
+                ef.search_with_vector("restore drills", Some(q), mode, 10)
+                    .unwrap()
+                    .hits,
+                e
+            );
+        }
+    }
+}
+
+#[test]
+fn update_of_binary_lists_refits() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = topic_corpus(tmp.path(), 40);
+    let bundle = tmp.path().join("bundle");
+    let settings = BundleSettings {
+        dense_index: DenseIndex::Ivf {
+            nlist: Some(6),
+            binary: true,
+        },
+        ..BundleSettings::default()
+    };
+    build(&with_model(&corpus, &bundle), &settings).unwrap();
+    assert!(ivf_root(&bundle).is_binary());
+    // One file edited (2 of 40 vectors changed: below the share rule).
+    let edited = corpus.join("1. docs/note-07.md");
+    let text = std::fs::read_to_string(&edited).unwrap();
+    std::fs::write(&edited, text.replace("every week", "every single day")).unwrap();
+    let r = jikji_builder::update::update(&with_model(&corpus, &bundle), false).unwrap();
+    let note = r.dense_index.clone().unwrap();
+    assert!(note.starts_with("refitted: binary lists"), "{note}");
+    let after = ivf_root(&bundle);
+    assert!(after.is_binary() && after.list_gens.is_none());
+    assert!(
+        after
+            .chosen_by
+            .as_deref()
+            .unwrap()
+            .starts_with("update: refitted: binary lists"),
+        "{:?}",
+        after.chosen_by
+    );
+    // The refitted index is the full build's.
+    let full = tmp.path().join("full");
+    build(&with_model(&corpus, &full), &settings).unwrap();
+    let mut f = ivf_root(&full);
+    let mut a = after;
+    a.chosen_by = None;
+    f.chosen_by = None;
+    assert_eq!(a, f);
+}
+
+#[test]
+fn auto_records_its_choice() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Below `AUTO_MIN_MEASURED` chunks (100,000): exact, not measured, and the entry says so.
+    for (name, n) in [("small", 40), ("big", 300)] {
+        let dir = tmp.path().join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let corpus = topic_corpus(&dir, n);
+        let out = tmp.path().join(format!("{name}-bundle"));
+        build(&with_model(&corpus, &out), &BundleSettings::default()).unwrap();
+        let b = Bundle::open_dir(&out).unwrap();
+        assert_eq!(b.manifest().counts.chunks, n);
+        assert!(Engine::open_dir_paged(&out)
+            .unwrap()
+            .dense_index()
+            .is_none());
+        assert_eq!(
+            b.manifest().dense_index_chosen_by.as_deref(),
+            Some("auto: exact below 100000 chunks (not measured)")
+        );
     }
 }

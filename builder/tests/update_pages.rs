@@ -248,7 +248,7 @@ fn a_page_rewritten_since_or_a_copied_bundle_is_not_linked() {
 /// (Comparing query embeddings and hybrid hits against the full build's pages is not in it
 /// yet: see docs/design/update.md.)
 #[test]
-fn a_kept_row_map_links_every_row_page_and_searches_as_a_full_build() {
+fn a_kept_row_map_links_every_row_page_and_writes_every_other_page_as_a_full_build() {
     use jikji_builder::update::RowMapRule;
 
     let tmp = tempfile::tempdir().unwrap();

@@ -96,6 +96,28 @@ fn paged_fixtures_answer_as_the_format_1_fixtures() {
     }
 }
 
+/// The frozen grouped-names fixture (`format/tests/compat/v2-groups`, page names per group
+/// with `gens`) answers as the format 1 fixture, natively paged and through the browser's loop.
+#[test]
+fn grouped_page_names_answer_as_the_format_1_fixture() {
+    let v1 = Engine::open_dir(&fixture("v1", "bundle-bm25")).unwrap();
+    let dir = fixture("v2-groups", "bundle-bm25");
+    let entry = std::fs::read(dir.join("jikji.json")).unwrap();
+    assert!(
+        String::from_utf8_lossy(&entry).contains("\"gens\":["),
+        "the fixture has grouped runs"
+    );
+    let native = Engine::open_dir_paged(&dir).unwrap();
+    let browser = Engine::open_entry(&entry).unwrap();
+    for q in QUERIES {
+        let a = v1.search(q, Mode::Bm25, 10).unwrap();
+        let b = native.search(q, Mode::Bm25, 10).unwrap();
+        let (c, _) = browser_search(&dir, &browser, q, None, Mode::Bm25);
+        assert_eq!(ids_scores(&a), ids_scores(&b), "{q}: native paged");
+        assert_eq!(a.hits, c.hits, "{q}: browser paged");
+    }
+}
+
 #[test]
 fn paged_dense_and_hybrid_equal_a_whole_read() {
     let dir = fixture("v2", "bundle");

@@ -1247,6 +1247,7 @@ impl TestBundle {
             hanja: true,
             allow_ai_draft: false,
             dense_index: None,
+            dense_index_chosen_by: None,
             pages: None,
         };
         let json = serde_json::to_vec_pretty(&manifest).map_err(|source| FormatError::Json {

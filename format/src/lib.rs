@@ -23,6 +23,7 @@ mod fst_check;
 pub mod hanja;
 pub mod hash;
 pub mod json;
+pub mod lev;
 mod lower;
 pub mod manifest;
 mod nfkc;

@@ -237,6 +237,12 @@ pub struct Manifest {
     /// same. Absent (bundles before issue 14): `auto`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dense_index: Option<String>,
+    /// How the dense index was chosen (informative): `auto`'s cost-model inputs and figures
+    /// (`auto: exact by the cost model per visit of 10 dense queries …`), or `forced (…)`;
+    /// the same text as `pages.ivf.chosen_by` when an index was written. Absent in bundles
+    /// before it and without vectors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dense_index_chosen_by: Option<String>,
     /// Format 2 (paged) bundles only: the roots of the pages under `p/` (see
     /// [`crate::paged::PagesRoot`]); absent in format 1 manifests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -486,6 +492,7 @@ impl FromJson for Manifest {
             hanja: o.or("hanja", yes)?,
             allow_ai_draft: o.or("allow_ai_draft", || false)?,
             dense_index: o.req("dense_index")?,
+            dense_index_chosen_by: o.req("dense_index_chosen_by")?,
             pages: o.req("pages")?,
         })
     }
@@ -608,13 +615,13 @@ impl Manifest {
         if !(k1.is_finite() && k1 >= 0.0) {
             return bad(format!(
                 "bm25.k1 is {}; it must be a number ≥ 0",
-                crate::num::f32_display(k1)
+                crate::num::f32_message(k1)
             ));
         }
         if !(0.0..=1.0).contains(&b) {
             return bad(format!(
                 "bm25.b is {}; it must be in [0, 1]",
-                crate::num::f32_display(b)
+                crate::num::f32_message(b)
             ));
         }
         if self.chunk_size == 0 || self.overlap >= self.chunk_size {

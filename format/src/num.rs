@@ -4,6 +4,20 @@
 //! `str::parse::<f32>` give, on the inputs they take (tests: every `f32` of a strided
 //! sweep and random bit patterns; every decimal of ≤ 8 fraction digits in a range).
 
+/// `x` for an error message: [`f32_display`] natively; in wasm32 zmij's shortest digits as
+/// zmij writes them (`1e-7` rather than `0.0000001`, `NaN`, `inf`: the same value, and the
+/// browser's engine leaves out `f32_display`'s 3.4 kB of code; issue 12).
+pub fn f32_message(x: f32) -> String {
+    #[cfg(target_arch = "wasm32")]
+    {
+        zmij::Buffer::new().format(x).to_string()
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        f32_display(x)
+    }
+}
+
 /// `x` as `format!("{x}")` writes an `f32` (`Display`): the shortest digits that read back
 /// as `x`, laid out without an exponent (`1e20` → `100000000000000000000`, `1e-7` →
 /// `0.0000001`, `1.0` → `1`, `-0.0` → `-0`), `NaN`, `inf`, `-inf`. The digits come from

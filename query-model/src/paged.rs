@@ -116,6 +116,24 @@ impl std::fmt::Debug for PagedQueryModel {
     }
 }
 
+/// The body of one row page: the Q4_0 rows (`row_bytes` each) of `ids` in order, from the
+/// pack's row table. Errors: InvalidInput naming a token id the table has no row for.
+fn row_page_body(
+    table: &crate::RowTable,
+    ids: &[u32],
+    row_bytes: usize,
+) -> Result<Vec<u8>, ModelError> {
+    let mut b = Vec::with_capacity(ids.len() * row_bytes);
+    for &id in ids {
+        b.extend_from_slice(table.row(id).ok_or_else(|| {
+            ModelError::Format(jikji_format::FormatError::InvalidInput(format!(
+                "token id {id} outside the pack's rows"
+            )))
+        })?);
+    }
+    Ok(b)
+}
+
 struct Rows<'a> {
     m: &'a PagedQueryModel,
     map: &'a RowMap,
@@ -670,14 +688,7 @@ pub fn write_pages_keeping(
                 }
                 let (order, table) = made.as_ref().expect("made");
                 let ids = &order[n * per..((n + 1) * per).min(order.len())];
-                let mut b = Vec::with_capacity(per * q.row_bytes);
-                for &id in ids {
-                    b.extend_from_slice(table.row(id).ok_or_else(|| {
-                        ModelError::Format(jikji_format::FormatError::InvalidInput(format!(
-                            "token id {id} outside the pack's rows"
-                        )))
-                    })?);
-                }
+                let b = row_page_body(table, ids, q.row_bytes)?;
                 sink.put(page::encode_numbered(Kind::Rows, &q.rows.gen, n as u32, &b))?;
             }
             return Ok(QueryModelRoot {
@@ -813,14 +824,7 @@ pub fn write_pages_keeping(
             rows = Some(load_rows()?);
         }
         let table = rows.as_ref().expect("loaded");
-        let mut b = Vec::with_capacity(per * rb);
-        for &id in ids {
-            b.extend_from_slice(table.row(id).ok_or_else(|| {
-                ModelError::Format(jikji_format::FormatError::InvalidInput(format!(
-                    "token id {id} outside the pack's rows"
-                )))
-            })?);
-        }
+        let b = row_page_body(table, ids, rb)?;
         sink.put(page::encode_numbered(Kind::Rows, &gen, n as u32, &b))?;
     }
     Ok(QueryModelRoot {
@@ -836,6 +840,7 @@ pub fn write_pages_keeping(
             gen,
             per_page: per,
             pages,
+            ..Default::default()
         },
         row_order: layout.order,
         vocab,

@@ -5,7 +5,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { deflateRawSync } from "node:zlib";
-import { MAX_PAGE, PAGE_HEADER_LEN, decodePage } from "../../web/pages.js";
+import { MAX_PAGE, PAGE_HEADER_LEN, decodePage, sha256, verifyPage } from "../../web/pages.js";
 
 /** A page as FORMAT.md lays it out: header + (deflated) body; `patch(header)` may alter it. */
 function page(raw, { codec = 1, patch = () => {}, body = null } = {}) {
@@ -55,5 +55,42 @@ test("bad pages are refused with an error naming the page", async () => {
   ];
   for (const [what, bytes, re] of cases) {
     await assert.rejects(decodePage("d-x", bytes), re, what);
+  }
+});
+
+test("verifyPage takes an intact page and refuses one whose bytes or name do not match, naming it", async () => {
+  const out = await decodePage("d-x", page(RAW));
+  const id = createHash("sha256").update(RAW).digest("hex").slice(0, 16);
+  await verifyPage(`d-${id}`, out); // content-named: the name is the digest
+  await verifyPage("d-0123456789abcdef-7", out); // numbered: the name is not a digest
+  const flipped = out.slice();
+  flipped[PAGE_HEADER_LEN + 100] ^= 1; // one bit of the body
+  await assert.rejects(verifyPage(`d-${id}`, flipped), new RegExp(`^Error: p/d-${id}: data corruption at byte 0: content hash does not match the page header: corrupt or tampered page`));
+  const header = out.slice();
+  header[20] ^= 1; // the digest in the header
+  await assert.rejects(verifyPage("d-0123456789abcdef-7", header), /^Error: p\/d-0123456789abcdef-7: .*content hash does not match/);
+  await assert.rejects(verifyPage("d-0011223344556677", out), new RegExp(`^Error: p/d-0011223344556677: data corruption at byte 0: content hash ${id}, expected by its name`));
+  await assert.rejects(verifyPage("d-x", out.subarray(0, 30)), /p\/d-x: 30 bytes, shorter than a page header/);
+});
+
+test("sha256 (no crypto.subtle: plain http) equals node's SHA-256 at every padding boundary", () => {
+  for (const n of [0, 1, 55, 56, 57, 63, 64, 65, 119, 120, 128, 1000, 4096, 70001]) {
+    const data = new Uint8Array(n).map((_, i) => (i * 131 + n) & 0xff);
+    const want = createHash("sha256").update(data).digest("hex");
+    assert.equal(Buffer.from(sha256(data)).toString("hex"), want, `${n} bytes`);
+  }
+});
+
+test("regression: pages served over plain http (no crypto.subtle) are still verified, and tampering refused", async () => {
+  const subtle = Object.getOwnPropertyDescriptor(globalThis, "crypto");
+  Object.defineProperty(globalThis, "crypto", { value: {}, configurable: true });
+  try {
+    const p = page(RAW, { codec: 0 });
+    await verifyPage("d-0011223344556677-0", p);
+    const bad = p.slice();
+    bad[PAGE_HEADER_LEN + 5] ^= 1;
+    await assert.rejects(verifyPage("d-0011223344556677-0", bad), /content hash does not match/);
+  } finally {
+    Object.defineProperty(globalThis, "crypto", subtle);
   }
 });

@@ -167,6 +167,9 @@ pub struct EvalReport {
     pub expansion: ExpansionReport,
     /// Chunks indexed.
     pub chunks: usize,
+    /// How the bundle's dense index was chosen (its manifest's `dense_index_chosen_by`:
+    /// `auto`'s cost model, or forced); `None` without vectors or for older bundles.
+    pub dense_index_chosen_by: Option<String>,
     /// Bundle bytes (all files the manifest lists).
     pub bundle_bytes: u64,
     /// Seconds to build the bundle ([`run_bundle`]: to open it and load the model).
@@ -438,6 +441,7 @@ fn report(
             hangul_norm: o.expansion.hangul_norm,
         },
         chunks: 0,
+        dense_index_chosen_by: m.dense_index_chosen_by.clone(),
         bundle_bytes: 0,
         build_s: 0.0,
         build_phases: Vec::new(),
@@ -834,6 +838,9 @@ impl EvalReport {
                     self.build_s
                 );
             }
+        }
+        if let Some(c) = &self.dense_index_chosen_by {
+            let _ = writeln!(s, "dense index: {c}");
         }
         if !self.build_phases.is_empty() {
             let p: Vec<String> = self

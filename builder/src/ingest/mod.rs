@@ -480,6 +480,9 @@ fn build_chunked(
             query_model: opts.query_model.as_deref(),
             threads: opts.threads,
             previous: None,
+            kept_index: None,
+            kept_chosen_by: None,
+            refit_note: None,
             row_map: jikji_query_model::paged::RowMapChoice::Count,
         },
     )?;

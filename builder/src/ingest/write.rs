@@ -50,10 +50,35 @@ pub struct BundleParts<'a> {
     /// unchanged ([`PreviousPages::proven`]), is hard-linked instead of encoded and written
     /// again ([`jikji_format::paged::PageSink`]). `None`: every page is written.
     pub previous: Option<&'a PreviousPages>,
+    /// `jikji update`'s kept dense index ([`crate::ivf::plan_update`]): written with the old
+    /// centroids and these lists instead of a k-means ([`KeptIndex`]). `None`: the
+    /// settings' index is built afresh.
+    pub kept_index: Option<KeptIndex>,
+    /// `jikji update` keeping an `auto` bundle's exact scan without measuring the index
+    /// again: the old `dense_index_chosen_by`, recorded again, and no index is written.
+    /// `None` otherwise.
+    pub kept_chosen_by: Option<String>,
+    /// `jikji update` refitting the dense index: why ([`crate::ivf::plan_update`]'s rule,
+    /// e.g. `refitted: 30 of 100 vectors new, changed or dropped (> 20%)`), recorded as
+    /// `update: <it>; <how the index was chosen>` in the entry. `None` otherwise.
+    pub refit_note: Option<String>,
     /// Where the query model's row map comes from: counted from `records` (a build), or the
     /// previous bundle's kept (`jikji update` after a small edit, [`crate::update`] "row
     /// map"; [`jikji_query_model::paged::RowMapChoice`]).
     pub row_map: jikji_query_model::paged::RowMapChoice,
+}
+
+/// An int8 dense index whose centroids an update keeps ([`crate::ivf::UpdatePlan::Keep`]).
+pub struct KeptIndex {
+    /// The old bundle's `pages.ivf`.
+    pub old: jikji_format::paged::ivf::IvfRoot,
+    /// The raw bodies of its centroid pages, in order.
+    pub centroid_bodies: Vec<Vec<u8>>,
+    /// The new lists (doc ids of the new bundle, ascending).
+    pub lists: Vec<Vec<u32>>,
+    /// How they were made, for the entry's `chosen_by` (e.g. `update: kept centroids, 3 of
+    /// 581 vectors changed, 2 assigned`).
+    pub note: String,
 }
 
 /// Where [`write_bundle`]'s pages go: the [`BundleWriter`], counting bytes per page kind,
@@ -110,15 +135,23 @@ pub const IVF_SEED: u64 = 0x6a696b6a69; // "jikji"
 /// [`crate::ivf::PROBE_RECALL_TARGET`] on `queries` (the calibration's pseudo-queries,
 /// centred; [`crate::ivf::choose_nprobe`]), or [`crate::ivf::default_nprobe`] without
 /// them; `nprobe_from` in the entry says which.
+///
+/// `auto`: the index is written only when [`crate::ivf::auto_cost`] finds it cheaper than
+/// the exact scan for this bundle (its `nprobe` and the rows it probes measured on the
+/// pseudo-queries); `Ok((None, note))` keeps the exact scan. The note (the cost model's
+/// inputs and figures) is the entry's `pages.ivf.chosen_by` and the manifest's
+/// `dense_index_chosen_by`.
+#[allow(clippy::too_many_arguments)]
 fn write_dense_index(
     v: &Vectors,
     model: &ModelInfo,
     nlist: usize,
     binary: bool,
+    auto: bool,
     queries: &[Vec<f32>],
     threads: usize,
     sink: &mut dyn FnMut(jikji_format::paged::page::Encoded) -> jikji_format::Result<()>,
-) -> Result<jikji_format::paged::ivf::IvfRoot> {
+) -> Result<(Option<jikji_format::paged::ivf::IvfRoot>, String)> {
     let engine_error = |e: jikji_engine::EngineError| crate::error::BuildError::Ivf(e.to_string());
     let centring = match &model.centring {
         Some(c) => jikji_engine::centring::ChunkCentring::langs_of(c, v.len(), v.dim())
@@ -126,43 +159,31 @@ fn write_dense_index(
         None => None,
     };
     let ivf = crate::ivf::build(v, centring.as_ref(), nlist, IVF_SEED, threads)?;
-    let queries: Vec<&Vec<f32>> = queries.iter().filter(|q| q.len() == v.dim()).collect();
-    let (nprobe, nprobe_from) = if queries.is_empty() {
-        let p = crate::ivf::default_nprobe(ivf.lists.len());
-        (p, format!("share {}", crate::ivf::DEFAULT_PROBE_SHARE))
-    } else {
-        // The engine's exact score (with the centred norms of every row).
-        let full = match &model.centring {
-            Some(c) => jikji_engine::centring::ChunkCentring::of(c, v).map_err(engine_error)?,
-            None => None,
-        };
-        let scorers: Vec<jikji_engine::centring::DenseScorer> = queries
+    let cents = Vectors::open(&jikji_format::vectors::write_vectors(
+        v.dim(),
+        &ivf.centroids,
+    )?)?;
+    let (nprobe, nprobe_from) = measure_nprobe(v, model, &ivf, &cents, queries)?;
+    let auto_note = if auto && !binary {
+        let qs: Vec<Vec<f32>> = queries
             .iter()
-            .map(|q| jikji_engine::centring::DenseScorer::new(v, full.as_ref(), q))
+            .filter(|q| q.len() == v.dim())
+            .cloned()
             .collect();
-        let cents = Vectors::open(&jikji_format::vectors::write_vectors(
-            v.dim(),
-            &ivf.centroids,
-        )?)?;
-        let owned: Vec<Vec<f32>> = queries.iter().map(|q| q.to_vec()).collect();
-        let curve = crate::ivf::recall_curve(
-            &ivf,
-            &cents,
+        let cost = crate::ivf::auto_cost(
             v.len(),
-            &owned,
-            &|qi, d| scorers[qi].score(d),
-            crate::ivf::PROBE_DEPTH,
+            v.dim(),
+            ivf.lists.len(),
+            nprobe,
+            crate::ivf::probed_rows(&ivf, &cents, &qs, nprobe),
+            jikji_format::paged::cache::DEFAULT_BUDGET,
         );
-        let (p, r) = crate::ivf::choose_nprobe(&curve, crate::ivf::PROBE_RECALL_TARGET);
-        (
-            p,
-            format!(
-                "pseudo-queries: recall@{} {r:.4} over {} (target {})",
-                crate::ivf::PROBE_DEPTH,
-                owned.len(),
-                crate::ivf::PROBE_RECALL_TARGET
-            ),
-        )
+        if !cost.ivf() {
+            return Ok((None, cost.note()));
+        }
+        Some(cost.note())
+    } else {
+        None
     };
     let scoring = |i: usize| {
         let (scale, row) = v.row(i);
@@ -198,14 +219,129 @@ fn write_dense_index(
         root.nprobe,
         root.rescore.zip(root.rows.as_ref().map(|r| r.per_page)),
     );
+    let note = auto_note.unwrap_or_else(|| {
+        format!(
+            "forced ({}); per dense query at {} chunks: exact scan {:.1} kB, this index {:.1} kB + {:.1} kB once",
+            if auto { "auto: binary lists" } else { "--dense-index" },
+            v.len(),
+            cost.exact / 1e3,
+            cost.index / 1e3,
+            cost.once / 1e3
+        )
+    });
+    root.chosen_by = Some(note.clone());
+    Ok((Some(root), note))
+}
+
+/// The default `nprobe` of an index of `ivf`'s lists under the stored centroids `cents`:
+/// the fewest lists whose recall@[`crate::ivf::PROBE_DEPTH`] against the exact scan
+/// reaches [`crate::ivf::PROBE_RECALL_TARGET`] on `queries` (centred pseudo-queries), or
+/// [`crate::ivf::default_nprobe`] without them; and how it was chosen (`nprobe_from`).
+fn measure_nprobe(
+    v: &Vectors,
+    model: &ModelInfo,
+    ivf: &crate::ivf::Ivf,
+    cents: &Vectors,
+    queries: &[Vec<f32>],
+) -> Result<(usize, String)> {
+    let engine_error = |e: jikji_engine::EngineError| crate::error::BuildError::Ivf(e.to_string());
+    let queries: Vec<&Vec<f32>> = queries.iter().filter(|q| q.len() == v.dim()).collect();
+    Ok(if queries.is_empty() {
+        let p = crate::ivf::default_nprobe(ivf.lists.len());
+        (p, format!("share {}", crate::ivf::DEFAULT_PROBE_SHARE))
+    } else {
+        // The engine's exact score (with the centred norms of every row).
+        let full = match &model.centring {
+            Some(c) => jikji_engine::centring::ChunkCentring::of(c, v).map_err(engine_error)?,
+            None => None,
+        };
+        let scorers: Vec<jikji_engine::centring::DenseScorer> = queries
+            .iter()
+            .map(|q| jikji_engine::centring::DenseScorer::new(v, full.as_ref(), q))
+            .collect();
+        let owned: Vec<Vec<f32>> = queries.iter().map(|q| q.to_vec()).collect();
+        let curve = crate::ivf::recall_curve(
+            ivf,
+            cents,
+            v.len(),
+            &owned,
+            &|qi, d| scorers[qi].score(d),
+            crate::ivf::PROBE_DEPTH,
+        );
+        let (p, r) = crate::ivf::choose_nprobe(&curve, crate::ivf::PROBE_RECALL_TARGET);
+        (
+            p,
+            format!(
+                "pseudo-queries: recall@{} {r:.4} over {} (target {})",
+                crate::ivf::PROBE_DEPTH,
+                owned.len(),
+                crate::ivf::PROBE_RECALL_TARGET
+            ),
+        )
+    })
+}
+
+/// The stored centroids of index `root` from the raw bodies of its centroid pages, as one
+/// [`Vectors`] (row `j`: centroid `j`, its int8 row and scale as stored). Errors:
+/// DataCorruption naming the page when a body is not `vectors.bin` rows of `dim`.
+pub fn stored_centroids(
+    root: &jikji_format::paged::ivf::IvfRoot,
+    bodies: &[Vec<u8>],
+    dim: usize,
+) -> Result<Vectors> {
+    let mut rows: Vec<(f32, Vec<i8>)> = Vec::with_capacity(root.nlist);
+    for (p, body) in bodies.iter().enumerate() {
+        let c = jikji_format::paged::ivf::open_rows(
+            &root.centroid_page(p),
+            body,
+            jikji_format::paged::ivf::centroids_on_page(root, p),
+            dim,
+        )?;
+        rows.extend((0..c.len()).map(|j| {
+            let (s, r) = c.row(j);
+            (s, r.to_vec())
+        }));
+    }
+    Ok(Vectors::open(&jikji_format::vectors::write_quantized(
+        dim,
+        rows.iter().map(|(s, r)| (*s, r.as_slice())),
+    )?)?)
+}
+
+/// Writes `kept`'s index (the old centroids, the update's lists:
+/// [`jikji_format::paged::ivf::write_pages_kept`]) for the rows `v` to `sink`, with the
+/// default `nprobe` measured as [`write_dense_index`] measures it. Returns the root and
+/// what happened to the list pages.
+fn write_kept_index(
+    v: &Vectors,
+    model: &ModelInfo,
+    kept: &KeptIndex,
+    queries: &[Vec<f32>],
+    sink: &mut dyn PageSink,
+) -> Result<(
+    jikji_format::paged::ivf::IvfRoot,
+    jikji_format::paged::ivf::KeptLists,
+)> {
+    let cents = stored_centroids(&kept.old, &kept.centroid_bodies, v.dim())?;
+    let ivf = crate::ivf::Ivf {
+        centroids: (0..cents.len()).map(|j| cents.get(j)).collect(),
+        lists: kept.lists.clone(),
+    };
+    let (nprobe, nprobe_from) = measure_nprobe(v, model, &ivf, &cents, queries)?;
+    let (mut root, stats) = jikji_format::paged::ivf::write_pages_kept(
+        &kept.old,
+        &kept.centroid_bodies,
+        &kept.lists,
+        nprobe,
+        v,
+        sink,
+    )?;
+    root.nprobe_from = Some(nprobe_from);
     root.chosen_by = Some(format!(
-        "per dense query at {} chunks: exact scan {:.1} kB, this index {:.1} kB + {:.1} kB once",
-        v.len(),
-        cost.exact / 1e3,
-        cost.index / 1e3,
-        cost.once / 1e3
+        "{}; {} of {} list pages rewritten",
+        kept.note, stats.rewritten, root.nlist
     ));
-    Ok(root)
+    Ok((root, stats))
 }
 
 /// Writes a bundle atomically at `out`, as a paged bundle (format 2: `jikji.json` and
@@ -252,17 +388,39 @@ pub fn write_bundle(out: &Path, p: BundleParts) -> Result<Written> {
         },
         &mut sink,
     )?;
-    if let (Some(v), Some((model, _))) = (&vectors, &p.vectors) {
+    let mut ivf_lists = None;
+    let mut chosen_by = p.kept_chosen_by.clone();
+    if let (Some(v), Some((model, _)), Some(kept)) = (&vectors, &p.vectors, &p.kept_index) {
+        let (r, stats) = write_kept_index(v, model, kept, p.probe_queries, &mut sink)?;
+        chosen_by = r.chosen_by.clone();
+        root.ivf = Some(r);
+        ivf_lists = Some(stats);
+    } else if let (Some(v), Some((model, _)), None) = (&vectors, &p.vectors, &p.kept_chosen_by) {
         if let Some(nlist) = p.settings.dense_index.nlist_for(v.len()) {
-            root.ivf = Some(write_dense_index(
+            let (r, note) = write_dense_index(
                 v,
                 model,
                 nlist,
                 p.settings.dense_index.binary_for(v.len()),
+                p.settings.dense_index == crate::ivf::DenseIndex::Auto,
                 p.probe_queries,
                 p.threads,
                 &mut |page| sink.put(page),
-            )?);
+            )?;
+            let note = match &p.refit_note {
+                Some(why) => format!("update: {why}; {note}"),
+                None => note,
+            };
+            root.ivf = r.map(|mut r| {
+                r.chosen_by = Some(note.clone());
+                r
+            });
+            chosen_by = Some(note);
+        } else if p.settings.dense_index == crate::ivf::DenseIndex::Auto {
+            chosen_by = Some(format!(
+                "auto: exact below {} chunks (not measured)",
+                crate::ivf::AUTO_MIN_MEASURED
+            ));
         }
     }
     drop((lexical, store, hanja, vectors));
@@ -322,6 +480,7 @@ pub fn write_bundle(out: &Path, p: BundleParts) -> Result<Written> {
         hanja: s.hanja,
         allow_ai_draft: s.allow_ai_draft,
         dense_index: Some(s.dense_index.name()),
+        dense_index_chosen_by: chosen_by,
         pages: Some(root),
     };
     let sources = manifest.sources.clone();
@@ -334,6 +493,7 @@ pub fn write_bundle(out: &Path, p: BundleParts) -> Result<Written> {
         written,
         linked,
         seconds,
+        ivf_lists,
     };
     let elen = std::fs::metadata(out.join(ENTRY_FILE))
         .map(|m| m.len())
@@ -357,4 +517,7 @@ pub struct PageCounts {
     /// `write.query-model` (its pages, when written) and `write.finish` (entry, page
     /// records, sync, swap).
     pub seconds: Vec<(String, f64)>,
+    /// With a kept dense index ([`BundleParts::kept_index`]): list pages kept and
+    /// rewritten.
+    pub ivf_lists: Option<jikji_format::paged::ivf::KeptLists>,
 }

@@ -35,7 +35,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use super::dict::{LongRef, POSTINGS_PAGE};
+use super::dict::{front_term, put_front, put_place, read_place, LongRef, RawPlace};
 use crate::codec::{put_varint, Reader};
 use crate::error::Result;
 
@@ -101,24 +101,13 @@ impl WriteEntry {
 }
 
 fn put_entry(out: &mut Vec<u8>, prev: &[u8], e: &WriteEntry) {
-    let k = e.term.as_bytes();
-    let keep = prev.iter().zip(k).take_while(|(a, b)| a == b).count();
-    put_varint(out, keep as u64);
-    put_varint(out, (k.len() - keep) as u64);
-    out.extend_from_slice(&k[keep..]);
+    put_front(out, prev, e.term.as_bytes());
     put_varint(out, u64::from(e.df));
-    match (&e.inline, e.long) {
-        (Some(b), _) => {
-            put_varint(out, (b.len() as u64) << 1);
-            out.extend_from_slice(b);
-        }
-        (None, Some(l)) => {
-            put_varint(out, ((l.len as u64) << 1) | 1);
-            put_varint(out, l.page as u64);
-            put_varint(out, l.offset as u64);
-        }
-        (None, None) => put_varint(out, 0),
-    }
+    put_place(
+        out,
+        e.inline.as_deref(),
+        e.long.map(|l| (l.page, l.offset, l.len)),
+    );
 }
 
 /// Term bucket page bodies for `entries` (sorted by term): `B` = ⌈Σ size ÷
@@ -193,17 +182,6 @@ pub fn write_expansions<'a>(
         .collect()
 }
 
-fn front(r: &mut Reader<'_>, prev: &mut Vec<u8>) -> Result<String> {
-    let keep = r.varint()? as usize;
-    let add = r.varint()? as usize;
-    if keep > prev.len() {
-        return Err(r.corrupt("front coding keeps more than the previous term"));
-    }
-    prev.truncate(keep);
-    prev.extend_from_slice(r.take(add)?);
-    String::from_utf8(prev.clone()).map_err(|_| r.corrupt("term is not UTF-8"))
-}
-
 /// Reads one entry (after `prev`, its list's previous term) of a page of `body`, whose
 /// long lists must lie within `postings` postings pages.
 fn read_entry(
@@ -212,37 +190,20 @@ fn read_entry(
     prev: &mut Vec<u8>,
     postings: usize,
 ) -> Result<Entry> {
-    let term = front(r, prev)?;
+    let term = front_term(r, prev)?;
     let df = u32::try_from(r.varint()?).map_err(|_| r.corrupt("df over u32"))?;
-    let lk = r.varint()?;
-    let len = usize::try_from(lk >> 1).map_err(|_| r.corrupt("length overflow"))?;
-    let place = if lk & 1 == 0 {
-        let start = r.pos();
-        r.take(len)?;
-        Place::Inline {
+    let place = match read_place(r, &term, postings, "the bundle's")? {
+        RawPlace::Inline(start, end) => Place::Inline {
             body: body.clone(),
             start,
-            end: start + len,
-        }
-    } else {
-        let page = usize::try_from(r.varint()?).map_err(|_| r.corrupt("page overflow"))?;
-        let offset = usize::try_from(r.varint()?).map_err(|_| r.corrupt("offset overflow"))?;
-        let end = offset
-            .checked_add(len)
-            .map(|e| e.div_ceil(POSTINGS_PAGE))
-            .and_then(|p| p.checked_add(page));
-        if offset >= POSTINGS_PAGE || end.is_none_or(|e| e > postings) {
-            return Err(r.corrupt(format!(
-                "term {}: postings range past the bundle's {postings} pages",
-                crate::quote::Quoted(&term)
-            )));
-        }
-        Place::Long(LongRef {
+            end,
+        },
+        RawPlace::Long { page, offset, len } => Place::Long(LongRef {
             df,
             page,
             offset,
             len,
-        })
+        }),
     };
     Ok(Entry { term, df, place })
 }
@@ -299,7 +260,7 @@ pub fn find_expansions(
     let mut prev_key = Vec::new();
     let mut last: Option<String> = None;
     for _ in 0..n {
-        let k = front(&mut r, &mut prev_key)?;
+        let k = front_term(&mut r, &mut prev_key)?;
         if last.as_deref().is_some_and(|l| l >= k.as_str()) {
             return Err(r.corrupt("expansion keys not in key order"));
         }
@@ -336,6 +297,7 @@ pub fn find_expansions(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::paged::dict::POSTINGS_PAGE;
 
     fn entries() -> Vec<WriteEntry> {
         let mut v: Vec<WriteEntry> = (0..500)

@@ -143,7 +143,7 @@ pub struct IndexPage {
 }
 
 /// Reads a front-coded term (`varint keep`, `varint add`, `add` bytes) after `prev`.
-fn front_term(r: &mut Reader<'_>, prev: &mut Vec<u8>) -> Result<String> {
+pub(super) fn front_term(r: &mut Reader<'_>, prev: &mut Vec<u8>) -> Result<String> {
     let keep = r.varint()? as usize;
     let add = r.varint()? as usize;
     if keep > prev.len() {
@@ -154,11 +154,88 @@ fn front_term(r: &mut Reader<'_>, prev: &mut Vec<u8>) -> Result<String> {
     String::from_utf8(prev.clone()).map_err(|_| r.corrupt("term is not UTF-8"))
 }
 
-fn put_front(out: &mut Vec<u8>, prev: &[u8], k: &[u8]) {
+/// Writes `k` front-coded against `prev` (the inverse of [`front_term`]).
+pub(super) fn put_front(out: &mut Vec<u8>, prev: &[u8], k: &[u8]) {
     let keep = prev.iter().zip(k).take_while(|(a, b)| a == b).count();
     put_varint(out, keep as u64);
     put_varint(out, (k.len() - keep) as u64);
     out.extend_from_slice(&k[keep..]);
+}
+
+/// Pages a long list of `len` bytes from `offset` in postings page `page` spans, if it
+/// starts inside that page and ends within `limit` pages (counted from 0); `None` otherwise,
+/// also when the numbers overflow (hostile bytes: checked arithmetic, no panic on wasm32).
+pub(super) fn long_span(page: usize, offset: usize, len: usize, limit: usize) -> Option<usize> {
+    if offset >= POSTINGS_PAGE {
+        return None;
+    }
+    let n = offset.checked_add(len)?.div_ceil(POSTINGS_PAGE);
+    (page.checked_add(n)? <= limit).then_some(n)
+}
+
+/// A postings list's place as a dictionary block or term bucket entry codes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum RawPlace {
+    /// Bytes `start..end` of the page body being read.
+    Inline(usize, usize),
+    /// `len` bytes from `offset` in postings page `page` (block-relative in a dictionary
+    /// block, absolute in a term bucket), continuing over the following pages.
+    Long {
+        /// Page (see above).
+        page: usize,
+        /// Offset in that page (< [`POSTINGS_PAGE`]).
+        offset: usize,
+        /// Length in bytes.
+        len: usize,
+    },
+}
+
+/// Writes a place: `varint (len << 1 | long)`, then `len` inline bytes (long = 0) or
+/// `varint page, varint offset` (long = 1).
+pub(super) fn put_place(
+    out: &mut Vec<u8>,
+    inline: Option<&[u8]>,
+    long: Option<(usize, usize, usize)>,
+) {
+    match (inline, long) {
+        (Some(b), _) => {
+            put_varint(out, (b.len() as u64) << 1);
+            out.extend_from_slice(b);
+        }
+        (None, Some((page, offset, len))) => {
+            put_varint(out, ((len as u64) << 1) | 1);
+            put_varint(out, page as u64);
+            put_varint(out, offset as u64);
+        }
+        (None, None) => put_varint(out, 0),
+    }
+}
+
+/// Reads a place written by [`put_place`] whose long list must lie within `limit` postings
+/// pages (`whose` names them in the error: "the block's", "the bundle's"). Errors:
+/// DataCorruption naming the page, the byte offset and `term`.
+pub(super) fn read_place(
+    r: &mut Reader<'_>,
+    term: &str,
+    limit: usize,
+    whose: &str,
+) -> Result<RawPlace> {
+    let lk = r.varint()?;
+    let len = usize::try_from(lk >> 1).map_err(|_| r.corrupt("length overflow"))?;
+    if lk & 1 == 0 {
+        let start = r.pos();
+        r.take(len)?;
+        return Ok(RawPlace::Inline(start, start + len));
+    }
+    let page = usize::try_from(r.varint()?).map_err(|_| r.corrupt("page overflow"))?;
+    let offset = usize::try_from(r.varint()?).map_err(|_| r.corrupt("offset overflow"))?;
+    if long_span(page, offset, len, limit).is_none() {
+        return Err(r.corrupt(format!(
+            "term {}: postings range past {whose} {limit} pages",
+            crate::quote::Quoted(term)
+        )));
+    }
+    Ok(RawPlace::Long { page, offset, len })
 }
 
 impl IndexPage {
@@ -223,11 +300,7 @@ impl IndexPage {
             let len = usize::try_from(r.varint()?).map_err(|_| r.corrupt("length overflow"))?;
             let page = usize::try_from(r.varint()?).map_err(|_| r.corrupt("page overflow"))?;
             let offset = usize::try_from(r.varint()?).map_err(|_| r.corrupt("offset overflow"))?;
-            let end = offset
-                .checked_add(len)
-                .map(|e| e.div_ceil(POSTINGS_PAGE))
-                .and_then(|p| p.checked_add(page));
-            if offset >= POSTINGS_PAGE || end.is_none_or(|e| e > postings) {
+            if long_span(page, offset, len, postings).is_none() {
                 return Err(r.corrupt(format!(
                     "term {}: postings range past the bundle's {postings} pages",
                     crate::quote::Quoted(&t)
@@ -341,7 +414,7 @@ pub fn write<'a>(
         }
     }
     let post_bodies: Vec<Vec<u8>> = stream.chunks(POSTINGS_PAGE).map(<[u8]>::to_vec).collect();
-    let (postings, mut pages) = super::numbered(Kind::Postings, post_bodies, POSTINGS_PAGE);
+    let (postings, mut pages) = super::grouped(Kind::Postings, post_bodies, POSTINGS_PAGE);
     // Pass 2: blocks.
     let mut keys = Vec::new();
     let mut block_bodies = Vec::new();
@@ -383,26 +456,23 @@ pub fn write<'a>(
         let mut prev: &[u8] = b"";
         for t in group {
             let k = t.term.as_bytes();
-            let keep = prev.iter().zip(k).take_while(|(a, b)| a == b).count();
-            put_varint(&mut body, keep as u64);
-            put_varint(&mut body, (k.len() - keep) as u64);
-            body.extend_from_slice(&k[keep..]);
+            put_front(&mut body, prev, k);
             put_varint(&mut body, u64::from(t.df));
-            match (&t.inline, t.long) {
-                (Some(b), _) => {
-                    put_varint(&mut body, (b.len() as u64) << 1);
-                    body.extend_from_slice(b);
-                }
-                (None, Some((at, len))) => {
-                    put_varint(&mut body, ((len as u64) << 1) | 1);
-                    put_varint(
-                        &mut body,
-                        (at / POSTINGS_PAGE - first_page.unwrap_or(0)) as u64,
-                    );
-                    put_varint(&mut body, (at % POSTINGS_PAGE) as u64);
-                }
-                (None, None) => unreachable!("a term is inline or long"),
-            }
+            debug_assert!(
+                t.inline.is_some() || t.long.is_some(),
+                "a term is inline or long"
+            );
+            put_place(
+                &mut body,
+                t.inline.as_deref(),
+                t.long.map(|(at, len)| {
+                    (
+                        at / POSTINGS_PAGE - first_page.unwrap_or(0),
+                        at % POSTINGS_PAGE,
+                        len,
+                    )
+                }),
+            );
             prev = k;
         }
         keys.push(group[0].term.to_string());
@@ -426,7 +496,7 @@ pub fn write<'a>(
                 .collect(),
         );
     }
-    let (blocks, block_pages) = super::numbered(Kind::Dict, block_bodies, 0);
+    let (blocks, block_pages) = super::grouped(Kind::Dict, block_bodies, 0);
     pages.extend(block_pages);
     let index = if keys.len() > INLINE_KEYS_MAX {
         let (index, index_pages) = index_pages(std::mem::take(&mut keys), block_longs);
@@ -453,7 +523,7 @@ pub fn write<'a>(
             })
             .collect();
         let bodies = super::bucket::write_terms(&entries);
-        let (root, bp) = super::numbered(Kind::TermBuckets, bodies, 0);
+        let (root, bp) = super::grouped(Kind::TermBuckets, bodies, 0);
         pages.extend(bp);
         Some(root)
     } else {
@@ -467,7 +537,7 @@ pub fn write<'a>(
                 source,
             })?);
         }
-        let (root, tp) = super::numbered(Kind::Typo, bodies, 0);
+        let (root, tp) = super::grouped(Kind::Typo, bodies, 0);
         pages.extend(tp);
         Some(root)
     } else {
@@ -518,7 +588,7 @@ fn index_pages(keys: Vec<String>, longs: Vec<Vec<(String, LongRef)>>) -> (DictIn
         firsts.push(page.keys[0].clone());
         bodies.push(page.encode());
     }
-    let (root, pages) = super::numbered(Kind::DictIndex, bodies, 0);
+    let (root, pages) = super::grouped(Kind::DictIndex, bodies, 0);
     (
         DictIndex {
             keys: firsts,
@@ -592,33 +662,15 @@ impl Block {
         let mut entries = Vec::with_capacity(n);
         let mut prev: Vec<u8> = Vec::new();
         for _ in 0..n {
-            let keep = r.varint()? as usize;
-            let add = r.varint()? as usize;
-            if keep > prev.len() {
-                return Err(r.corrupt("front coding keeps more than the previous term"));
-            }
-            prev.truncate(keep);
-            prev.extend_from_slice(r.take(add)?);
-            let term =
-                String::from_utf8(prev.clone()).map_err(|_| r.corrupt("term is not UTF-8"))?;
+            let term = front_term(&mut r, &mut prev)?;
             let df = u32::try_from(r.varint()?).map_err(|_| r.corrupt("df over u32"))?;
-            let lk = r.varint()?;
-            let len = usize::try_from(lk >> 1).map_err(|_| r.corrupt("length overflow"))?;
-            let loc = if lk & 1 == 0 {
-                let at = r.pos();
-                r.take(len)?;
-                Loc::Inline(at, at + len)
-            } else {
-                let first = r.varint()? as usize;
-                let offset = r.varint()? as usize;
-                let pages = (offset + len).div_ceil(POSTINGS_PAGE);
-                if offset >= POSTINGS_PAGE || first.saturating_add(pages) > n_refs {
-                    return Err(r.corrupt(format!(
-                        "term {}: postings range past the block's {n_refs} pages",
-                        crate::quote::Quoted(&term)
-                    )));
-                }
-                Loc::Long { first, offset, len }
+            let loc = match read_place(&mut r, &term, n_refs, "the block's")? {
+                RawPlace::Inline(a, b) => Loc::Inline(a, b),
+                RawPlace::Long { page, offset, len } => Loc::Long {
+                    first: page,
+                    offset,
+                    len,
+                },
             };
             entries.push(TermEntry { term, df, loc });
         }
@@ -639,11 +691,13 @@ impl Block {
     }
 
     /// The postings bytes of `e`; `None` if a postings page is not in `cache` (recorded as
-    /// missing, every page of the list).
-    pub fn list_bytes(&self, e: &TermEntry, cache: &PageCache) -> Option<Vec<u8>> {
+    /// missing, every page of the list). Errors: DataCorruption naming the first postings
+    /// page when the loaded pages end before the list does.
+    pub fn list_bytes(&self, e: &TermEntry, cache: &PageCache) -> Result<Option<Vec<u8>>> {
         match e.loc {
-            Loc::Inline(a, b) => Some(self.body[a..b].to_vec()),
+            Loc::Inline(a, b) => Ok(Some(self.body[a..b].to_vec())),
             Loc::Long { first, offset, len } => {
+                // `parse` checked the span (`long_span`): no overflow, refs in range.
                 let n = (offset + len).div_ceil(POSTINGS_PAGE);
                 let pages: Vec<_> = self.refs[first..first + n]
                     .iter()
@@ -651,12 +705,17 @@ impl Block {
                     .collect();
                 let mut out = Vec::with_capacity(len + offset);
                 for p in pages {
-                    out.extend_from_slice(&p?);
+                    let Some(p) = p else { return Ok(None) };
+                    out.extend_from_slice(&p);
                 }
                 if out.len() < offset + len {
-                    return None;
+                    return Err(FormatError::corrupt(
+                        &format!("p/{} ({})", self.refs[first], crate::quote::Quoted(&e.term)),
+                        0,
+                        format!("list of {len} bytes past its pages' {}", out.len()),
+                    ));
                 }
-                Some(out[offset..offset + len].to_vec())
+                Ok(Some(out[offset..offset + len].to_vec()))
             }
         }
     }
@@ -717,7 +776,7 @@ pub struct PagedLexicon {
     expand_buckets: Option<Numbered>,
     /// Entries of expansion candidates read from loaded expansion buckets, so that a
     /// candidate needs no bucket of its own (at most [`OVERLAY_MAX`]; cleared when full).
-    overlay: std::sync::Mutex<std::collections::HashMap<String, super::bucket::Entry>>,
+    overlay: std::sync::Mutex<crate::hash::Map<String, super::bucket::Entry>>,
 }
 
 /// Most expansion candidates' entries a [`PagedLexicon`] keeps between lookups (each holds
@@ -792,9 +851,7 @@ impl PagedLexicon {
         self.expand_buckets.is_some()
     }
 
-    fn overlay(
-        &self,
-    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, super::bucket::Entry>> {
+    fn overlay(&self) -> std::sync::MutexGuard<'_, crate::hash::Map<String, super::bucket::Entry>> {
         self.overlay.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -1001,7 +1058,7 @@ impl PagedLexicon {
                 let Some(e) = b.find(term) else {
                     return Ok(None);
                 };
-                let Some(bytes) = b.list_bytes(e, &self.cache) else {
+                let Some(bytes) = b.list_bytes(e, &self.cache)? else {
                     return Ok(None);
                 };
                 let file = format!("p/{} ({})", b.name(), crate::quote::Quoted(term));
@@ -1142,7 +1199,7 @@ impl PagedLexicon {
 
     /// Terms within Levenshtein `distance` of `term` with their df (from the typo pages of
     /// the lengths it can reach), the first [`SCAN`] in term order; empty if a page is not
-    /// loaded (recorded) or the automaton would be too large.
+    /// loaded (recorded).
     pub fn fuzzy_matches(&self, term: &str, distance: u32) -> Result<Vec<(u32, String)>> {
         use fst::{IntoStreamer, Streamer};
         let Some(typo) = &self.typo else {
@@ -1159,9 +1216,7 @@ impl PagedLexicon {
         }
         let mut found = Vec::new();
         for (name, body) in names.iter().zip(bodies) {
-            let Ok(aut) = fst::automaton::Levenshtein::new(term, distance) else {
-                return Ok(Vec::new());
-            };
+            let aut = crate::lev::Lev::new(term, distance); // fst's matches, smaller in wasm
             let fst_err = |source| FormatError::Fst {
                 file: format!("p/{name}"),
                 source,
@@ -1470,6 +1525,105 @@ mod tests {
                 let mut b = body.clone();
                 b[i] ^= x;
                 let _ = IndexPage::parse("e-x", &b, 6, 3);
+            }
+        }
+    }
+
+    /// A long list's span is checked with overflow-free arithmetic: a hostile length or page
+    /// number near `usize::MAX` (reachable on wasm32's 32-bit `usize`) is refused, never
+    /// wrapped into a small span.
+    #[test]
+    fn long_span_refuses_overflowing_and_out_of_range_lists() {
+        assert_eq!(long_span(0, 0, 1, 1), Some(1));
+        assert_eq!(long_span(0, 4095, 2, 2), Some(2));
+        assert_eq!(long_span(0, 4095, 2, 1), None, "ends past the last page");
+        assert_eq!(long_span(2, 0, POSTINGS_PAGE, 3), Some(1));
+        assert_eq!(
+            long_span(0, POSTINGS_PAGE, 1, 9),
+            None,
+            "offset outside its page"
+        );
+        assert_eq!(
+            long_span(0, 100, usize::MAX - 50, usize::MAX),
+            None,
+            "offset + len overflows"
+        );
+        assert_eq!(
+            long_span(usize::MAX, 0, 1, usize::MAX),
+            None,
+            "page + n overflows"
+        );
+    }
+
+    /// A block whose long entry claims more bytes than its postings pages hold is refused
+    /// with an error naming the postings page (it was taken for a page not yet loaded).
+    #[test]
+    fn regression_block_list_past_its_loaded_pages_is_an_error_not_missing() {
+        let (terms, lens) = dictionary(300, 3_000);
+        let w = write(terms.iter().map(|(t, l)| (t.as_str(), l.clone())), &lens).unwrap();
+        let cache = cache_of(&w.pages, |_| false);
+        // The last block with a long list: its refs end at the stream's last, short page.
+        let block = (0..w.blocks.pages)
+            .rev()
+            .map(|i| {
+                let name = w.blocks.name(Kind::Dict, i);
+                Block::parse(&name, cache.get(&name).unwrap(), &w.postings).unwrap()
+            })
+            .find(|b| b.entries.iter().any(|e| matches!(e.loc, Loc::Long { .. })))
+            .expect("every 7th term has a long list");
+        let e = block
+            .entries
+            .iter()
+            .rev()
+            .find(|e| matches!(e.loc, Loc::Long { .. }))
+            .unwrap()
+            .clone();
+        assert!(block.list_bytes(&e, &cache).unwrap().is_some());
+        let Loc::Long { first, offset, .. } = e.loc else {
+            unreachable!()
+        };
+        let last = block.refs().last().unwrap();
+        let last_len = cache.get(last).unwrap().len();
+        assert!(
+            last_len < POSTINGS_PAGE,
+            "fixture: the last postings page is short"
+        );
+        let mut long = e.clone();
+        long.loc = Loc::Long {
+            first,
+            offset,
+            len: (block.refs().len() - first) * POSTINGS_PAGE - offset,
+        };
+        let err = block.list_bytes(&long, &cache).unwrap_err().to_string();
+        assert!(err.contains(&block.refs()[first]), "{err}");
+        // Missing pages are still "not loaded", not an error.
+        let empty = Arc::new(PageCache::new(usize::MAX));
+        assert!(block.list_bytes(&e, &empty).unwrap().is_none());
+    }
+
+    /// Hostile dictionary blocks: every truncation and flipped byte gives an error or a
+    /// block whose references stay within the bundle's postings pages; never a panic.
+    #[test]
+    fn corrupt_blocks_are_refused_without_panic() {
+        let (terms, lens) = dictionary(300, 3_000);
+        let w = write(terms.iter().map(|(t, l)| (t.as_str(), l.clone())), &lens).unwrap();
+        let cache = cache_of(&w.pages, |_| false);
+        let name = w.blocks.name(Kind::Dict, 0);
+        let body = cache.get(&name).unwrap().to_vec();
+        for cut in 0..body.len() {
+            if let Ok(b) = Block::parse(&name, Arc::new(body[..cut].to_vec()), &w.postings) {
+                assert!(b.entries.len() <= cut);
+            }
+        }
+        for i in (0..body.len()).step_by(3) {
+            for x in [0x01u8, 0x80, 0xFF] {
+                let mut b = body.clone();
+                b[i] ^= x;
+                if let Ok(block) = Block::parse(&name, Arc::new(b), &w.postings) {
+                    for e in &block.entries {
+                        let _ = block.list_bytes(e, &cache);
+                    }
+                }
             }
         }
     }

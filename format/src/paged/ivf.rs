@@ -104,7 +104,40 @@ pub struct IvfRoot {
     /// 172 kB/q + 117 kB once`; absent in bundles written before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chosen_by: Option<String>,
+    /// Lists rewritten by `jikji update` under a generation of their own (the lists not
+    /// named here are `lists.gen`'s): list `j` of [`ListGen::lists`] is page
+    /// `j-<ListGen::gen>-<j>`, so an update renames only the list pages whose bytes
+    /// changed and every unchanged page keeps its name (and the browser's cached copy).
+    /// Absent after a full build; at most [`MAX_LIST_GENS`] entries, each list in at most
+    /// one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub list_gens: Option<Vec<ListGen>>,
 }
+
+/// A set of list pages written together by an update ([`IvfRoot::list_gens`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListGen {
+    /// 16 hex: the first 8 bytes of SHA-256 over the list numbers and raw bodies of the
+    /// pages written under it ([`write_pages_kept`]).
+    pub gen: String,
+    /// The list numbers under this generation, ascending.
+    pub lists: Vec<u32>,
+}
+
+impl crate::json::FromJson for ListGen {
+    const WHAT: &'static str = "an object";
+    fn from_json(j: &crate::json::Json, f: &str) -> Result<Self> {
+        let o = j.obj(f)?;
+        Ok(ListGen {
+            gen: o.req("gen")?,
+            lists: o.req("lists")?,
+        })
+    }
+}
+
+/// Most [`ListGen`]s an entry may hold: an update that would add one more rewrites every
+/// list under one generation instead ([`write_pages_kept`]).
+pub const MAX_LIST_GENS: usize = 16;
 
 impl crate::json::FromJson for IvfRoot {
     const WHAT: &'static str = "an object";
@@ -121,6 +154,7 @@ impl crate::json::FromJson for IvfRoot {
             rows: o.req("rows")?,
             rescore: o.req("rescore")?,
             chosen_by: o.req("chosen_by")?,
+            list_gens: o.req("list_gens")?,
         })
     }
 }
@@ -133,7 +167,16 @@ impl IvfRoot {
 
     /// The name of list `j`'s page.
     pub fn list_page(&self, j: usize) -> String {
-        self.lists.name(Kind::Lists, j)
+        let own = self
+            .list_gens
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .find(|g| u32::try_from(j).is_ok_and(|j| g.lists.binary_search(&j).is_ok()));
+        match own {
+            Some(g) => super::page::numbered_name(Kind::Lists, &g.gen, j as u32),
+            None => self.lists.name(Kind::Lists, j),
+        }
     }
 
     /// The name of the background sample page.
@@ -240,6 +283,33 @@ impl IvfRoot {
                 self.lists.pages, self.nlist
             ));
         }
+        if let Some(gens) = &self.list_gens {
+            if gens.len() > MAX_LIST_GENS {
+                return bad(format!(
+                    "pages.ivf.list_gens has {} generations (at most {MAX_LIST_GENS})",
+                    gens.len()
+                ));
+            }
+            let mut seen = std::collections::BTreeSet::new();
+            for g in gens {
+                if g.gen.len() != 16 || !g.gen.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return bad(format!(
+                        "pages.ivf.list_gens: generation {} is not 16 hex digits",
+                        crate::quote::Quoted(&g.gen)
+                    ));
+                }
+                if g.lists.windows(2).any(|w| w[0] >= w[1])
+                    || g.lists
+                        .iter()
+                        .any(|&j| j as usize >= self.nlist || !seen.insert(j))
+                {
+                    return bad(format!(
+                        "pages.ivf.list_gens {}: lists not ascending, not below {} or in two generations",
+                        g.gen, self.nlist
+                    ));
+                }
+            }
+        }
         if self.sample.pages != 1 || self.sample.per_page != chunks.min(SAMPLE_ROWS) {
             return bad(format!(
                 "background sample of {} pages × {} rows for {chunks} chunks",
@@ -308,23 +378,7 @@ pub fn write_pages(
     if parts.nprobe == 0 || parts.nprobe > nlist {
         return invalid(format!("nprobe {} outside 1..={nlist}", parts.nprobe));
     }
-    let mut seen = vec![false; n];
-    for l in parts.lists {
-        for w in l.windows(2) {
-            if w[0] >= w[1] {
-                return invalid("list doc ids are not ascending".into());
-            }
-        }
-        for &d in l {
-            match seen.get_mut(d as usize) {
-                Some(s) if !*s => *s = true,
-                _ => return invalid(format!("doc {d} is out of range or in two lists")),
-            }
-        }
-    }
-    if seen.iter().any(|s| !s) {
-        return invalid("a chunk is in no list".into());
-    }
+    check_partition(parts.lists, n)?;
     let dim = vectors.dim();
     if let ListCodes::Binary {
         rows_per_page,
@@ -427,7 +481,183 @@ pub fn write_pages(
         rows,
         rescore,
         chosen_by: None,
+        list_gens: None,
     })
+}
+
+/// What [`write_pages_kept`] did with the list pages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct KeptLists {
+    /// List pages whose raw body equals the previous bundle's: written under their old
+    /// name (hard-linked when the sink can).
+    pub kept: usize,
+    /// List pages written with a new name.
+    pub rewritten: usize,
+}
+
+/// Writes an int8 index for `vectors` whose centroids are the previous bundle's (`old`,
+/// its `g` pages' raw bodies `centroid_bodies`, in order) and whose lists are `lists`
+/// (the kept chunks in their old lists, the new ones assigned by the builder): the
+/// centroid pages keep their names and bytes, a list page whose raw body equals the old
+/// page's (read through [`super::PageSink::previous_body`]) keeps its name, and the others
+/// are written under one new generation ([`ListGen`]: SHA-256 over their numbers and
+/// bodies). When more than half of the lists changed, or the entry would hold more than
+/// [`MAX_LIST_GENS`] generations, every list is written under one new base generation
+/// (`list_gens` absent), as a full build names them. The sample page is made as
+/// [`write_pages`] makes it. Errors: [`FormatError::InvalidInput`] as [`write_pages`]
+/// (the lists must partition the rows), a binary `old` index, or centroid bodies that do
+/// not match `old` (count, rows, dimension); what `sink` returns.
+pub fn write_pages_kept(
+    old: &IvfRoot,
+    centroid_bodies: &[Vec<u8>],
+    lists: &[Vec<u32>],
+    nprobe: usize,
+    vectors: &Vectors,
+    sink: &mut dyn super::PageSink,
+) -> Result<(IvfRoot, KeptLists)> {
+    let n = vectors.len();
+    let nlist = lists.len();
+    let dim = vectors.dim();
+    let invalid = |m: String| Err(FormatError::InvalidInput(m));
+    if old.is_binary() {
+        return invalid("kept centroids for a binary index".into());
+    }
+    if nlist != old.nlist || centroid_bodies.len() != old.centroids.pages {
+        return invalid(format!(
+            "{nlist} lists and {} centroid pages for an index of {} lists on {} pages",
+            centroid_bodies.len(),
+            old.nlist,
+            old.centroids.pages
+        ));
+    }
+    if nprobe == 0 || nprobe > nlist {
+        return invalid(format!("nprobe {nprobe} outside 1..={nlist}"));
+    }
+    check_partition(lists, n)?;
+    for (p, body) in centroid_bodies.iter().enumerate() {
+        let name = old.centroid_page(p);
+        open_rows(&name, body, centroids_on_page(old, p), dim)?;
+        if !sink.reuse(&name, &name)? {
+            sink.put(super::page::encode_numbered(
+                Kind::Centroids,
+                &old.centroids.gen,
+                p as u32,
+                body,
+            ))?;
+        }
+    }
+    let bodies: Vec<Vec<u8>> = lists
+        .iter()
+        .map(|l| list_body(l, vectors))
+        .collect::<Result<_>>()?;
+    let same: Vec<bool> = bodies
+        .iter()
+        .enumerate()
+        .map(|(j, b)| sink.previous_body(&old.list_page(j)).as_ref() == Some(b))
+        .collect();
+    let changed: Vec<u32> = (0..nlist as u32).filter(|&j| !same[j as usize]).collect();
+    let mut gens: Vec<ListGen> = old.list_gens.clone().unwrap_or_default();
+    for g in &mut gens {
+        g.lists
+            .retain(|j| same.get(*j as usize).copied().unwrap_or(false));
+    }
+    gens.retain(|g| !g.lists.is_empty());
+    let whole = changed.len() * 2 > nlist || (!changed.is_empty() && gens.len() >= MAX_LIST_GENS);
+    let (lists_root, list_gens, stats) = if whole {
+        let (root, pages) = super::numbered(Kind::Lists, bodies, 1);
+        let mut stats = KeptLists::default();
+        for p in pages {
+            if !sink.reuse(&p.name, &p.name)? {
+                sink.put(p)?;
+            }
+            stats.rewritten += 1;
+        }
+        (root, None, stats)
+    } else {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        for &j in &changed {
+            h.update(u64::from(j).to_le_bytes());
+            h.update((bodies[j as usize].len() as u64).to_le_bytes());
+            h.update(&bodies[j as usize]);
+        }
+        let gen = hex::encode(&h.finalize()[..8]);
+        for (j, body) in bodies.iter().enumerate() {
+            // A kept list keeps the generation its old name has (the base one or its
+            // `list_gens` entry's), a changed one takes the new generation.
+            let g: &str = if same[j] {
+                gens.iter()
+                    .find(|g| g.lists.binary_search(&(j as u32)).is_ok())
+                    .map_or(old.lists.gen.as_str(), |g| g.gen.as_str())
+            } else {
+                &gen
+            };
+            let name = super::page::numbered_name(Kind::Lists, g, j as u32);
+            debug_assert!(!same[j] || name == old.list_page(j));
+            if !sink.reuse(&name, &name)? {
+                sink.put(super::page::encode_numbered(Kind::Lists, g, j as u32, body))?;
+            }
+        }
+        if !changed.is_empty() {
+            gens.push(ListGen {
+                gen,
+                lists: changed.clone(),
+            });
+        }
+        (
+            old.lists.clone(),
+            (!gens.is_empty()).then_some(gens),
+            KeptLists {
+                kept: nlist - changed.len(),
+                rewritten: changed.len(),
+            },
+        )
+    };
+    let sbody = write_quantized(dim, sample_docs(n).map(|d| vectors.row(d)))?;
+    let (sample, pages) = super::numbered(Kind::Sample, vec![sbody], n.min(SAMPLE_ROWS));
+    for p in pages {
+        if !sink.reuse(&p.name, &p.name)? {
+            sink.put(p)?;
+        }
+    }
+    Ok((
+        IvfRoot {
+            nlist,
+            nprobe,
+            nprobe_from: None,
+            codes: CODES_INT8.into(),
+            centroids: old.centroids.clone(),
+            lists: lists_root,
+            sample,
+            rows: None,
+            rescore: None,
+            chosen_by: None,
+            list_gens,
+        },
+        stats,
+    ))
+}
+
+/// Checks that `lists` partition `0..n` with ascending ids. Errors:
+/// [`FormatError::InvalidInput`].
+fn check_partition(lists: &[Vec<u32>], n: usize) -> Result<()> {
+    let invalid = |m: String| Err(FormatError::InvalidInput(m));
+    let mut seen = vec![false; n];
+    for l in lists {
+        if l.windows(2).any(|w| w[0] >= w[1]) {
+            return invalid("list doc ids are not ascending".into());
+        }
+        for &d in l {
+            match seen.get_mut(d as usize) {
+                Some(s) if !*s => *s = true,
+                _ => return invalid(format!("doc {d} is out of range or in two lists")),
+            }
+        }
+    }
+    if seen.iter().any(|s| !s) {
+        return invalid("a chunk is in no list".into());
+    }
+    Ok(())
 }
 
 /// Bytes of one row's sign bits for vectors of `dim`.
@@ -889,6 +1119,189 @@ mod tests {
         // Every truncation is an error, never a panic.
         for cut in 0..good.len() {
             assert!(ListPage::open(&name, &good[..cut], 9, 3).is_err());
+        }
+    }
+
+    /// A sink that stores pages by name and answers `previous_body` from an earlier
+    /// bundle's pages.
+    struct Store {
+        previous: Vec<Encoded>,
+        put: Vec<Encoded>,
+    }
+
+    impl super::super::PageSink for Store {
+        fn put(&mut self, page: Encoded) -> Result<()> {
+            self.put.push(page);
+            Ok(())
+        }
+        fn previous_body(&self, name: &str) -> Option<Vec<u8>> {
+            let p = self.previous.iter().find(|p| p.name == name)?;
+            super::super::page::decode_stored(name, &p.bytes).ok()
+        }
+    }
+
+    #[test]
+    fn kept_centroids_rename_only_the_changed_lists() {
+        // Four lists of 12 rows; the update changes the rows of list 2 only.
+        let v = vectors(12);
+        let lists: Vec<Vec<u32>> = (0..4u32).map(|j| vec![j, j + 4, j + 8]).collect();
+        let centroids: Vec<Vec<f32>> = (0..4)
+            .map(|j| {
+                let a = j as f32;
+                vec![a.cos(), a.sin(), 0.0]
+            })
+            .collect();
+        let mut old_pages = Vec::new();
+        let old = write_pages(
+            &IvfParts {
+                centroids: &centroids,
+                lists: &lists,
+                nprobe: 2,
+                codes: ListCodes::Int8,
+            },
+            &v,
+            &mut |p| {
+                old_pages.push(p);
+                Ok(())
+            },
+        )
+        .unwrap();
+        let cbodies = vec![body_of(&old_pages, &old.centroid_page(0))];
+        let mut rows: Vec<Vec<f32>> = (0..12).map(|i| v.get(i)).collect();
+        rows[6] = vec![0.0, 0.0, 1.0];
+        let v2 = Vectors::open(&write_vectors(3, &rows).unwrap()).unwrap();
+        let mut sink = Store {
+            previous: old_pages.clone(),
+            put: Vec::new(),
+        };
+        let (root, stats) = write_pages_kept(&old, &cbodies, &lists, 2, &v2, &mut sink).unwrap();
+        root.check(12).unwrap();
+        assert_eq!(
+            stats,
+            KeptLists {
+                kept: 3,
+                rewritten: 1
+            }
+        );
+        assert_eq!(root.centroids, old.centroids);
+        for j in [0, 1, 3] {
+            assert_eq!(root.list_page(j), old.list_page(j));
+        }
+        assert_ne!(root.list_page(2), old.list_page(2));
+        let gens = root.list_gens.clone().unwrap();
+        assert_eq!(
+            (gens.len(), gens[0].lists.as_slice()),
+            (1, [2u32].as_slice())
+        );
+        // Every page is there under the name the root gives, with the bytes a full write of
+        // the same lists makes (the names aside).
+        let mut full = Vec::new();
+        write_pages(
+            &IvfParts {
+                centroids: &centroids,
+                lists: &lists,
+                nprobe: 2,
+                codes: ListCodes::Int8,
+            },
+            &v2,
+            &mut |p| {
+                full.push(p);
+                Ok(())
+            },
+        )
+        .unwrap();
+        let full_root = written_root(&full);
+        for j in 0..4 {
+            assert_eq!(
+                body_of(&sink.put, &root.list_page(j)),
+                body_of(&full, &full_root.list_page(j)),
+                "list {j}"
+            );
+        }
+        assert_eq!(
+            body_of(&sink.put, &root.centroid_page(0)),
+            body_of(&full, &full_root.centroid_page(0))
+        );
+        // A second update that changes list 1 adds a generation; list 2 keeps its own.
+        rows[5] = vec![0.0, 0.7, 0.7];
+        let v3 = Vectors::open(&write_vectors(3, &rows).unwrap()).unwrap();
+        let mut sink2 = Store {
+            previous: sink.put.clone(),
+            put: Vec::new(),
+        };
+        let (root3, stats) = write_pages_kept(&root, &cbodies, &lists, 2, &v3, &mut sink2).unwrap();
+        root3.check(12).unwrap();
+        assert_eq!(
+            stats,
+            KeptLists {
+                kept: 3,
+                rewritten: 1
+            }
+        );
+        assert_eq!(root3.list_page(2), root.list_page(2));
+        assert_eq!(root3.list_gens.as_ref().unwrap().len(), 2);
+        // Changing more than half of the lists renames them all under one base generation.
+        let moved: Vec<Vec<u32>> =
+            vec![vec![0, 1, 4], vec![5, 8, 9], vec![2, 3, 10], vec![6, 7, 11]];
+        let mut sink3 = Store {
+            previous: sink2.put.clone(),
+            put: Vec::new(),
+        };
+        let (root4, stats) =
+            write_pages_kept(&root3, &cbodies, &moved, 2, &v3, &mut sink3).unwrap();
+        assert_eq!((stats.rewritten, root4.list_gens.is_none()), (4, true));
+        root4.check(12).unwrap();
+        // Not a partition; a binary index; hostile generations in the entry.
+        let bad = vec![vec![0], vec![1], vec![2], vec![3]];
+        assert!(write_pages_kept(&old, &cbodies, &bad, 2, &v2, &mut sink3).is_err());
+        let mut b = root.clone();
+        b.list_gens.as_mut().unwrap()[0].lists = vec![9];
+        assert!(b.check(12).is_err());
+        let mut b = root.clone();
+        b.list_gens.as_mut().unwrap()[0].gen = "../x".into();
+        assert!(b.check(12).unwrap_err().to_string().contains("16 hex"));
+        // The entry's JSON reads back.
+        let json = serde_json::to_vec(&root).unwrap();
+        let j = crate::json::parse(&json, "jikji.json").unwrap();
+        assert_eq!(
+            <IvfRoot as crate::json::FromJson>::from_json(&j, "jikji.json").unwrap(),
+            root
+        );
+    }
+
+    fn written_root(pages: &[Encoded]) -> IvfRoot {
+        let gen_of = |kind: &str| {
+            let p = pages.iter().find(|p| p.name.starts_with(kind)).unwrap();
+            p.name.split('-').nth(1).unwrap().to_string()
+        };
+        let (g, c) = (gen_of("j-"), gen_of("g-"));
+        IvfRoot {
+            nlist: 4,
+            nprobe: 2,
+            nprobe_from: None,
+            codes: CODES_INT8.into(),
+            centroids: Numbered {
+                gen: c,
+                per_page: CENTROIDS_PER_PAGE,
+                pages: 1,
+                ..Default::default()
+            },
+            lists: Numbered {
+                gen: g,
+                per_page: 1,
+                pages: 4,
+                ..Default::default()
+            },
+            sample: Numbered {
+                gen: String::new(),
+                per_page: 12,
+                pages: 1,
+                ..Default::default()
+            },
+            rows: None,
+            rescore: None,
+            chosen_by: None,
+            list_gens: None,
         }
     }
 

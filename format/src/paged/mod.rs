@@ -62,21 +62,98 @@ pub const HANJA_PAGE_TARGET: usize = 4096;
 /// Sources-table entries per sources page.
 pub const SOURCES_PER_PAGE: usize = 128;
 
-/// Pages named by generation and number: `<kind>-<gen>-<n>` for `n` in `0..pages`.
+/// Pages named by generation and number: `<kind>-<gen>-<n>` for `n` in `0..pages`, where
+/// `gen` is the generation of the page's group when the run has `gens` (page `n` is in group
+/// `n / group`), else the run's `gen` (runs of 0 or 1 page, the row pages `r`, the dense
+/// index's pages, and every run of bundles written before 2026-12-03).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Numbered {
-    /// 16 hex: the first 8 bytes of SHA-256 over the raw bodies of all its pages in order.
+    /// 16 hex. Without `gens`: the first 8 bytes of SHA-256 over the raw bodies of all its
+    /// pages in order (each preceded by its length as u64 LE), the generation of every page.
+    /// With `gens`: the first 8 bytes of SHA-256 over the `gens` hex strings in order (names
+    /// the run as a whole; no page name uses it).
     pub gen: String,
     /// Items per page (the last page may hold fewer).
     pub per_page: usize,
     /// Number of pages.
     pub pages: usize,
+    /// Pages per group ([`group_size`]), with `gens`; 0 (absent) without.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub group: usize,
+    /// The generation of each group of `group` consecutive pages (16 hex: the first 8 bytes
+    /// of SHA-256 over the group's raw bodies, each preceded by its length as u64 LE), so an
+    /// edit renames only the groups whose bodies changed; `⌈pages / group⌉` of them (at most
+    /// [`MAX_GROUPS`]). Empty (absent): every page uses `gen`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gens: Vec<String>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// The most groups a grouped run has ([`Numbered::gens`]): the entry grows by at most this
+/// many 16-hex digests a run, whatever the bundle's size.
+pub const MAX_GROUPS: usize = 32;
+
+/// Pages per group of a grouped run of `pages` pages: the smallest power of two `G` with
+/// `⌈pages / G⌉ ≤` [`MAX_GROUPS`] (a function of the page count only, so a full build and an
+/// update of the same corpus group alike).
+pub fn group_size(pages: usize) -> usize {
+    let mut g = 1usize;
+    while pages.div_ceil(g) > MAX_GROUPS {
+        g *= 2;
+    }
+    g
 }
 
 impl Numbered {
-    /// The name of page `n` of this run of `kind`.
+    /// The name of page `n` of this run of `kind`. A `gens` shorter than the entry check
+    /// ([`check_root`]) allows falls back to `gen` (never panics; the page then fails to
+    /// load by name).
     pub fn name(&self, kind: Kind, n: usize) -> String {
-        page::numbered_name(kind, &self.gen, n as u32)
+        page::numbered_name(kind, self.gen_of_page(n), n as u32)
+    }
+
+    /// The generation in page `n`'s name (its group's, or the run's).
+    pub fn gen_of_page(&self, n: usize) -> &str {
+        if self.gens.is_empty() || self.group == 0 {
+            return &self.gen;
+        }
+        self.gens.get(n / self.group).unwrap_or(&self.gen)
+    }
+
+    /// Checks `gens` against `pages` (bytes from the network are hostile): without `gens`,
+    /// `group` must be 0; with them, `group ≥ 1`, exactly `⌈pages / group⌉` of them, each 16
+    /// lowercase hex. `what` names the run in the error. Errors: DataCorruption naming
+    /// `jikji.json`.
+    pub fn check_groups(&self, what: &str) -> Result<()> {
+        let hex16 = |g: &str| {
+            g.len() == 16
+                && g.bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        };
+        let ok = if self.gens.is_empty() {
+            self.group == 0
+        } else {
+            self.group >= 1
+                && self.gens.len() == self.pages.div_ceil(self.group)
+                && self.gens.iter().all(|g| hex16(g))
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(FormatError::corrupt(
+                ENTRY_FILE,
+                0,
+                format!(
+                    "pages.{what}: {} group generations of {} pages for {} pages (want ⌈pages / group⌉ digests of 16 hex)",
+                    self.gens.len(),
+                    self.group,
+                    self.pages
+                ),
+            ))
+        }
     }
 }
 
@@ -191,6 +268,8 @@ impl crate::json::FromJson for Numbered {
             gen: o.req("gen")?,
             per_page: o.req("per_page")?,
             pages: o.req("pages")?,
+            group: o.or("group", || 0)?,
+            gens: o.or("gens", Vec::new)?,
         })
     }
 }
@@ -291,27 +370,22 @@ impl PageSink for FnSink<'_> {
     }
 }
 
-/// Gives the pages of run `kind` (bodies in order) to `sink`: the generation over all the
-/// bodies ([`gen_of`]), then each page encoded unless `sink` reuses the previous bundle's
-/// page of the same name. The root equals [`numbered`]'s.
+/// Gives the pages of run `kind` (bodies in order) to `sink`, grouped ([`grouped_to`]):
+/// each page encoded unless `sink` reuses the previous bundle's page of the same name. The
+/// root equals [`grouped`]'s.
 fn put_numbered(
     kind: Kind,
     bodies: &[Vec<u8>],
     per_page: usize,
     sink: &mut dyn PageSink,
 ) -> Result<Numbered> {
-    let gen = gen_of(bodies);
-    for (n, b) in bodies.iter().enumerate() {
-        let name = page::numbered_name(kind, &gen, n as u32);
-        if !sink.reuse(&name, &name)? {
-            sink.put(page::encode_numbered(kind, &gen, n as u32, b))?;
-        }
-    }
-    Ok(Numbered {
-        gen,
+    grouped_to(
+        kind,
+        bodies.len(),
         per_page,
-        pages: bodies.len(),
-    })
+        &|n| Ok(bodies[n].clone()),
+        sink,
+    )
 }
 
 /// Gives a content-named page to `sink` (reused when the previous bundle has it); returns
@@ -334,6 +408,8 @@ fn gen_of(bodies: &[Vec<u8>]) -> String {
     hex::encode(&h.finalize()[..8])
 }
 
+/// A run named by one generation over all its bodies (the dense index's pages, whose writer
+/// is elsewhere; [`grouped`] for the others): the root and the encoded pages.
 pub(crate) fn numbered(
     kind: Kind,
     bodies: Vec<Vec<u8>>,
@@ -350,9 +426,92 @@ pub(crate) fn numbered(
             gen,
             per_page,
             pages: bodies.len(),
+            ..Numbered::default()
         },
         pages,
     )
+}
+
+/// A grouped run ([`grouped_to`]) of `bodies`: the root and every encoded page, in order.
+pub(crate) fn grouped(
+    kind: Kind,
+    bodies: Vec<Vec<u8>>,
+    per_page: usize,
+) -> (Numbered, Vec<Encoded>) {
+    let mut pages = Vec::with_capacity(bodies.len());
+    let root = grouped_to(
+        kind,
+        bodies.len(),
+        per_page,
+        &|n| Ok(bodies[n].clone()),
+        &mut FnSink(&mut |p| {
+            pages.push(p);
+            Ok(())
+        }),
+    );
+    // Infallible: the bodies are at hand and the sink only collects.
+    (root.unwrap_or_default(), pages)
+}
+
+/// The run-wide `gen` of a grouped run: the first 8 bytes of SHA-256 over its group
+/// generations' hex strings in order.
+fn run_gen(gens: &[String]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for g in gens {
+        h.update(g.as_bytes());
+    }
+    hex::encode(&h.finalize()[..8])
+}
+
+/// Gives the `count` pages of run `kind` to `sink` group by group ([`group_size`] pages,
+/// [`Numbered::gens`]): makes a group's raw bodies (`body(n)`) once, names its pages by the
+/// group's digest and hands each to `sink` encoded, unless `sink` reuses the previous
+/// bundle's page of that name. Only one group's bodies are held at a time. A run of 0 or 1
+/// page gets no `gens` (its `gen` is that group's digest, as before groups). Errors: what
+/// `body` or `sink` return.
+fn grouped_to(
+    kind: Kind,
+    count: usize,
+    per_page: usize,
+    body: &dyn Fn(usize) -> Result<Vec<u8>>,
+    sink: &mut dyn PageSink,
+) -> Result<Numbered> {
+    let g = group_size(count);
+    let mut gens = Vec::with_capacity(count.div_ceil(g));
+    let mut start = 0;
+    loop {
+        let end = (start + g).min(count);
+        let bodies = (start..end).map(body).collect::<Result<Vec<_>>>()?;
+        let gen = gen_of(&bodies);
+        for (i, b) in bodies.iter().enumerate() {
+            let n = (start + i) as u32;
+            let name = page::numbered_name(kind, &gen, n);
+            if !sink.reuse(&name, &name)? {
+                sink.put(page::encode_numbered(kind, &gen, n, b))?;
+            }
+        }
+        gens.push(gen);
+        start = end;
+        if start >= count {
+            break;
+        }
+    }
+    if count <= 1 {
+        return Ok(Numbered {
+            gen: gens.pop().unwrap_or_default(),
+            per_page,
+            pages: count,
+            ..Numbered::default()
+        });
+    }
+    Ok(Numbered {
+        gen: run_gen(&gens),
+        per_page,
+        pages: count,
+        group: g,
+        gens,
+    })
 }
 
 #[derive(Deserialize)]
@@ -382,43 +541,10 @@ pub fn write_pages(parts: &Parts) -> Result<(PagesRoot, Vec<Encoded>)> {
     Ok((root, pages))
 }
 
-/// Gives the pages of run `kind` to `sink` without holding them all: pass 1 hashes the
-/// `count` raw bodies (`body(n)`) into the generation ([`gen_of`]'s digest, computed
-/// incrementally), pass 2 makes each body again, encodes it and hands it over (unless `sink`
-/// reuses the previous bundle's page of that name). Returns the run's root, equal to
-/// [`numbered`]'s on the same bodies.
-fn numbered_to(
-    kind: Kind,
-    count: usize,
-    per_page: usize,
-    body: &dyn Fn(usize) -> Result<Vec<u8>>,
-    sink: &mut dyn PageSink,
-) -> Result<Numbered> {
-    use sha2::{Digest, Sha256};
-    let mut h = Sha256::new();
-    for n in 0..count {
-        let b = body(n)?;
-        h.update((b.len() as u64).to_le_bytes());
-        h.update(&b);
-    }
-    let gen = hex::encode(&h.finalize()[..8]);
-    for n in 0..count {
-        let name = page::numbered_name(kind, &gen, n as u32);
-        if !sink.reuse(&name, &name)? {
-            sink.put(page::encode_numbered(kind, &gen, n as u32, &body(n)?))?;
-        }
-    }
-    Ok(Numbered {
-        gen,
-        per_page,
-        pages: count,
-    })
-}
-
 /// [`write_pages`] handing each encoded page to `sink` as soon as it is made (the builder
 /// writes it to disk), so the bundle's pages are never all in memory: postings lists are
-/// decoded one term at a time, and chunk and vector pages are made twice (once to hash the
-/// generation, once to encode). The pages and root are identical to [`write_pages`]'s.
+/// decoded one term at a time, and chunk and vector pages are made one group at a time
+/// ([`grouped_to`]). The pages and root are identical to [`write_pages`]'s.
 /// Errors on corrupt parts, or what `sink` returns.
 pub fn write_pages_with(
     parts: &Parts,
@@ -471,7 +597,7 @@ pub fn write_pages_into(parts: &Parts, sink: &mut dyn PageSink) -> Result<PagesR
             .collect::<Result<Vec<_>>>()?;
         Ok(write_raw_records(recs.into_iter()))
     };
-    let chunks_root = numbered_to(
+    let chunks_root = grouped_to(
         Kind::Chunks,
         n.div_ceil(per_page),
         per_page,
@@ -555,7 +681,7 @@ pub fn write_pages_into(parts: &Parts, sink: &mut dyn PageSink) -> Result<PagesR
                 write_quantized(v.dim(), (start..end).map(|i| v.row(i)))
             };
             let pages = v.len().div_ceil(VECTOR_ROWS);
-            let root = numbered_to(Kind::Vectors, pages, VECTOR_ROWS, &body, sink)?;
+            let root = grouped_to(Kind::Vectors, pages, VECTOR_ROWS, &body, sink)?;
             (Some(root), v.dim())
         }
         None => (None, 0),
@@ -629,6 +755,27 @@ fn group_key(k: &[u8]) -> &[u8] {
 /// bytes from the network are hostile. Errors: DataCorruption naming `jikji.json`.
 pub fn check_root(root: &PagesRoot, chunks: usize, parents: usize) -> Result<()> {
     let bad = |m: String| Err(FormatError::corrupt(ENTRY_FILE, 0, m));
+    let runs = [
+        ("dict", Some(&root.dict)),
+        (
+            "dict_index.pages",
+            root.dict_index.as_ref().map(|x| &x.pages),
+        ),
+        ("postings", Some(&root.postings)),
+        ("typo", root.typo.as_ref()),
+        ("chunks", Some(&root.chunks)),
+        ("hanja", root.hanja.as_ref()),
+        ("vectors", root.vectors.as_ref()),
+        ("sources", Some(&root.sources)),
+        ("expand", root.expand.as_ref()),
+        ("buckets", root.buckets.as_ref()),
+        ("expand_buckets", root.expand_buckets.as_ref()),
+    ];
+    for (what, run) in runs {
+        if let Some(run) = run {
+            run.check_groups(what)?;
+        }
+    }
     let records = chunks.checked_add(parents);
     if records != Some(root.records) {
         return bad(format!(
@@ -1358,34 +1505,102 @@ pub fn whole_parts(
 mod tests {
     use super::*;
 
-    /// The streaming run writer names and encodes pages exactly as the one holding all
-    /// bodies (the generation is the same digest, computed incrementally).
-    #[test]
-    fn numbered_to_equals_numbered() {
-        let bodies: Vec<Vec<u8>> = (0..5u8)
+    fn bodies(count: usize) -> Vec<Vec<u8>> {
+        (0..count)
             .map(|i| {
-                (0..(i as usize * 700))
-                    .map(|j| (j % 251) as u8 ^ i)
+                (0..(i % 7) * 300)
+                    .map(|j| (j % 251) as u8 ^ i as u8)
                     .collect()
             })
-            .collect();
-        let (root, pages) = numbered(Kind::Chunks, bodies.clone(), 7);
-        let mut streamed = Vec::new();
-        let root2 = numbered_to(
-            Kind::Chunks,
-            bodies.len(),
-            7,
-            &|n| Ok(bodies[n].clone()),
-            &mut FnSink(&mut |p| {
-                streamed.push(p);
-                Ok(())
-            }),
-        )
-        .unwrap();
-        assert_eq!(root, root2);
-        assert_eq!(pages.len(), streamed.len());
-        for (a, b) in pages.iter().zip(&streamed) {
-            assert_eq!((&a.name, &a.bytes), (&b.name, &b.bytes));
+            .collect()
+    }
+
+    /// The streaming run writer names and encodes pages exactly as the one holding all
+    /// bodies.
+    #[test]
+    fn grouped_to_equals_grouped() {
+        for count in [0, 1, 5, 32, 33, 200] {
+            let bodies = bodies(count);
+            let (root, pages) = grouped(Kind::Chunks, bodies.clone(), 7);
+            let mut streamed = Vec::new();
+            let root2 = grouped_to(
+                Kind::Chunks,
+                bodies.len(),
+                7,
+                &|n| Ok(bodies[n].clone()),
+                &mut FnSink(&mut |p| {
+                    streamed.push(p);
+                    Ok(())
+                }),
+            )
+            .unwrap();
+            assert_eq!(root, root2);
+            root.check_groups("chunks").unwrap();
+            assert_eq!(pages.len(), count);
+            for (n, (a, b)) in pages.iter().zip(&streamed).enumerate() {
+                assert_eq!((&a.name, &a.bytes), (&b.name, &b.bytes));
+                assert_eq!(a.name, root.name(Kind::Chunks, n));
+            }
         }
+    }
+
+    /// Runs of 0 or 1 page are named as before groups (one `gen` over all bodies, no
+    /// `gens`), so such pages of older bundles keep their names.
+    #[test]
+    fn a_one_page_run_is_named_as_before() {
+        let b = bodies(2);
+        let (root, pages) = grouped(Kind::Sources, vec![b[1].clone()], 128);
+        let (old, old_pages) = numbered(Kind::Sources, vec![b[1].clone()], 128);
+        assert_eq!(root, old);
+        assert!(root.gens.is_empty());
+        assert_eq!(pages[0].name, old_pages[0].name);
+        assert_eq!(pages[0].bytes, old_pages[0].bytes);
+    }
+
+    /// Changing one body renames exactly the pages of its group; every other page keeps its
+    /// name and bytes. Group sizes follow [`group_size`].
+    #[test]
+    fn an_edit_renames_only_its_group() {
+        assert_eq!(group_size(0), 1);
+        assert_eq!(group_size(32), 1);
+        assert_eq!(group_size(33), 2);
+        assert_eq!(group_size(6333), 256);
+        let mut b = bodies(200); // group 8, 25 groups
+        let (root, pages) = grouped(Kind::Chunks, b.clone(), 1);
+        assert_eq!((root.group, root.gens.len()), (8, 25));
+        b[83].push(1); // group 10: pages 80..88
+        let (root2, pages2) = grouped(Kind::Chunks, b, 1);
+        assert_ne!(root.gen, root2.gen);
+        for (n, (p, q)) in pages.iter().zip(&pages2).enumerate() {
+            if (80..88).contains(&n) {
+                assert_ne!(p.name, q.name, "page {n}");
+            } else {
+                assert_eq!((&p.name, &p.bytes), (&q.name, &q.bytes), "page {n}");
+            }
+        }
+    }
+
+    /// Hostile `gens` are refused by the entry check; `name` never panics on them.
+    #[test]
+    fn bad_group_generations_are_refused() {
+        let (root, _) = grouped(Kind::Chunks, bodies(100), 1);
+        let mut r = root.clone();
+        r.gens.pop();
+        assert!(r.check_groups("chunks").is_err());
+        let _ = r.name(Kind::Chunks, 99);
+        let mut r = root.clone();
+        r.group = 0;
+        assert!(r.check_groups("chunks").is_err());
+        let _ = r.name(Kind::Chunks, 99);
+        let mut r = root.clone();
+        r.gens[0] = "XYZ".into();
+        let e = r.check_groups("chunks").unwrap_err().to_string();
+        assert!(
+            e.contains("jikji.json") && e.contains("pages.chunks"),
+            "{e}"
+        );
+        let mut r = root;
+        r.gens.clear();
+        assert!(r.check_groups("chunks").is_err(), "group without gens");
     }
 }

@@ -298,7 +298,9 @@ pub fn header(name: &str, bytes: &[u8]) -> Result<Header> {
 /// Verifies page `name` given as header + **raw** body (what the browser passes after
 /// inflating) and returns the raw body. Checks the name's kind letter, the raw length, the
 /// digest, and for content-named pages that the name is the digest; for numbered pages the
-/// number in the name. Errors: [`FormatError::DataCorruption`] naming `p/<name>`.
+/// number in the name. Errors: [`FormatError::DataCorruption`] naming `p/<name>`. With
+/// feature `caller-digest` the two digest checks are the caller's (the browser's worker,
+/// crypto.subtle) and this checks the header, lengths and name only.
 pub fn verify_raw(name: &str, bytes: &[u8]) -> Result<Vec<u8>> {
     let h = header(name, bytes)?;
     let body = &bytes[HEADER_LEN..];
@@ -309,6 +311,17 @@ pub fn verify_raw(name: &str, bytes: &[u8]) -> Result<Vec<u8>> {
         ));
     }
     check_name(name, &h)?;
+    #[cfg(not(feature = "caller-digest"))]
+    check_digest(name, &h, body)?;
+    Ok(body.to_vec())
+}
+
+/// The digest checks of [`verify_raw`]: SHA-256 of the raw body against the header, and for
+/// content-named pages the name against the digest. With feature `caller-digest` (the
+/// browser's BM25 engine) the worker does this with crypto.subtle (web/pages.js
+/// `verifyPage`, same checks, same messages) and the wasm links no SHA-256.
+#[cfg(not(feature = "caller-digest"))]
+fn check_digest(name: &str, h: &Header, body: &[u8]) -> Result<()> {
     if digest28(body) != h.digest {
         return Err(bad(
             name,
@@ -324,7 +337,7 @@ pub fn verify_raw(name: &str, bytes: &[u8]) -> Result<Vec<u8>> {
             ),
         ));
     }
-    Ok(body.to_vec())
+    Ok(())
 }
 
 fn check_name(name: &str, h: &Header) -> Result<()> {
