@@ -621,6 +621,31 @@ fn order<'a>(a: &'a ChunkRecord, b: &'a ChunkRecord) -> (&'a ChunkRecord, &'a Ch
     (n, o, why)
 }
 
+/// `f(x)` for every `x` of `items`, computed on up to [`crate::ingest::default_threads`]
+/// threads (at most 16), keyed by `x`.
+fn on_threads<T: Send>(
+    items: &BTreeSet<usize>,
+    f: impl Fn(usize) -> T + Sync,
+) -> BTreeMap<usize, T> {
+    let items: Vec<usize> = items.iter().copied().collect();
+    let threads = crate::ingest::default_threads().clamp(1, 16);
+    if threads == 1 || items.len() < 64 {
+        return items.into_iter().map(|x| (x, f(x))).collect();
+    }
+    let per = items.len().div_ceil(threads);
+    std::thread::scope(|s| {
+        let f = &f;
+        let handles: Vec<_> = items
+            .chunks(per)
+            .map(|part| s.spawn(move || part.iter().map(|&x| (x, f(x))).collect::<Vec<_>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("conflict facts thread"))
+            .collect()
+    })
+}
+
 /// Contradiction candidates among `records` (doc id = index) with vectors `v` (see the
 /// module doc). Sorted newest first (by the newer chunk's `updated`, descending), then by
 /// cosine.
@@ -659,22 +684,21 @@ pub fn find_conflicts(
     // 6,333 chunks, almost none in such a pair).
     // Each text is parsed once (a chunk can be in many pairs: parsing per pair was most of
     // the time on the books).
-    let mut kinds: BTreeMap<usize, KindFacts> = BTreeMap::new();
-    let mut subjects: BTreeMap<usize, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    let mut want_kinds = BTreeSet::new();
+    let mut want_subjects = BTreeSet::new();
     for &(i, j, c) in &pairs {
         let cross = records[i].lang != records[j].lang;
         if cross && c >= o.similar_cross {
-            for x in [i, j] {
-                kinds
-                    .entry(x)
-                    .or_insert_with(|| facts_by_kind(&records[x].text));
-            }
+            want_kinds.extend([i, j]);
         } else if !cross && c >= o.similar {
-            for x in [i, j] {
-                subjects.entry(x).or_insert_with(|| facts(&records[x].text));
-            }
+            want_subjects.extend([i, j]);
         }
     }
+    // Parsed on every core (each text on its own; the maps are the same in any order).
+    let kinds: BTreeMap<usize, KindFacts> =
+        on_threads(&want_kinds, |x| facts_by_kind(&records[x].text));
+    let subjects: BTreeMap<usize, BTreeMap<String, BTreeSet<String>>> =
+        on_threads(&want_subjects, |x| facts(&records[x].text));
     // Cross-language: each chunk's best partner per (other language, kind of value).
     let mut best: BTreeMap<(usize, &str, &Kind), (f32, usize)> = BTreeMap::new();
     for &(i, j, c) in &pairs {

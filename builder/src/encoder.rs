@@ -15,7 +15,9 @@
 //! Both tokenize with the model's `tokenizer.json` (`jikji_embed::EmbedTokenizer`), so token
 //! counts and truncation are identical.
 
+use std::collections::HashMap;
 use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use jikji_embed::{EmbedTokenizer, Embedded, Embedder, Prefix};
 use jikji_query_model::passage::PassageModel;
@@ -23,44 +25,60 @@ use jikji_query_model::{QueryModel, QueryPack};
 
 use crate::error::{BuildError, Result};
 
-/// Tokenizers parsed in this process, by `tokenizer.json` path and the file's length and
-/// modification time (17 MB of JSON for e5-small: parsed once, then cloned, when chunking
-/// and embedding both need it in one build or update).
-type TokenizerCache = std::collections::HashMap<
-    (std::path::PathBuf, u64, Option<std::time::SystemTime>),
-    EmbedTokenizer,
->;
+/// A `tokenizer.json` file as the cache knows it: path, length and modification time.
+type TokenizerKey = (std::path::PathBuf, u64, Option<std::time::SystemTime>);
 
-fn tokenizer_cache() -> &'static std::sync::Mutex<TokenizerCache> {
-    static CACHE: std::sync::OnceLock<std::sync::Mutex<TokenizerCache>> =
-        std::sync::OnceLock::new();
+/// One file's tokenizer: parsed by the first caller while later callers wait
+/// ([`std::sync::OnceLock`]); `None` when it could not be read or parsed (the caller then
+/// reads it again to report the error).
+type TokenizerSlot = Arc<OnceLock<Option<Arc<EmbedTokenizer>>>>;
+
+/// Tokenizers parsed in this process, by [`TokenizerKey`] (17 MB of JSON for e5-small,
+/// ~0.8 s to parse: parsed once, shared, never cloned nor dropped, when chunking and
+/// embedding both need it in one build or update).
+fn tokenizer_cache() -> &'static Mutex<HashMap<TokenizerKey, TokenizerSlot>> {
+    static CACHE: OnceLock<Mutex<HashMap<TokenizerKey, TokenizerSlot>>> = OnceLock::new();
     CACHE.get_or_init(Default::default)
 }
 
-fn tokenizer_key(path: &Path) -> Option<(std::path::PathBuf, u64, Option<std::time::SystemTime>)> {
+fn tokenizer_key(path: &Path) -> Option<TokenizerKey> {
     let m = std::fs::metadata(path).ok()?;
     Some((path.to_path_buf(), m.len(), m.modified().ok()))
 }
 
-/// A clone of the tokenizer parsed earlier in this process from the file at `path`, if its
-/// length and modification time are still those it had then.
-pub fn cached_tokenizer(path: &Path) -> Option<EmbedTokenizer> {
+fn tokenizer_slot(path: &Path) -> Option<TokenizerSlot> {
     let key = tokenizer_key(path)?;
-    tokenizer_cache()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(&key)
-        .cloned()
+    let mut cache = tokenizer_cache().lock().unwrap_or_else(|e| e.into_inner());
+    Some(cache.entry(key).or_default().clone())
 }
 
-/// Keeps a clone of tokenizer `t`, parsed from the file at `path`, for [`cached_tokenizer`].
-pub fn remember_tokenizer(path: &Path, t: &EmbedTokenizer) {
-    if let Some(key) = tokenizer_key(path) {
-        tokenizer_cache()
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key, t.clone());
+/// The tokenizer of the `tokenizer.json` at `path`, parsed at most once per process and
+/// file version (length and modification time) and shared; a caller that asks while another
+/// thread parses it ([`preload_tokenizer`]) waits for that parse. `None` when the file
+/// cannot be read or parsed: the caller reads it again to report the error in its own terms
+/// ([`BuildError::Tokenizer`], [`BuildError::LoadModel`]).
+pub fn shared_tokenizer(path: &Path) -> Option<Arc<EmbedTokenizer>> {
+    tokenizer_slot(path)?
+        .get_or_init(|| {
+            let bytes = std::fs::read(path).ok()?;
+            EmbedTokenizer::from_bytes(&bytes).ok().map(Arc::new)
+        })
+        .clone()
+}
+
+/// Starts parsing the `tokenizer.json` at `path` on a background thread, so that a later
+/// [`shared_tokenizer`] finds it parsed (or waits less). For work known to need it soon:
+/// `jikji update` starts it before opening the bundle. Does nothing when the file is not
+/// there; a failure is reported by the later caller.
+pub fn preload_tokenizer(path: &Path) {
+    if !path.is_file() {
+        return;
     }
+    let path = path.to_path_buf();
+    // Detached: a process that ends before the parse does is not held back by it.
+    let _ = std::thread::Builder::new()
+        .name("tokenizer-preload".into())
+        .spawn(move || drop(shared_tokenizer(&path)));
 }
 
 /// `JIKJI_ENCODER=tract` makes [`Encoder::load`] choose tract even when a pack is there.
@@ -68,7 +86,7 @@ pub const ENCODER_ENV: &str = "JIKJI_ENCODER";
 
 /// The passage engine of [`Encoder::Pack`]: the tokenizer and the encoder.
 pub struct PackEncoder {
-    tokenizer: EmbedTokenizer,
+    tokenizer: Arc<EmbedTokenizer>,
     model: PassageModel,
 }
 
@@ -102,19 +120,18 @@ impl Encoder {
             let info = QueryPack::read_info(&pack)?;
             if info.model_sha256 == model_sha256 {
                 let tok = dir.join("tokenizer.json");
-                let tokenizer = match cached_tokenizer(&tok) {
+                let tokenizer = match shared_tokenizer(&tok) {
                     Some(t) => t,
                     None => {
+                        // Read again for the error (shared_tokenizer keeps none).
                         let bytes =
                             std::fs::read(&tok).map_err(|e| BuildError::io("reading", &tok, e))?;
-                        let t = EmbedTokenizer::from_bytes(&bytes).map_err(|source| {
+                        Arc::new(EmbedTokenizer::from_bytes(&bytes).map_err(|source| {
                             BuildError::LoadModel {
                                 path: tok.clone(),
                                 source,
                             }
-                        })?;
-                        remember_tokenizer(&tok, &t);
-                        t
+                        })?)
                     }
                 };
                 let (m, rows) = QueryModel::from_pack_dir(&pack)?;
@@ -159,5 +176,56 @@ impl Encoder {
                 })
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model_tokenizer() -> std::path::PathBuf {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/e5-small/tokenizer.json");
+        assert!(
+            p.is_file(),
+            "{}: missing; run scripts/setup-model",
+            p.display()
+        );
+        p
+    }
+
+    /// One parse per process: the chunker's sizer, the encoder and a preload share it.
+    #[test]
+    fn the_tokenizer_is_parsed_once_and_shared() {
+        let path = model_tokenizer();
+        preload_tokenizer(&path);
+        let a = shared_tokenizer(&path).expect("parses");
+        let b = crate::ingest::TokenSizer::load(path.parent().unwrap()).unwrap();
+        assert!(Arc::ptr_eq(&a, &b.0), "the sizer got another copy");
+        assert!(Arc::ptr_eq(&a, &shared_tokenizer(&path).unwrap()));
+        assert!(
+            a.count_tokens("passage: 學而時習之", Prefix::Passage)
+                .unwrap()
+                > 3
+        );
+    }
+
+    /// A broken tokenizer.json is reported with its path, and not cached as good.
+    #[test]
+    fn a_broken_tokenizer_is_an_error_naming_the_file() {
+        let dir = std::env::temp_dir().join(format!("jikji-tok-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("tokenizer.json");
+        std::fs::write(&path, b"{\"not\": \"a tokenizer\"}").unwrap();
+        preload_tokenizer(&path);
+        assert!(shared_tokenizer(&path).is_none());
+        let e = crate::ingest::TokenSizer::load(&dir)
+            .err()
+            .expect("an error");
+        assert!(
+            matches!(&e, BuildError::Tokenizer { path: p, .. } if *p == path),
+            "{e}"
+        );
+        assert!(e.to_string().contains("tokenizer.json"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -332,6 +332,12 @@ pub fn update_with(opts: &IngestOptions, u: &UpdateOptions) -> Result<UpdateRepo
     };
 
     let t = Instant::now();
+    // Chunking a changed file of a bundle with vectors, and embedding its new chunks, need
+    // the model's tokenizer (~0.8 s to parse): parsed on another core while the bundle is
+    // opened (a BM25-only bundle given --model wastes that core's work, nothing else).
+    if let Some(dir) = &opts.model_dir {
+        crate::encoder::preload_tokenizer(&dir.join("tokenizer.json"));
+    }
     let old = Old::open(&opts.bundle)?;
     let m = &old.manifest;
     let mut settings = BundleSettings::of_manifest(m)?;
@@ -387,16 +393,28 @@ pub fn update_with(opts: &IngestOptions, u: &UpdateOptions) -> Result<UpdateRepo
     crate::generations::check(&opts.bundle, u.keep)?;
 
     let t = Instant::now();
+    let model_dir = old.model_dir(opts)?;
+    // A bundle with vectors needs its model for new chunk texts (and for the calibration).
+    // When some chunk text is not in the old bundle, the encoder (~0.6 s: pack read, weights
+    // dequantised) is loaded on another core while the index is made; it is then unused
+    // only if the vector cache has every such text. A failed load here is not an error: the
+    // embed stage loads it again, if it needs it, and reports the error.
+    let load_encoder =
+        model_dir.filter(|_| old.bundle.vectors().is_some() && old.has_new_texts(&records));
     // The bundle's own analyzer options, hanja choice and BM25 parameters (a version 1
     // bundle is rebuilt with the current analyzer's defaults).
-    let indexed = index::index(&records, &settings)?;
+    let (indexed, mut embedder) = std::thread::scope(|s| {
+        let loading = load_encoder.map(|dir| {
+            s.spawn(move || crate::encoder::Encoder::load(dir, &model_info(dir)?.sha256))
+        });
+        let indexed = index::index(&records, &settings);
+        let embedder = loading.and_then(|h| h.join().expect("encoder loading thread").ok());
+        (indexed, embedder)
+    });
+    let indexed = indexed?;
     timed("index", t, &mut report, &mut cpu);
 
     let t = Instant::now();
-    // A bundle with vectors needs its model: for new chunk texts and for the calibration.
-    // It is loaded at most once, and only when needed.
-    let mut embedder = None;
-    let model_dir = old.model_dir(opts)?;
     let (vectors, rows_from) = vectors(
         &old,
         &records,
@@ -682,6 +700,14 @@ impl Old {
             records,
             ranges,
         })
+    }
+
+    /// True when some text of `records` is not the text of any of the old bundle's records
+    /// (it has no stored vector: [`vectors`] embeds it, unless the vector cache has it).
+    fn has_new_texts(&self, records: &[ChunkRecord]) -> bool {
+        let old: std::collections::HashSet<[u8; 32]> =
+            self.records.iter().map(|r| text_key(&r.text)).collect();
+        records.iter().any(|r| !old.contains(&text_key(&r.text)))
     }
 
     /// The model folder, checked against the bundle's model, when the bundle has vectors;

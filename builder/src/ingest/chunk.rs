@@ -100,21 +100,21 @@ pub fn chunk_id(rel: &str, section: u32, position: u32) -> String {
 
 /// The embedding model's tokenizer as a chunk [`Sizer`]: the number of tokens the model
 /// sees for a passage, `passage: ` prefix and `<s>`/`</s>` included, before truncation.
-pub struct TokenSizer(pub EmbedTokenizer);
+pub struct TokenSizer(pub std::sync::Arc<EmbedTokenizer>);
 
 impl TokenSizer {
-    /// Loads `tokenizer.json` from a model folder.
+    /// Loads `tokenizer.json` from a model folder (shared with the encoder:
+    /// [`crate::encoder::shared_tokenizer`]). Errors: [`BuildError::Io`] when it cannot be
+    /// read, [`BuildError::Tokenizer`] when it does not parse.
     pub fn load(model_dir: &Path) -> Result<Self> {
         let path = model_dir.join("tokenizer.json");
-        if let Some(t) = crate::encoder::cached_tokenizer(&path) {
+        if let Some(t) = crate::encoder::shared_tokenizer(&path) {
             return Ok(TokenSizer(t));
         }
+        // Read again for the error (the shared cache keeps none).
         let bytes = std::fs::read(&path).map_err(|e| BuildError::io("reading", &path, e))?;
         match EmbedTokenizer::from_bytes(&bytes) {
-            Ok(t) => {
-                crate::encoder::remember_tokenizer(&path, &t);
-                Ok(TokenSizer(t))
-            }
+            Ok(t) => Ok(TokenSizer(std::sync::Arc::new(t))),
             Err(source) => Err(BuildError::Tokenizer { path, source }),
         }
     }
