@@ -42,11 +42,100 @@ pub struct BundleWriter {
     out: PathBuf,
     tmp: PathBuf,
     files: BTreeMap<String, FileEntry>,
+    /// Its pages (`p/`), as written or linked so far.
+    store: PageStore,
+}
+
+/// Pages stored into a bundle's `p/` folder, written ([`PageStore::add_page`]) or
+/// hard-linked from the previous bundle ([`PageStore::link_page`]), with what each file was
+/// then ([`PAGE_RECORDS_FILE`]). A [`BundleWriter`] has one; [`BundleWriter::page_store`]
+/// gives another for the same folder, so that a second thread stores a disjoint set of
+/// pages (the query model's) while the writer stores the others, and
+/// [`BundleWriter::absorb`] takes its records back (listed after the writer's own, as if
+/// stored after them).
+#[derive(Debug)]
+pub struct PageStore {
+    dir: PathBuf,
+    dir_made: bool,
     pages: Vec<String>,
     /// What each page file was when written or linked ([`PAGE_RECORDS_FILE`]).
     records: Vec<(String, PageRecord)>,
     /// Pages hard-linked from the previous bundle (already on disk before this write).
     linked: usize,
+}
+
+impl PageStore {
+    fn new(dir: PathBuf) -> Self {
+        PageStore {
+            dir,
+            dir_made: false,
+            pages: Vec::new(),
+            records: Vec::new(),
+            linked: 0,
+        }
+    }
+
+    fn make_dir(&mut self) -> Result<()> {
+        if !self.dir_made {
+            // `create_dir_all`: another store of the same folder may have made it.
+            std::fs::create_dir_all(&self.dir).map_err(|e| FormatError::io(&self.dir, e))?;
+            self.dir_made = true;
+        }
+        Ok(())
+    }
+
+    /// Writes page `name` as `p/<name>`, a new file (a page already there, which may be a
+    /// hard link to the previous bundle's file, is unlinked first, never written through).
+    /// Errors: I/O, naming the file.
+    pub fn add_page(&mut self, name: &str, bytes: &[u8]) -> Result<()> {
+        self.make_dir()?;
+        let path = self.dir.join(name);
+        let io = |e| FormatError::io(&path, e);
+        let create = || {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+        };
+        let mut f = match create() {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                std::fs::remove_file(&path).map_err(io)?;
+                create().map_err(io)?
+            }
+            r => r.map_err(io)?,
+        };
+        std::io::Write::write_all(&mut f, bytes).map_err(io)?;
+        if let Some(r) = f.metadata().ok().as_ref().and_then(PageRecord::of) {
+            self.records.push((name.to_string(), r));
+        }
+        self.pages.push(name.to_string());
+        Ok(())
+    }
+
+    /// Stores page `name` as a hard link to the previous bundle's page file `from`, whose
+    /// record `rec` was just proven ([`PreviousPages::proven`]). Returns false when the file
+    /// system refuses the link (another device, no hard links): nothing stored then.
+    /// Errors: the folder cannot be made.
+    pub fn link_page(&mut self, name: &str, from: &Path, rec: PageRecord) -> Result<bool> {
+        self.make_dir()?;
+        if std::fs::hard_link(from, self.dir.join(name)).is_err() {
+            return Ok(false);
+        }
+        // Linking changes neither the inode, the size nor the modification time.
+        self.records.push((name.to_string(), rec));
+        self.linked += 1;
+        Ok(true)
+    }
+
+    /// Pages linked so far.
+    pub fn linked(&self) -> usize {
+        self.linked
+    }
+
+    /// Pages written so far.
+    pub fn written(&self) -> usize {
+        self.pages.len()
+    }
 }
 
 /// The builder's own record of the page files it wrote, beside the entry in a paged bundle
@@ -223,11 +312,9 @@ impl BundleWriter {
         std::fs::create_dir(&tmp).map_err(|e| FormatError::io(&tmp, e))?;
         Ok(BundleWriter {
             out: out.to_path_buf(),
+            store: PageStore::new(tmp.join(PAGES_DIR)),
             tmp,
             files: BTreeMap::new(),
-            pages: Vec::new(),
-            records: Vec::new(),
-            linked: 0,
         })
     }
 
@@ -246,36 +333,9 @@ impl BundleWriter {
     }
 
     /// Writes one page of a paged bundle as `p/<name>` (not listed in `files`: a page is
-    /// checked by its own header and name). Errors: I/O.
+    /// checked by its own header and name): [`PageStore::add_page`]. Errors: I/O.
     pub fn add_page(&mut self, name: &str, bytes: &[u8]) -> Result<()> {
-        let dir = self.tmp.join(PAGES_DIR);
-        if !dir.exists() {
-            std::fs::create_dir(&dir).map_err(|e| FormatError::io(&dir, e))?;
-        }
-        let path = dir.join(name);
-        let io = |e| FormatError::io(&path, e);
-        // A new file, never an existing one opened for writing: a page already there may be
-        // a hard link to the previous bundle's file ([`Self::link_page`]), which must not
-        // change.
-        let create = || {
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&path)
-        };
-        let mut f = match create() {
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                std::fs::remove_file(&path).map_err(io)?;
-                create().map_err(io)?
-            }
-            r => r.map_err(io)?,
-        };
-        std::io::Write::write_all(&mut f, bytes).map_err(io)?;
-        if let Some(r) = f.metadata().ok().as_ref().and_then(PageRecord::of) {
-            self.records.push((name.to_string(), r));
-        }
-        self.pages.push(name.to_string());
-        Ok(())
+        self.store.add_page(name, bytes)
     }
 
     /// Stores page `name` as a hard link to the previous bundle's page file `from`, whose
@@ -284,28 +344,34 @@ impl BundleWriter {
     /// two generations share the file (pages are immutable). Returns false when the file
     /// system refuses the link (another device, no hard links): nothing stored then.
     pub fn link_page(&mut self, name: &str, from: &Path, rec: PageRecord) -> Result<bool> {
-        let dir = self.tmp.join(PAGES_DIR);
-        if !dir.exists() {
-            std::fs::create_dir(&dir).map_err(|e| FormatError::io(&dir, e))?;
-        }
-        let path = dir.join(name);
-        if std::fs::hard_link(from, &path).is_err() {
-            return Ok(false);
-        }
-        // Linking changes neither the inode, the size nor the modification time.
-        self.records.push((name.to_string(), rec));
-        self.linked += 1;
-        Ok(true)
+        self.store.link_page(name, from, rec)
+    }
+
+    /// Another [`PageStore`] of this bundle's `p/` folder, for pages stored on another
+    /// thread; give it back with [`Self::absorb`] before [`Self::finish`] (pages of a store
+    /// never absorbed are in the folder but not in [`PAGE_RECORDS_FILE`], so an update
+    /// proves nothing about them). The two must store different page names.
+    pub fn page_store(&self) -> PageStore {
+        PageStore::new(self.tmp.join(PAGES_DIR))
+    }
+
+    /// Takes back a store from [`Self::page_store`]: its pages count as this writer's,
+    /// recorded after the ones stored so far.
+    pub fn absorb(&mut self, other: PageStore) {
+        self.store.dir_made |= other.dir_made;
+        self.store.pages.extend(other.pages);
+        self.store.records.extend(other.records);
+        self.store.linked += other.linked;
     }
 
     /// Pages stored by [`Self::link_page`] so far.
     pub fn linked(&self) -> usize {
-        self.linked
+        self.store.linked
     }
 
     /// Pages written by [`Self::add_page`] so far.
     pub fn written(&self) -> usize {
-        self.pages.len()
+        self.store.pages.len()
     }
 
     /// Files written so far, with sizes and checksums.
@@ -347,10 +413,10 @@ impl BundleWriter {
         let mpath = self.tmp.join(entry_name);
         std::fs::write(&mpath, &json).map_err(|e| FormatError::io(&mpath, e))?;
         if paged {
-            let mut text = String::with_capacity(64 * (self.records.len() + 1));
+            let mut text = String::with_capacity(64 * (self.store.records.len() + 1));
             text.push_str(PAGE_RECORDS_HEADER);
             text.push('\n');
-            for (name, r) in &self.records {
+            for (name, r) in &self.store.records {
                 use std::fmt::Write;
                 let _ = writeln!(
                     text,
@@ -365,6 +431,7 @@ impl BundleWriter {
         // (an fsync each took 20 s for the books' 3,000 pages here).
         let synced = paged && sync_fs(&self.tmp);
         let pages = self
+            .store
             .pages
             .iter()
             .filter(|_| !synced)
