@@ -245,8 +245,8 @@ fn a_page_rewritten_since_or_a_copied_bundle_is_not_linked() {
 /// The row map kept ([`RowMapRule::Always`]; on the books, [`RowMapRule::WhenSmall`] keeps it
 /// for a one-file edit): the update links the old `u-` page and every row page (same names,
 /// same files), tokenizes nothing, and every other page is the full build's byte for byte.
-/// (Comparing query embeddings and hybrid hits against the full build's pages is not in it
-/// yet: see docs/design/update.md.)
+/// Queries embed bit for bit from either bundle's pages (the kept map only groups the ids'
+/// rows into other pages), words new to the edit included.
 #[test]
 fn a_kept_row_map_links_every_row_page_and_writes_every_other_page_as_a_full_build() {
     use jikji_builder::update::RowMapRule;
@@ -309,4 +309,31 @@ fn a_kept_row_map_links_every_row_page_and_writes_every_other_page_as_a_full_bui
             .collect::<Vec<_>>()
     };
     assert_eq!(others(&now), others(&fb));
+
+    // Each query through the browser's code path (PagedQueryModel reading only the pages
+    // it needs) from the updated bundle and from the full build: the same f32 bits.
+    let model = |b: &Path| {
+        let opened = Bundle::open_paged_dir(b).unwrap();
+        let root = opened.pages().unwrap().query_model.clone().unwrap();
+        let sha = opened.manifest().model.as_ref().map(|m| m.sha256.clone());
+        jikji_query_model::paged::PagedQueryModel::new(root, sha.as_deref()).unwrap()
+    };
+    let (mut kept, mut rebuilt) = (model(&bundle), model(&full));
+    let queries = [
+        "the reader turned the page and found a note in the margin",
+        "written in a hand she did not know",
+        "how do I reset my password",
+        "갑목(甲木) 인월(寅月) 用神",
+        "學而時習之 不亦說乎",
+    ];
+    for q in queries {
+        let a = kept.embed_query_from_dir(&bundle, q).unwrap();
+        let b = rebuilt.embed_query_from_dir(&full, q).unwrap();
+        assert_eq!(a.len(), b.len(), "{q}");
+        assert!(
+            a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()),
+            "{q}: the kept row map embeds the query differently"
+        );
+        assert!(a.iter().any(|x| *x != 0.0), "{q}: a zero vector");
+    }
 }
