@@ -347,6 +347,11 @@ impl BundleWriter {
         self.store.link_page(name, from, rec)
     }
 
+    /// Its own [`PageStore`] (what [`Self::add_page`] and [`Self::link_page`] store into).
+    pub fn pages_mut(&mut self) -> &mut PageStore {
+        &mut self.store
+    }
+
     /// Another [`PageStore`] of this bundle's `p/` folder, for pages stored on another
     /// thread; give it back with [`Self::absorb`] before [`Self::finish`] (pages of a store
     /// never absorbed are in the folder but not in [`PAGE_RECORDS_FILE`], so an update

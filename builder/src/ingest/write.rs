@@ -81,55 +81,16 @@ pub struct KeptIndex {
     pub note: String,
 }
 
-/// Where [`write_bundle`]'s pages go: the [`BundleWriter`], counting bytes per page kind,
+/// Where [`write_bundle`]'s pages go: a [`BundleWriter`]'s page store (its own, or another of its
+/// folder on a second thread: [`BundleWriter::page_store`]), counting bytes per page kind,
 /// linking the previous bundle's proven pages.
-struct WriterSink<'a, S> {
-    w: &'a mut S,
+struct WriterSink<'a> {
+    w: &'a mut jikji_format::bundle::PageStore,
     previous: Option<&'a PreviousPages>,
     per_kind: std::collections::BTreeMap<String, u64>,
 }
 
-/// Where a [`WriterSink`] stores pages: the bundle's writer, or another store of its
-/// folder used on a second thread ([`BundleWriter::page_store`]).
-trait Store {
-    fn add_page(&mut self, name: &str, bytes: &[u8]) -> jikji_format::Result<()>;
-    fn link_page(
-        &mut self,
-        name: &str,
-        from: &Path,
-        rec: jikji_format::bundle::PageRecord,
-    ) -> jikji_format::Result<bool>;
-}
-
-impl Store for BundleWriter {
-    fn add_page(&mut self, name: &str, bytes: &[u8]) -> jikji_format::Result<()> {
-        BundleWriter::add_page(self, name, bytes)
-    }
-    fn link_page(
-        &mut self,
-        name: &str,
-        from: &Path,
-        rec: jikji_format::bundle::PageRecord,
-    ) -> jikji_format::Result<bool> {
-        BundleWriter::link_page(self, name, from, rec)
-    }
-}
-
-impl Store for jikji_format::bundle::PageStore {
-    fn add_page(&mut self, name: &str, bytes: &[u8]) -> jikji_format::Result<()> {
-        jikji_format::bundle::PageStore::add_page(self, name, bytes)
-    }
-    fn link_page(
-        &mut self,
-        name: &str,
-        from: &Path,
-        rec: jikji_format::bundle::PageRecord,
-    ) -> jikji_format::Result<bool> {
-        jikji_format::bundle::PageStore::link_page(self, name, from, rec)
-    }
-}
-
-impl<S: Store> WriterSink<'_, S> {
+impl WriterSink<'_> {
     fn count(&mut self, name: &str, bytes: u64) {
         *self
             .per_kind
@@ -138,7 +99,7 @@ impl<S: Store> WriterSink<'_, S> {
     }
 }
 
-impl<S: Store> PageSink for WriterSink<'_, S> {
+impl PageSink for WriterSink<'_> {
     fn put(&mut self, page: Encoded) -> jikji_format::Result<()> {
         self.w.add_page(&page.name, &page.bytes)?;
         self.count(&page.name, page.bytes.len() as u64);
@@ -462,7 +423,7 @@ pub fn write_bundle(out: &Path, p: BundleParts) -> Result<Written> {
         });
         let pages = (|| {
             let mut sink = WriterSink {
-                w: &mut w,
+                w: w.pages_mut(),
                 previous,
                 per_kind: Default::default(),
             };
