@@ -399,8 +399,9 @@ pub fn update_with(opts: &IngestOptions, u: &UpdateOptions) -> Result<UpdateRepo
     // dequantised) is loaded on another core while the index is made; it is then unused
     // only if the vector cache has every such text. A failed load here is not an error: the
     // embed stage loads it again, if it needs it, and reports the error.
-    let load_encoder =
-        model_dir.filter(|_| old.bundle.vectors().is_some() && old.has_new_texts(&records));
+    let old_rows = old.rows_of(&records, &from_old);
+    let load_encoder = model_dir
+        .filter(|_| old.bundle.vectors().is_some() && old_rows.iter().any(Option::is_none));
     // The bundle's own analyzer options, hanja choice and BM25 parameters (a version 1
     // bundle is rebuilt with the current analyzer's defaults).
     let (indexed, mut embedder) = std::thread::scope(|s| {
@@ -418,7 +419,7 @@ pub fn update_with(opts: &IngestOptions, u: &UpdateOptions) -> Result<UpdateRepo
     let (vectors, rows_from) = vectors(
         &old,
         &records,
-        &from_old,
+        old_rows,
         model_dir,
         opts,
         &mut embedder,
@@ -702,12 +703,22 @@ impl Old {
         })
     }
 
-    /// True when some text of `records` is not the text of any of the old bundle's records
-    /// (it has no stored vector: [`vectors`] embeds it, unless the vector cache has it).
-    fn has_new_texts(&self, records: &[ChunkRecord]) -> bool {
-        let old: std::collections::HashSet<[u8; 32]> =
-            self.records.iter().map(|r| text_key(&r.text)).collect();
-        records.iter().any(|r| !old.contains(&text_key(&r.text)))
+    /// The old record whose stored vector each of `records` can reuse: the one it comes
+    /// from (`from_old`, a chunk of an unchanged file), else one with the same text (a
+    /// chunk of a changed file whose text did not change); `None` for a text the old bundle
+    /// lacks ([`vectors`] embeds it, unless the vector cache has it). One entry per record.
+    fn rows_of(&self, records: &[ChunkRecord], from_old: &[Option<usize>]) -> Vec<Option<usize>> {
+        let by_text: HashMap<[u8; 32], usize> = self
+            .records
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (text_key(&r.text), i))
+            .collect();
+        records
+            .iter()
+            .zip(from_old)
+            .map(|(r, f)| f.or_else(|| by_text.get(&text_key(&r.text)).copied()))
+            .collect()
     }
 
     /// The model folder, checked against the bundle's model, when the bundle has vectors;
@@ -1012,8 +1023,8 @@ fn chunk(
 }
 
 /// The embed stage of an update: `vectors.bin` for `records` when the old bundle has
-/// vectors. A record taken from the old bundle, or whose text some old record has, gets
-/// that old int8 row and scale copied bit for bit; only other texts are embedded
+/// vectors. A record with an old row in `rows` ([`Old::rows_of`]: one per record) gets that
+/// old int8 row and scale copied bit for bit; only the others are embedded
 /// (through the cache), loading the model into `embedder` if needed. With a centring
 /// record, the rows stay as the model gave them and the record's per-chunk languages and
 /// offsets are made for `records` (a `lang-mean-v1` record, whose rows were stored
@@ -1022,7 +1033,7 @@ fn chunk(
 fn vectors(
     old: &Old,
     records: &[ChunkRecord],
-    from_old: &[Option<usize>],
+    rows: Vec<Option<usize>>,
     model_dir: Option<&Path>,
     opts: &IngestOptions,
     embedder: &mut Option<crate::encoder::Encoder>,
@@ -1034,22 +1045,8 @@ fn vectors(
     let (Some(ov), Some(info)) = (old.bundle.vectors(), &old.manifest.model) else {
         return Ok((None, vec![None; records.len()]));
     };
-    // Old vectors by text, for chunks of changed files whose text did not change.
-    let by_text: HashMap<[u8; 32], usize> = old
-        .records
-        .iter()
-        .enumerate()
-        .map(|(i, r)| (text_key(&r.text), i))
-        .collect();
-    let mut rows: Vec<Option<usize>> = Vec::with_capacity(records.len());
-    let mut todo: Vec<usize> = Vec::new();
-    for (i, r) in records.iter().enumerate() {
-        let old_row = from_old[i].or_else(|| by_text.get(&text_key(&r.text)).copied());
-        if old_row.is_none() {
-            todo.push(i);
-        }
-        rows.push(old_row);
-    }
+    // Rows without an old vector are embedded.
+    let todo: Vec<usize> = (0..records.len()).filter(|&i| rows[i].is_none()).collect();
     report.vectors_reused = records.len() - todo.len();
     report.vectors_new = todo.len();
     let mut fresh: HashMap<usize, (f32, Vec<i8>)> = HashMap::new();

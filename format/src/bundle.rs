@@ -126,16 +126,6 @@ impl PageStore {
         self.linked += 1;
         Ok(true)
     }
-
-    /// Pages linked so far.
-    pub fn linked(&self) -> usize {
-        self.linked
-    }
-
-    /// Pages written so far.
-    pub fn written(&self) -> usize {
-        self.pages.len()
-    }
 }
 
 /// The builder's own record of the page files it wrote, beside the entry in a paged bundle
