@@ -566,7 +566,11 @@ fn responses_had_no_csp_header() {
         let page = path.starts_with("/bundle/p/") && status == 200;
         assert_eq!(
             r.header("content-security-policy"),
-            if page { None } else { Some(jikji_builder::serve::CSP) },
+            if page {
+                None
+            } else {
+                Some(jikji_builder::serve::CSP)
+            },
             "{path}"
         );
         assert_eq!(
