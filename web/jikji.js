@@ -16,14 +16,15 @@
 //   // v.queryTokens: its token ids (`query: ` + text, <s> … </s>). Opt-in, dense/hybrid only.
 //
 // Where things come from (all overridable in Jikji.load's options):
-//   workerUrl  ./worker.js beside this file (it imports ./pages.js beside itself)
-//   engineUrl  ./engine/ beside this file: jikji_engine.js + jikji_engine_bg.wasm (the search
-//              engine, BM25), dense/ (the same engine with dense and hybrid search) and qmodel/
+//   workerUrl  ./worker.js beside this file: the worker as scripts/build-js bundles it (web/worker.js
+//              with pages.js and the BM25 engine's wasm-bindgen glue, one file)
+//   engineUrl  ./engine/ beside this file: jikji_engine_bg.wasm (the search engine, BM25),
+//              dense/ (the same engine with dense and hybrid search, wasm and glue) and qmodel/
 //              (the query model), as scripts/build-wasm writes pkg/
-//   integrity  "integrity.json" in engineUrl (written with them): the SHA-256 of the worker,
-//              pages.js and the six engine files; each is checked before it runs, and a file
-//              that differs stops load() with an Error naming it. Pass the files map itself
-//              (hashes in your own code) or false (no check: development only).
+//   integrity  "integrity.json" in engineUrl (written with them): the SHA-256 of the worker and
+//              the five engine files; each is checked before it runs, and a file that differs
+//              stops load() with an Error naming it. Pass the files map itself (hashes in your
+//              own code) or false (no check: development only).
 //   allowedOrigins  the origins bundle URLs may come from: only the page's own by default.
 //
 // The bundle is format v2: load() fetches only its entry file (jikji.json); each search fetches
@@ -50,9 +51,12 @@
 // a refused URL or a failed integrity check rejects with a JikjiError whose `code` says which.
 
 const MODES = new Set(["bm25", "dense", "hybrid"]);
-/** The query model and engine files an integrity map must list (besides worker.js, pages.js). */
+/**
+ * The engine and query-model files an integrity map must list (besides worker.js). The BM25
+ * engine's glue and pages.js are inside the served worker.js (scripts/build-js bundles them), so
+ * worker.js's hash covers them.
+ */
 const ENGINE_FILES = [
-  "jikji_engine.js",
   "jikji_engine_bg.wasm",
   "dense/jikji_engine.js",
   "dense/jikji_engine_bg.wasm",
@@ -159,7 +163,7 @@ async function integrityMap(option, engineUrl) {
     }
   }
   if (!map || typeof map !== "object") throw new JikjiError("integrity", "the integrity map has no files");
-  for (const f of [...ENGINE_FILES, "worker.js", "pages.js"]) {
+  for (const f of [...ENGINE_FILES, "worker.js"]) {
     if (typeof map[f] !== "string") throw new JikjiError("integrity", `the integrity map lists no sha256 for ${f}`);
   }
   return map;
@@ -249,10 +253,7 @@ export class Jikji {
     if (options.modelUrl != null) checkOrigin(options.modelUrl, allowed, "model");
     const integrity = await integrityMap(options.integrity, engineUrl);
     if (integrity) {
-      await Promise.all([
-        checkFile(workerUrl.href, integrity["worker.js"], "worker.js"),
-        checkFile(new URL("./pages.js", workerUrl).href, integrity["pages.js"], "pages.js"),
-      ]);
+      await checkFile(workerUrl.href, integrity["worker.js"], "worker.js");
     }
     const j = new Jikji({ ...options, workerUrl });
     try {
