@@ -118,19 +118,26 @@ function base64(bytes) {
   return btoa(s);
 }
 
-/** Checks the bytes at `url` against `want` ("sha256-<base64>"); throws a JikjiError naming the file. */
-async function checkFile(url, want, name) {
-  if (typeof want !== "string" || !want.startsWith("sha256-")) {
-    throw new JikjiError("integrity", `integrity check: the integrity map lists no sha256 for ${name}`);
-  }
-  let bytes;
+/** The bytes at `url`, to check them; throws an Error naming the URL. */
+async function fetchBytes(url) {
   try {
     const res = await fetch(url);
     if (!res.ok) throw new Error(`HTTP ${res.status}`);
-    bytes = new Uint8Array(await res.arrayBuffer());
+    return new Uint8Array(await res.arrayBuffer());
   } catch (e) {
     throw new Error(`cannot fetch ${url} to check it: ${e.message || e}`);
   }
+}
+
+/**
+ * Checks the bytes at `url` (or `fetched`, a promise of them) against `want` ("sha256-<base64>");
+ * throws a JikjiError naming the file.
+ */
+async function checkFile(url, want, name, fetched = null) {
+  if (typeof want !== "string" || !want.startsWith("sha256-")) {
+    throw new JikjiError("integrity", `integrity check: the integrity map lists no sha256 for ${name}`);
+  }
+  const bytes = await (fetched ?? fetchBytes(url));
   if (!globalThis.crypto?.subtle) {
     throw new JikjiError("integrity", `integrity check of ${name} needs crypto.subtle (a secure context: https or localhost)`);
   }
@@ -251,9 +258,13 @@ export class Jikji {
     const workerUrl = new URL(options.workerUrl ?? new URL("./worker.js", import.meta.url), globalThis.location?.href);
     checkOrigin(workerUrl.href, allowed, "worker");
     if (options.modelUrl != null) checkOrigin(options.modelUrl, allowed, "model");
+    // The worker's bytes are fetched alongside the integrity map (one round trip less); nothing
+    // runs before they are checked against it.
+    const workerBytes = options.integrity === false ? null : fetchBytes(workerUrl.href);
+    workerBytes?.catch(() => {}); // awaited by checkFile, unless the map fails first
     const integrity = await integrityMap(options.integrity, engineUrl);
     if (integrity) {
-      await checkFile(workerUrl.href, integrity["worker.js"], "worker.js");
+      await checkFile(workerUrl.href, integrity["worker.js"], "worker.js", workerBytes);
     }
     const j = new Jikji({ ...options, workerUrl });
     try {

@@ -377,15 +377,18 @@ async function openBundle(id, bundleUrl, cacheBudget, engineUrl, integrityMap) {
     engineBase = String(engineUrl);
     integrity = integrityMap && typeof integrityMap === "object" ? integrityMap : null;
   }
+  const url = fileUrl(bundleUrl, ENTRY);
+  // The entry is fetched while the engine's wasm loads (one round trip less before the first query).
+  const entryResponse = fetch(url, { cache: "no-cache" });
+  entryResponse.catch(() => {}); // awaited below, unless the engine fails first
   const engine = await getEngine();
   if (typeof engine.open_entry !== "function" || typeof engine.add_page !== "function") {
     throw new Error("this build of the search engine cannot read format 2 bundles (no open_entry): rebuild pkg/ with scripts/build-wasm");
   }
   const report = progressReporter(id, "bundle");
-  const url = fileUrl(bundleUrl, ENTRY);
   let res;
   try {
-    res = await fetch(url, { cache: "no-cache" });
+    res = await entryResponse;
   } catch (e) {
     throw new Error(`bundle ${ENTRY}: network error fetching ${url}: ${errorMessage(e)}`);
   }
