@@ -12,12 +12,14 @@
 //   OUT/style.css, OUT/jikji-search.css   minified
 //   OUT/index.html      web/index.html as it is (every file it names must be in OUT)
 // Source maps (external, no sourceMappingURL comment) go to ROOT/target/build-js-maps/ (OUT-maps/
-// for another OUT), out of the served folders. OUT is emptied first; it must be new or a folder this script made (it holds
-// .jikji-build-js). Fails when a bundle still imports another file (a request more on the first
+// for another OUT), out of the served folders. OUT must be new or a folder this script made (it
+// holds .jikji-build-js); each file is written whole and renamed into place (a server serving OUT
+// never sends half a file or misses one), then files of an older build are removed (sw.js,
+// stamped afterwards, is kept). Fails when a bundle still imports another file (a request more on the first
 // query) or when index.html names a file that is not there.
 //
 // usage: node build.mjs --root ROOT --pkg PKG --out OUT
-import { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import * as esbuild from "esbuild";
@@ -37,11 +39,20 @@ const glue = path.join(pkg, "jikji_engine.js");
 if (!existsSync(glue)) fail(`${glue} missing: run scripts/build-wasm (it runs this script after wasm-bindgen)`);
 const MARKER = ".jikji-build-js";
 if (existsSync(out) && readdirSync(out).length && !existsSync(path.join(out, MARKER))) {
-  fail(`${out} is not empty and has no ${MARKER}: not a folder scripts/build-js made; refusing to empty it`);
+  fail(`${out} is not empty and has no ${MARKER}: not a folder scripts/build-js made; refusing to write into it`);
 }
-rmSync(out, { recursive: true, force: true });
 mkdirSync(out, { recursive: true });
-writeFileSync(path.join(out, MARKER), "made by scripts/build-js from web/: edit the sources there, not these files\n");
+/** Names written into OUT by this build. */
+const written = new Set();
+/** Writes OUT/name whole, then renames it into place. */
+const put = (name, bytes) => {
+  const file = path.join(out, name);
+  const tmp = `${file}.${process.pid}.tmp`;
+  writeFileSync(tmp, bytes);
+  renameSync(tmp, file);
+  written.add(name);
+};
+put(MARKER, "made by scripts/build-js from web/: edit the sources there, not these files\n");
 // Out of the served folders: target/build-js-maps for the page (pkg/web), else beside OUT.
 const maps = path.resolve(out) === path.join(root, "pkg/web") ? path.join(root, "target/build-js-maps") : `${out}-maps`;
 mkdirSync(maps, { recursive: true });
@@ -99,21 +110,27 @@ for (const { entry, plugins, external } of builds) {
   for (const f of r.outputFiles) {
     if (f.path.endsWith(".map")) writeFileSync(path.join(maps, path.basename(f.path)), f.contents);
     else {
-      writeFileSync(f.path, f.contents);
+      put(path.basename(f.path), f.contents);
       sizes.push(`${entry} ${f.contents.length} B`);
     }
   }
 }
 for (const css of ["style.css", "jikji-search.css"]) {
   const r = await esbuild.build({ ...common, bundle: false, sourcemap: false, metafile: false, entryPoints: [path.join(web, css)], outfile: path.join(out, css) });
-  for (const f of r.outputFiles) writeFileSync(f.path, f.contents);
+  for (const f of r.outputFiles) put(path.basename(f.path), f.contents);
 }
-copyFileSync(path.join(web, "index.html"), path.join(out, "index.html"));
+put("index.html", readFileSync(path.join(web, "index.html")));
 // Every script, style and preload the page names must be a file of OUT.
 const html = readFileSync(path.join(out, "index.html"), "utf8");
 for (const m of html.matchAll(/\b(?:src|href)="([^"]+)"/g)) {
   const ref = m[1];
   if (/^[a-z]+:/i.test(ref) || ref.startsWith("#")) continue;
   if (!existsSync(path.join(out, ref))) fail(`index.html names ${ref}, which is not in ${out}`);
+}
+// Files of an older build (pages.js, say) go; sw.js is stamped after this script.
+for (const name of readdirSync(out)) {
+  if (written.has(name) || name === "sw.js") continue;
+  const file = path.join(out, name);
+  if (statSync(file).isFile()) rmSync(file);
 }
 console.error(`build-js: wrote ${out} (${sizes.join(", ")}); source maps in ${maps}`);
