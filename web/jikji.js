@@ -16,14 +16,15 @@
 //   // v.queryTokens: its token ids (`query: ` + text, <s> … </s>). Opt-in, dense/hybrid only.
 //
 // Where things come from (all overridable in Jikji.load's options):
-//   workerUrl  ./worker.js beside this file (it imports ./pages.js beside itself)
-//   engineUrl  ./engine/ beside this file: jikji_engine.js + jikji_engine_bg.wasm (the search
-//              engine, BM25), dense/ (the same engine with dense and hybrid search) and qmodel/
+//   workerUrl  ./worker.js beside this file: the worker as scripts/build-js bundles it (web/worker.js
+//              with pages.js and the BM25 engine's wasm-bindgen glue, one file)
+//   engineUrl  ./engine/ beside this file: jikji_engine_bg.wasm (the search engine, BM25),
+//              dense/ (the same engine with dense and hybrid search, wasm and glue) and qmodel/
 //              (the query model), as scripts/build-wasm writes pkg/
-//   integrity  "integrity.json" in engineUrl (written with them): the SHA-256 of the worker,
-//              pages.js and the six engine files; each is checked before it runs, and a file
-//              that differs stops load() with an Error naming it. Pass the files map itself
-//              (hashes in your own code) or false (no check: development only).
+//   integrity  "integrity.json" in engineUrl (written with them): the SHA-256 of the worker and
+//              the five engine files; each is checked before it runs, and a file that differs
+//              stops load() with an Error naming it. Pass the files map itself (hashes in your
+//              own code) or false (no check: development only).
 //   allowedOrigins  the origins bundle URLs may come from: only the page's own by default.
 //
 // The bundle is format v2: load() fetches only its entry file (jikji.json); each search fetches
@@ -50,9 +51,12 @@
 // a refused URL or a failed integrity check rejects with a JikjiError whose `code` says which.
 
 const MODES = new Set(["bm25", "dense", "hybrid"]);
-/** The query model and engine files an integrity map must list (besides worker.js, pages.js). */
+/**
+ * The engine and query-model files an integrity map must list (besides worker.js). The BM25
+ * engine's glue and pages.js are inside the served worker.js (scripts/build-js bundles them), so
+ * worker.js's hash covers them.
+ */
 const ENGINE_FILES = [
-  "jikji_engine.js",
   "jikji_engine_bg.wasm",
   "dense/jikji_engine.js",
   "dense/jikji_engine_bg.wasm",
@@ -114,19 +118,26 @@ function base64(bytes) {
   return btoa(s);
 }
 
-/** Checks the bytes at `url` against `want` ("sha256-<base64>"); throws a JikjiError naming the file. */
-async function checkFile(url, want, name) {
-  if (typeof want !== "string" || !want.startsWith("sha256-")) {
-    throw new JikjiError("integrity", `integrity check: the integrity map lists no sha256 for ${name}`);
-  }
-  let bytes;
+/** The bytes at `url`, to check them; throws an Error naming the URL. */
+async function fetchBytes(url) {
   try {
     const res = await fetch(url);
     if (!res.ok) throw new Error(`HTTP ${res.status}`);
-    bytes = new Uint8Array(await res.arrayBuffer());
+    return new Uint8Array(await res.arrayBuffer());
   } catch (e) {
     throw new Error(`cannot fetch ${url} to check it: ${e.message || e}`);
   }
+}
+
+/**
+ * Checks the bytes at `url` (or `fetched`, a promise of them) against `want` ("sha256-<base64>");
+ * throws a JikjiError naming the file.
+ */
+async function checkFile(url, want, name, fetched = null) {
+  if (typeof want !== "string" || !want.startsWith("sha256-")) {
+    throw new JikjiError("integrity", `integrity check: the integrity map lists no sha256 for ${name}`);
+  }
+  const bytes = await (fetched ?? fetchBytes(url));
   if (!globalThis.crypto?.subtle) {
     throw new JikjiError("integrity", `integrity check of ${name} needs crypto.subtle (a secure context: https or localhost)`);
   }
@@ -159,7 +170,7 @@ async function integrityMap(option, engineUrl) {
     }
   }
   if (!map || typeof map !== "object") throw new JikjiError("integrity", "the integrity map has no files");
-  for (const f of [...ENGINE_FILES, "worker.js", "pages.js"]) {
+  for (const f of [...ENGINE_FILES, "worker.js"]) {
     if (typeof map[f] !== "string") throw new JikjiError("integrity", `the integrity map lists no sha256 for ${f}`);
   }
   return map;
@@ -247,12 +258,13 @@ export class Jikji {
     const workerUrl = new URL(options.workerUrl ?? new URL("./worker.js", import.meta.url), globalThis.location?.href);
     checkOrigin(workerUrl.href, allowed, "worker");
     if (options.modelUrl != null) checkOrigin(options.modelUrl, allowed, "model");
+    // The worker's bytes are fetched alongside the integrity map (one round trip less); nothing
+    // runs before they are checked against it.
+    const workerBytes = options.integrity === false ? null : fetchBytes(workerUrl.href);
+    workerBytes?.catch(() => {}); // awaited by checkFile, unless the map fails first
     const integrity = await integrityMap(options.integrity, engineUrl);
     if (integrity) {
-      await Promise.all([
-        checkFile(workerUrl.href, integrity["worker.js"], "worker.js"),
-        checkFile(new URL("./pages.js", workerUrl).href, integrity["pages.js"], "pages.js"),
-      ]);
+      await checkFile(workerUrl.href, integrity["worker.js"], "worker.js", workerBytes);
     }
     const j = new Jikji({ ...options, workerUrl });
     try {

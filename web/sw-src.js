@@ -1,12 +1,13 @@
 // Jikji's service worker, as written: scripts/stamp-sw makes the served `sw.js` from this file by
 // writing the build's file list and hashes into the block between the `jikji-sw-build` markers
-// (scripts/build-wasm does it for the page, scripts/pack-web for the npm package). Unstamped
+// (scripts/build-js does it for the page, pkg/web/sw.js; scripts/pack-web for the npm package). Unstamped
 // (development only), the page's files are RUNTIME files: network first.
 //
 // What is kept (Cache Storage, this origin only):
-//   SHELL    the build's files (PRECACHE: the page, app.js, the component, jikji.js, worker.js,
-//            pages.js, the engine's integrity.json, JS and wasm; LAZY: the query model's wasm,
-//            when first used), in `jikji-shell-<BUILD>`. Cache first: a second visit takes none
+//   SHELL    the build's files (PRECACHE: the page, app.js — scripts/build-js's bundle of the
+//            page, the component and jikji.js —, the styles, worker.js — bundled with pages.js and
+//            the engine's glue —, the engine's integrity.json and wasm; LAZY: the dense engine and
+//            the query model's wasm, when first used), in `jikji-shell-<BUILD>`. Cache first: a second visit takes none
 //            of them from the network. BUILD is a hash of every file's SHA-256 (and of this
 //            file), so it changes whenever any of them changes — and so do the bytes of sw.js:
 //            the browser's own update check of sw.js (on navigation; HTTP-revalidated, a 304

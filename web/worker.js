@@ -1,4 +1,4 @@
-// Jikji search worker (module worker). Holds the wasm Engine (BM25 only: ENGINE/jikji_engine*)
+// Jikji search worker (module worker). Holds the wasm Engine (BM25 only: ENGINE/jikji_engine_bg.wasm)
 // and, once a dense or hybrid search is asked, the dense engine (ENGINE/dense/jikji_engine*: the
 // same engine built with dense and hybrid search, opened on the same entry) and the query model
 // (ENGINE/qmodel/, ~160 kB wasm, weights from the bundle's own query-model pages); fetches the
@@ -21,13 +21,18 @@
 //                                                         (dense: the dense engine's counters, null before it is loaded)
 //                             {id, ok: false, error}      error: message string
 //                             {id, type: "progress", phase, loaded, total, stage?, ...}
-// bundleUrl and engineUrl are absolute URLs ending in "/". engineUrl is the folder of the engine
-// (jikji_engine.js, jikji_engine_bg.wasm), of the dense engine (dense/…) and of the query model
-// (qmodel/…); integrity is null
-// (no check) or the `files` map of its integrity.json ({"jikji_engine_bg.wasm": "sha256-<base64>",
-// …}): every engine and query-model file is fetched, its SHA-256 compared with the map, and only
-// then used (the wasm bytes checked are the bytes instantiated; a JS glue file is checked, then
-// imported from the same URL, so it comes from the HTTP cache just filled).
+// bundleUrl and engineUrl are absolute URLs ending in "/". engineUrl is the folder of the engine's
+// wasm (jikji_engine_bg.wasm), of the dense engine (dense/…) and of the query model (qmodel/…);
+// integrity is null (no check) or the `files` map of its integrity.json ({"jikji_engine_bg.wasm":
+// "sha256-<base64>", …}): every wasm and lazily loaded glue file is fetched, its SHA-256 compared
+// with the map, and only then used (the wasm bytes checked are the bytes instantiated; a JS glue
+// file is checked, then imported from the same URL, so it comes from the HTTP cache just filled).
+//
+// This file is a source: what is served is scripts/build-js's bundle of it (pkg/web/worker.js,
+// minified), which holds pages.js and the BM25 engine's wasm-bindgen glue (pkg/jikji_engine.js,
+// imported below) in one file, so the first BM25 query loads one worker script and the wasm. The
+// page checks that one file against integrity.json ("worker.js") before starting it. The dense
+// engine's and the query model's glue stay separate files, imported only when first needed.
 //
 // A bundle is format v2 (FORMAT.md, "Format 2"; docs/design/paged-bundle-v2.md §12): the entry
 // file `jikji.json` (fetched with cache: "no-cache", so a new build is seen at once) and
@@ -50,6 +55,9 @@
 // so BM25 never downloads them.
 
 import { MAX_PAGE, PAGE_HEADER_LEN, decodePage, verifyPage } from "./pages.js";
+// The BM25 engine's glue, as wasm-bindgen writes it into pkg/ (scripts/build-wasm); bundled into the
+// served worker by scripts/build-js (its --pkg names the folder).
+import * as engineGlue from "../pkg/jikji_engine.js";
 
 /** Set by "open": the engine folder (URL ending in "/") and the integrity map (or null). */
 let engineBase = null;
@@ -121,14 +129,20 @@ async function verifiedFile(name) {
   return { url, bytes };
 }
 
-/** Imports the wasm-bindgen module `js` and instantiates it with the checked bytes of `wasm`. */
+/**
+ * Instantiates a wasm-bindgen module with the checked bytes of `wasm`: `js` is the glue, either
+ * a module already imported (the BM25 engine's, bundled into this worker) or the name of its
+ * file in engineBase, checked and then imported.
+ */
 async function loadWasmModule(js, wasm, what) {
-  let mod;
-  try {
-    const glue = await verifiedFile(js);
-    mod = await import(glue.url);
-  } catch (e) {
-    throw new Error(`cannot load ${what} (${new URL(js, engineBase).pathname}): ${errorMessage(e)}`);
+  let mod = typeof js === "string" ? null : js;
+  if (!mod) {
+    try {
+      const glue = await verifiedFile(js);
+      mod = await import(glue.url);
+    } catch (e) {
+      throw new Error(`cannot load ${what} (${new URL(js, engineBase).pathname}): ${errorMessage(e)}`);
+    }
   }
   let bytes;
   try {
@@ -149,7 +163,7 @@ function getEngine() {
   if (!enginePromise) {
     if (!engineBase) return Promise.reject(new Error("open a bundle first (the engine URL comes with it)"));
     enginePromise = (async () => {
-      const { mod, exports } = await loadWasmModule("jikji_engine.js", "jikji_engine_bg.wasm", "the search engine");
+      const { mod, exports } = await loadWasmModule(engineGlue, "jikji_engine_bg.wasm", "the search engine");
       engineWasm = exports;
       return new mod.Engine();
     })().catch((e) => {
@@ -363,15 +377,18 @@ async function openBundle(id, bundleUrl, cacheBudget, engineUrl, integrityMap) {
     engineBase = String(engineUrl);
     integrity = integrityMap && typeof integrityMap === "object" ? integrityMap : null;
   }
+  const url = fileUrl(bundleUrl, ENTRY);
+  // The entry is fetched while the engine's wasm loads (one round trip less before the first query).
+  const entryResponse = fetch(url, { cache: "no-cache" });
+  entryResponse.catch(() => {}); // awaited below, unless the engine fails first
   const engine = await getEngine();
   if (typeof engine.open_entry !== "function" || typeof engine.add_page !== "function") {
     throw new Error("this build of the search engine cannot read format 2 bundles (no open_entry): rebuild pkg/ with scripts/build-wasm");
   }
   const report = progressReporter(id, "bundle");
-  const url = fileUrl(bundleUrl, ENTRY);
   let res;
   try {
-    res = await fetch(url, { cache: "no-cache" });
+    res = await entryResponse;
   } catch (e) {
     throw new Error(`bundle ${ENTRY}: network error fetching ${url}: ${errorMessage(e)}`);
   }

@@ -1,8 +1,9 @@
 //! A small static file server for trying Jikji locally and for the browser tests.
 //!
 //! URL layout:
-//! - `/`        → the web folder (`index.html` for `/`)
-//! - `/pkg/`    → the wasm-pack output folder
+//! - `/`        → the page's folder (`index.html` for `/`): `jikji serve`'s `--web`, by default
+//!   `pkg/web`, the page as `scripts/build-js` bundles and minifies it from the sources in `web/`
+//! - `/pkg/`    → the wasm-bindgen output folder (`scripts/build-wasm`)
 //! - `/bundle/` → the bundle folder (v2: `jikji.json` and `p/…` pages; v1: `manifest.json` and the files it lists)
 //! - `/model/`  → the model folder (`model.onnx`, `tokenizer.json`), when one is given
 //!
@@ -111,9 +112,10 @@ const STREAM_CHUNK: usize = 256 << 10;
 pub struct ServeOptions {
     /// Address to bind, e.g. `"127.0.0.1:8080"`; port 0 picks a free port.
     pub addr: String,
-    /// Folder with `index.html`, `jikji.js`, `worker.js`, ...
+    /// The page's folder: `index.html`, `app.js`, `worker.js`, ... as `scripts/build-js` writes
+    /// them (`pkg/web`).
     pub web: PathBuf,
-    /// wasm-pack output folder (`jikji_engine.js`, `jikji_engine_bg.wasm`).
+    /// wasm-bindgen output folder (`jikji_engine_bg.wasm`, `integrity.json`, `dense/`, `qmodel/`).
     pub pkg: PathBuf,
     /// Bundle folder (contains `jikji.json`, or `manifest.json` for v1).
     pub bundle: PathBuf,
@@ -230,7 +232,16 @@ impl Mounts {
                 }
             }
         };
-        let web = required(&opts.web, "web")?;
+        let web = required(&opts.web, "web").map_err(|e| match e {
+            BuildError::Serve { message, source } => BuildError::Serve {
+                message: format!(
+                    "{message} (the page is built from web/ by scripts/build-wasm, or \
+                     scripts/build-js once pkg/ is there)"
+                ),
+                source,
+            },
+            e => e,
+        })?;
         let bundle = required(&opts.bundle, "bundle")?;
         if !bundle.join("jikji.json").is_file() && !bundle.join("manifest.json").is_file() {
             eprintln!(
@@ -822,7 +833,7 @@ fn prewarm(state: &State) {
     }
 }
 
-/// The `Content-Security-Policy` of every response: what the page (web/) needs and nothing
+/// The `Content-Security-Policy` of every response: what the page (pkg/web/) needs and nothing
 /// more. Scripts, the worker, styles and fetches from this origin only (`connect-src 'self'`:
 /// a bundle or model on another origin is refused by the browser too, besides the page's own
 /// allow-list); `'wasm-unsafe-eval'` to compile the engine's and the query model's wasm; no

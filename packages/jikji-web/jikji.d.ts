@@ -198,14 +198,13 @@ export type ProgressEvent =
 
 /** SHA-256 of each checked file, SRI form (`"sha256-<base64>"`), as in engine/integrity.json's `files`. */
 export interface IntegrityMap {
-  "jikji_engine.js": string;
   "jikji_engine_bg.wasm": string;
   "dense/jikji_engine.js": string;
   "dense/jikji_engine_bg.wasm": string;
   "qmodel/jikji_query_model_wasm.js": string;
   "qmodel/jikji_query_model_wasm_bg.wasm": string;
+  /** The worker, bundled with its page decoder and the BM25 engine's glue (one file). */
   "worker.js": string;
-  "pages.js": string;
   [file: string]: string;
 }
 
@@ -216,7 +215,7 @@ export interface LoadOptions {
   cacheBudget?: number;
   /** The worker script (default: `worker.js` beside jikji.js). */
   workerUrl?: string | URL;
-  /** Folder of jikji_engine.js, jikji_engine_bg.wasm, dense/ and qmodel/ (default: `engine/` beside jikji.js). */
+  /** Folder of jikji_engine_bg.wasm, dense/ and qmodel/ (default: `engine/` beside jikji.js). */
   engineUrl?: string | URL;
   /**
    * How the worker and engine files are checked before they run: the name of the integrity

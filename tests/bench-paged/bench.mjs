@@ -26,12 +26,17 @@
 //
 // Run: scripts/bench-paged [--corpus scifact,books,gen:N] [--limit N] [--cold-sample N] [--json FILE]
 //        [--work DIR] [--bin PATH] [--pkg DIR] [--web DIR] [--systems jikji,pagefind]
+//        [--base-web DIR --base-pkg DIR]
 //        [--scifact DIR] [--books DIR] [--books-queries FILE] [--reuse-bundle]
 // Corpus gen:N (opt-in; gen1m = gen:1000000): a generated corpus of about N chunks
 // (scripts/gen-corpus N, seed 12, kept in WORK/gen-N/corpus and reused), one Pagefind page
 // per file, and GEN_QUERIES 3-term queries drawn from its text (seeded: three distinct
 // words, or Han bigrams, of one paragraph of a random file; gen-queries.mjs, also written to
 // WORK/gen-N/queries.jsonl for `jikji search --queries-file`); no qrels, so no nDCG.
+// --web: the page's folder (default pkg/web, scripts/build-js's bundled page), --pkg: the engine's
+// (default pkg). --base-web/--base-pkg add the system "jikji-base", run first on the same bundle:
+// the same measurements with other page and engine files (another branch's web/ and pkg/, say
+// main's before a change), for a before/after in one run at one load.
 // --reuse-bundle keeps a Jikji bundle a previous run built in WORK (say so in reports: it
 // may come from another commit; its generator and build time are printed).
 // Exit status 0 on success, 1 on failure, 2 on bad arguments.
@@ -69,6 +74,8 @@ function options() {
         bin: { type: "string" },
         pkg: { type: "string" },
         web: { type: "string" },
+        "base-pkg": { type: "string" },
+        "base-web": { type: "string" },
         scifact: { type: "string" },
         books: { type: "string" },
         "books-queries": { type: "string" },
@@ -99,14 +106,20 @@ function options() {
   return {
     corpora: list(values.corpus, ["scifact", "books"], /^gen:[1-9]\d*$/),
     reuseBundle: values["reuse-bundle"] ?? false,
-    systems: list(values.systems, ["jikji", "pagefind"]),
+    systems: (() => {
+      const l = list(values.systems, ["jikji", "pagefind"]);
+      if (!values["base-web"] !== !values["base-pkg"]) throw new UsageError("--base-web and --base-pkg go together");
+      return values["base-web"] ? ["jikji-base", ...l] : l;
+    })(),
+    baseWeb: values["base-web"] ? path.resolve(values["base-web"]) : null,
+    basePkg: values["base-pkg"] ? path.resolve(values["base-pkg"]) : null,
     limit: int("limit"),
     coldSample: int("cold-sample"),
     json: values.json ? path.resolve(values.json) : null,
     work: p(values.work, "target/bench-paged"),
     bin: p(values.bin, "target/release/jikji"),
     pkg: p(values.pkg, "pkg"),
-    web: p(values.web, "web"),
+    web: p(values.web, "pkg/web"),
     scifact: values.scifact ? path.resolve(values.scifact) : path.join(shared, "eval/scifact"),
     books: values.books ? path.resolve(values.books) : path.join(ROOT, "books"),
     booksQueries: p(values["books-queries"], "tests/bench/paged-books.txt"),
@@ -384,8 +397,11 @@ function ndcg10(docIds, judged) {
   return idcg > 0 ? dcg / idcg : 0;
 }
 
+/** "jikji", or "jikji-base" (the same with --base-web/--base-pkg's files). */
+const isJikji = (system) => system === "jikji" || system === "jikji-base";
+
 function category(system, p) {
-  if (system === "jikji") {
+  if (isJikji(system)) {
     if (p.startsWith("/bundle/p/")) return "pages";
     if (p === "/bundle/jikji.json") return "entry";
     if (p.endsWith(".wasm")) return "wasm";
@@ -454,7 +470,7 @@ async function replay(o, system, url, queries) {
       runs.push({ q, ms: r.ms + (i === 0 ? openT : 0), hits: r.hits, stats: r.stats ?? null, entries });
       if ((i + 1) % 50 === 0) log(`   ${system}: ${i + 1} of ${queries.length} queries`);
     }
-    const cache = system === "jikji" ? await page.evaluate(() => window.bench.cacheStats()) : null;
+    const cache = isJikji(system) ? await page.evaluate(() => window.bench.cacheStats()) : null;
     return { runs, wallMs: Date.now() - t0, cache };
   });
 }
@@ -466,7 +482,7 @@ function summarize(system, c, prepared, replayed, cold, native = null) {
   const raw = (es) => sum(es.map((e) => e.raw));
   const later = runs.slice(1);
   const docIds = (r) =>
-    system === "jikji"
+    isJikji(system)
       ? r.hits.map((h) => prepared.docOfSource(h.source))
       : r.hits.map((h) => prepared.docOfUrl.get(new URL(h.url, "http://x").pathname) ?? `?${h.url}`);
   let ndcg = null;
@@ -509,7 +525,7 @@ function summarize(system, c, prepared, replayed, cold, native = null) {
           meanRequests: mean(later.map((r) => r.entries.length)),
           medianRounds: quantile(later.map((r) => rounds(r.entries)), 0.5),
           maxRounds: Math.max(...later.map((r) => rounds(r.entries))),
-          medianEngineRounds: system === "jikji" ? quantile(later.map((r) => r.stats?.rounds ?? 0), 0.5) : null,
+          medianEngineRounds: isJikji(system) ? quantile(later.map((r) => r.stats?.rounds ?? 0), 0.5) : null,
         }
       : null,
     latency: { p50: quantile(runs.map((r) => r.ms), 0.5), p90: quantile(runs.map((r) => r.ms), 0.9), firstMs: first.ms },
@@ -551,7 +567,8 @@ async function main() {
     return;
   }
   const needs = [["jikji binary (cargo build --release --workspace)", o.bin], ["Chromium", o.chromium]];
-  if (o.systems.includes("jikji")) needs.push(["engine (scripts/build-wasm)", path.join(o.pkg, "jikji_engine_bg.wasm")]);
+  if (o.systems.includes("jikji")) needs.push(["engine (scripts/build-wasm)", path.join(o.pkg, "jikji_engine_bg.wasm")], ["page (scripts/build-js)", path.join(o.web, "index.html")]);
+  if (o.baseWeb) needs.push(["--base-pkg engine", path.join(o.basePkg, "jikji_engine_bg.wasm")], ["--base-web page", path.join(o.baseWeb, "index.html")]);
   for (const [what, p] of needs)
     if (!existsSync(p)) throw new Error(`${what} not found at ${p}`);
   mkdirSync(o.work, { recursive: true });
@@ -578,10 +595,11 @@ async function main() {
       const bundle = path.join(dir, "jikji-bundle");
       const site = path.join(dir, "pagefind-site");
       prepared.docOfUrl = renderSite(site, prepared.docs);
-      if (o.systems.includes("jikji") && o.reuseBundle && existsSync(path.join(bundle, "jikji.json"))) {
+      const jikji = o.systems.some(isJikji);
+      if (jikji && o.reuseBundle && existsSync(path.join(bundle, "jikji.json"))) {
         const e = JSON.parse(readFileSync(path.join(bundle, "jikji.json"), "utf8"));
         log(`== ${c}: reusing ${bundle} (${e.generator}, built ${new Date(e.built_at * 1000).toISOString()}, ${e.counts.chunks} chunks)`);
-      } else if (o.systems.includes("jikji")) {
+      } else if (jikji) {
         log(`== ${c}: jikji build ${prepared.corpus} --out ${bundle} --no-embed`);
         const t = Date.now();
         await execFileP(o.bin, ["build", prepared.corpus, "--out", bundle, "--no-embed", "--quiet"], { cwd: ROOT, maxBuffer: 64 << 20 });
@@ -597,9 +615,12 @@ async function main() {
         await execFileP(pagefindBin, ["--site", site, "--force-language", "en", "--quiet"], { maxBuffer: 64 << 20 });
         log(`   indexed in ${((Date.now() - t) / 1000).toFixed(1)} s`);
       }
+      let native = null; // the same for jikji and jikji-base: one bundle
       for (const system of o.systems) {
-        const web = system === "jikji" ? jikjiWeb(o, path.join(dir, "jikji-web")) : site;
-        const server = await startServer({ bin: o.bin, bundle, web, pkg: o.pkg, model: "/nonexistent", cwd: ROOT, log: () => {}, tag: "bench", track: (p) => servers.push(p) });
+        const base = system === "jikji-base";
+        const web = isJikji(system) ? jikjiWeb(base ? { web: o.baseWeb } : o, path.join(dir, `${system}-web`)) : site;
+        const pkg = base ? o.basePkg : o.pkg;
+        const server = await startServer({ bin: o.bin, bundle, web, pkg, model: "/nonexistent", cwd: ROOT, log: () => {}, tag: "bench", track: (p) => servers.push(p) });
         log(`== ${c} × ${system}: replaying ${prepared.queries.length} queries at ${server.url}`);
         const replayed = await replay(o, system, server.url, prepared.queries);
         const cold = [];
@@ -611,8 +632,8 @@ async function main() {
           cold.push({ q: q.text, transfer: sum(es.map((e) => e.transfer)), requests: es.length, rounds: rounds(es) });
         }
         server.proc.kill();
-        const native = system === "jikji" ? await nativeRuns(o, bundle, prepared.queries) : null;
-        results.push(summarize(system, c, prepared, replayed, cold, native));
+        if (isJikji(system)) native ??= await nativeRuns(o, bundle, prepared.queries);
+        results.push(summarize(system, c, prepared, replayed, cold, isJikji(system) ? native : null));
         const f = results[results.length - 1].first;
         log(`   first query: ${(f.transfer / 1e3).toFixed(1)} kB in ${f.requests} requests`);
       }

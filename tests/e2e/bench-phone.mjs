@@ -23,7 +23,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium, devices } from "playwright-core";
-import { CHROMIUM_ARGS, e2eBundle, hookedWeb, startServer } from "./harness.mjs";
+import { CHROMIUM_ARGS, builtWeb, e2eBundle, hookedWeb, startServer } from "./harness.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const BIN = path.resolve(ROOT, process.env.JIKJI_BIN || "target/release/jikji");
@@ -89,7 +89,7 @@ async function main() {
   for (const p of [BIN, CHROMIUM, path.join(PKG, "jikji_engine_bg.wasm"), path.join(BUNDLE, "jikji.json")]) {
     if (!existsSync(p)) throw new Error(`${p} not found`);
   }
-  const web = await hookedWeb(path.join(ROOT, "web"), SW === "on" ? { pkg: PKG } : { offline: false });
+  const web = await hookedWeb(builtWeb(ROOT), SW === "on" ? { pkg: PKG } : { offline: false });
   const server = await startServer({ bin: BIN, bundle: BUNDLE, web, pkg: PKG, model: path.join(ROOT, "models/e5-small"), cwd: ROOT, log: () => {}, tag: "bench-phone" });
   const browserArgs = { executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS };
   const rows = [];

@@ -42,7 +42,7 @@ const { values: o } = parseArgs({
     queries: { type: "string" },
     out: { type: "string" },
     bin: { type: "string", default: path.join(ROOT, "target/release/jikji") },
-    web: { type: "string", default: path.join(ROOT, "web") },
+    web: { type: "string", default: path.join(ROOT, "pkg/web") },
     pkg: { type: "string", default: path.join(ROOT, "pkg") },
     model: { type: "string", default: path.join(ROOT, "models/e5-small") },
     "top-k": { type: "string", default: "10" },

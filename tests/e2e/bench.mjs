@@ -20,7 +20,7 @@
 //   --top-k K           hits per search (default 10)               [JIKJI_BENCH_TOP_K]
 //   --bin PATH          jikji binary (default target/release/jikji) [JIKJI_BIN]
 //   --model DIR         model folder (default models/e5-small)      [JIKJI_BENCH_MODEL]
-//   --web DIR           page folder (default web)                   [JIKJI_BENCH_WEB]
+//   --web DIR           page folder (default pkg/web: scripts/build-js) [JIKJI_BENCH_WEB]
 //   --pkg DIR           wasm-pack output (default pkg)              [JIKJI_BENCH_PKG]
 //   --json FILE         also write the figures as JSON              [JIKJI_BENCH_JSON]
 //   --ready-timeout SEC how long to wait for the model (default 600) [JIKJI_BENCH_READY_S]
@@ -99,7 +99,7 @@ function parseOptions(argv) {
     topK: positiveInt("top-k", "JIKJI_BENCH_TOP_K", 10),
     bin: given("bin", "JIKJI_BIN") ?? path.join(ROOT, "target/release/jikji"),
     model: given("model", "JIKJI_BENCH_MODEL") ?? path.join(ROOT, "models/e5-small"),
-    web: given("web", "JIKJI_BENCH_WEB") ?? path.join(ROOT, "web"),
+    web: given("web", "JIKJI_BENCH_WEB") ?? path.join(ROOT, "pkg/web"),
     pkg: given("pkg", "JIKJI_BENCH_PKG") ?? path.join(ROOT, "pkg"),
     json: given("json", "JIKJI_BENCH_JSON"),
     readyMs: 1000 * positiveInt("ready-timeout", "JIKJI_BENCH_READY_S", 600),

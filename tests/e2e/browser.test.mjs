@@ -26,7 +26,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { chromium } from "playwright-core";
-import { CHROMIUM_ARGS, e2eBundle, hookedWeb, pageName, startServer } from "./harness.mjs";
+import { CHROMIUM_ARGS, builtWeb, e2eBundle, hookedWeb, pageName, startServer } from "./harness.mjs";
 
 const execFileP = promisify(execFile);
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
@@ -36,7 +36,7 @@ const fromRoot = (p) => path.resolve(ROOT, p);
 const BIN = fromRoot(process.env.JIKJI_BIN || "target/release/jikji");
 const BUNDLE = e2eBundle(ROOT);
 const MODEL = fromRoot(process.env.JIKJI_E2E_MODEL || "models/e5-small");
-const WEB = fromRoot(process.env.JIKJI_E2E_WEB || "web");
+const WEB = builtWeb(ROOT); // pkg/web (scripts/build-js), or JIKJI_E2E_WEB
 const PKG = fromRoot(process.env.JIKJI_E2E_PKG || "pkg");
 const CHROMIUM = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
 const QUERIES = process.env.JIKJI_E2E_QUERIES
@@ -47,6 +47,8 @@ const SEARCH_MS = 120_000;
 const TOP = 3;
 
 const log = (...a) => console.error(...a);
+/** What the page loads for its first BM25 query besides the bundle's pages (scripts/build-js's page). */
+const FIRST_QUERY_FILES = ["/", "/app.js", "/style.css", "/jikji-search.css", "/worker.js", "/pkg/integrity.json", "/pkg/jikji_engine_bg.wasm", "/bundle/jikji.json"];
 
 // ---------------------------------------------------------------- helpers
 
@@ -259,8 +261,15 @@ describe("Jikji search page in Chromium", { timeout: READY_MS + 20 * 60_000 }, (
     log(`[e2e] state ${state}; model requests held by the test: ${modelRequestsHeld}`);
     const q = QUERIES[0];
     const hits = await searchInPage(page, q, "bm25");
+    const firstQuery = requested.slice();
     assert.ok(hits.length > 0, `no BM25 results for ${q}`);
     assertSameTop(hits, await nativeSearch(q, "bm25"), `bm25 "${q}"`);
+    // Everything the first BM25 query loaded besides bundle pages: the page and its two bundled
+    // scripts (scripts/build-js: app.js holds jikji-search.js and jikji.js, worker.js holds
+    // pages.js and the engine's glue), the styles, the engine's integrity map and wasm, the
+    // bundle's entry. An unbundled module (or a new file) on this path is a request more.
+    const files = [...new Set(firstQuery.filter((u) => !pageName(u)).map((u) => new URL(u).pathname))].sort();
+    assert.deepEqual(files, [...FIRST_QUERY_FILES].sort(), `the first BM25 query's files besides pages: ${files.join(" ")}`);
     // The paged bundle: the entry file, then only pages; never v1 files, vectors or the model.
     const bundleFiles = requested.filter((u) => new URL(u).pathname.startsWith("/bundle/"));
     const pages = bundleFiles.map(pageName).filter(Boolean);

@@ -18,7 +18,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium, devices } from "playwright-core";
-import { CHROMIUM_ARGS, e2eBundle, hookedWeb, pageName, startServer } from "./harness.mjs";
+import { CHROMIUM_ARGS, builtWeb, e2eBundle, hookedWeb, pageName, startServer } from "./harness.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const BIN = path.resolve(ROOT, process.env.JIKJI_BIN || "target/release/jikji");
@@ -82,7 +82,7 @@ describe("<jikji-search> on the page", { timeout: 600_000 }, () => {
     ]) {
       if (!existsSync(p)) throw new Error(`${what} not found: ${p}`);
     }
-    web = await hookedWeb(path.join(ROOT, "web"), { pkg: PKG });
+    web = await hookedWeb(builtWeb(ROOT), { pkg: PKG });
     server = await startServer({ bin: BIN, bundle: BUNDLE, web, pkg: PKG, model: path.join(ROOT, "models/e5-small"), cwd: ROOT, log, tag: "component" });
     browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
   });

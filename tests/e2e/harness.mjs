@@ -88,21 +88,35 @@ export function startServer({ bin, bundle, web, pkg, model, cwd, log, tag = "e2e
 }
 
 /**
- * The page's test hook, which the shipped page does not have: appended to web/app.js as the tests
- * serve it (`search` is app.js's <jikji-search> element; these are its public methods).
+ * The page's test hook, which the shipped page does not have: appended to the built app.js
+ * (scripts/build-js's bundle, minified: its own names are not ours to use) as the tests serve it
+ * (`search`, in a block of its own, is the page's <jikji-search> element; these are its public
+ * methods).
  */
 const TEST_HOOK = `
-window.jikjiPage = {
-  render: (result) => search.showResult(result),
-  loadModel: () => search.loadModel({ consent: true }),
-  get jikji() {
-    return search.jikji;
-  },
-};
+{
+  const search = document.querySelector("jikji-search");
+  window.jikjiPage = {
+    render: (result) => search.showResult(result),
+    loadModel: () => search.loadModel({ consent: true }),
+    get jikji() {
+      return search.jikji;
+    },
+  };
+}
 `;
 
 /**
- * A copy of the page folder `web` in a new temp folder whose app.js has TEST_HOOK appended, to
+ * The page's folder as served: scripts/build-js's output (bundled, minified) from the sources in
+ * web/, or JIKJI_E2E_WEB. Never web/ itself: its worker imports the engine glue by a path only
+ * the build resolves.
+ */
+export function builtWeb(root) {
+  return path.resolve(root, process.env.JIKJI_E2E_WEB || "pkg/web");
+}
+
+/**
+ * A copy of the page folder `web` (builtWeb) in a new temp folder whose app.js has TEST_HOOK appended, to
  * serve instead of `web`: tests reach the page's Jikji instance and renderer as
  * `window.jikjiPage` (the shipped page exposes nothing). With `offline` (the default, as the page
  * ships) its service worker sw.js is stamped anew for the copy's files and `pkg`

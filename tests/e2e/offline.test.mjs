@@ -31,7 +31,7 @@ import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { inflateRawSync } from "node:zlib";
 import { chromium } from "playwright-core";
-import { CHROMIUM_ARGS, e2eBundle, hookedWeb, startServer } from "./harness.mjs";
+import { CHROMIUM_ARGS, builtWeb, e2eBundle, hookedWeb, startServer } from "./harness.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const BIN = path.resolve(ROOT, process.env.JIKJI_BIN || "target/release/jikji");
@@ -150,7 +150,7 @@ describe("offline: the service worker, as the page ships", { timeout: 900_000 },
     ]) {
       if (!existsSync(p)) throw new Error(`${what} not found: ${p}`);
     }
-    web = await hookedWeb(path.join(ROOT, "web"), { pkg: PKG });
+    web = await hookedWeb(builtWeb(ROOT), { pkg: PKG });
     // A copy to deploy a new build into.
     served = path.join(web, "..", `${path.basename(web)}-bundle`);
     cpSync(BUNDLE, served, { recursive: true });
@@ -188,7 +188,9 @@ describe("offline: the service worker, as the page ships", { timeout: 900_000 },
     log(`[offline] first visit, from the server: ${show(await done())}`);
     log(`[offline] kept: ${c.names.join(" ")}; shell ${c.kept.join(" ")}; ${pages} pages`);
     assert.equal(c.shell, `jikji-shell-${build}`);
-    for (const f of ["/", "/app.js", "/style.css", "/jikji-search.js", "/jikji.js", "/worker.js", "/pages.js", "/pkg/integrity.json", "/pkg/jikji_engine.js", "/pkg/jikji_engine_bg.wasm"]) {
+    // The page as scripts/build-js builds it: app.js holds the component and jikji.js, worker.js
+    // holds pages.js and the engine's glue.
+    for (const f of ["/", "/app.js", "/style.css", "/jikji-search.css", "/worker.js", "/pkg/integrity.json", "/pkg/jikji_engine_bg.wasm"]) {
       assert.ok(c.kept.includes(f), `${f} not kept: ${c.kept.join(" ")}`);
     }
     assert.ok(!c.kept.some((f) => f.includes("qmodel")), "the query model's wasm kept before it was asked for");

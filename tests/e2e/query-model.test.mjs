@@ -24,7 +24,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { chromium } from "playwright-core";
-import { CHROMIUM_ARGS, hookedWeb, pageName, recordTransfers, startServer } from "./harness.mjs";
+import { CHROMIUM_ARGS, builtWeb, hookedWeb, pageName, recordTransfers, startServer } from "./harness.mjs";
 
 const execFileP = promisify(execFile);
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
@@ -33,7 +33,7 @@ const BIN = fromRoot(process.env.JIKJI_BIN || "target/release/jikji");
 const BUNDLE = fromRoot(process.env.JIKJI_E2E_BUNDLE || "target/e2e-bundle");
 const PACK = fromRoot(process.env.JIKJI_E2E_PACK || "models/e5-small-pack");
 const MODEL = fromRoot(process.env.JIKJI_E2E_MODEL || "models/e5-small");
-const WEB = fromRoot(process.env.JIKJI_E2E_WEB || "web");
+const WEB = builtWeb(ROOT); // pkg/web (scripts/build-js), or JIKJI_E2E_WEB
 const PKG = fromRoot(process.env.JIKJI_E2E_PKG || "pkg");
 const CHROMIUM = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
 const COLD_LIMIT = Number(process.env.JIKJI_E2E_COLD_LIMIT) || 15_000_000;

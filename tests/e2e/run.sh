@@ -16,9 +16,9 @@ if [ ! -d "$HERE/node_modules/playwright-core" ]; then
 fi
 
 cd "$ROOT"
-# The page checks web/worker.js and pages.js against pkg/integrity.json: hash the ones being tested.
-# And the service worker web/sw.js, stamped with the files being tested (scripts/stamp-sw).
-if [ -f pkg/jikji_engine_bg.wasm ]; then scripts/integrity pkg web && scripts/stamp-sw page web pkg >/dev/null; fi
+# The page as served, built anew from the sources in web/ (scripts/build-js: bundled and minified
+# into pkg/web, pkg/integrity.json hashing the worker being tested, the service worker stamped).
+if [ -f pkg/jikji_engine.js ]; then scripts/build-js --pkg pkg --out pkg/web; fi
 # JIKJI_E2E_TESTS: the test files (default: every tests/e2e/*.test.mjs).
 # shellcheck disable=SC2086
 exec node --test "$@" ${JIKJI_E2E_TESTS:-tests/e2e/*.test.mjs}

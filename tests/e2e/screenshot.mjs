@@ -20,7 +20,7 @@ try {
   server = await startServer({
     bin,
     bundle,
-    web: path.join(root, "web"),
+    web: path.join(root, "pkg/web"),
     pkg: path.join(root, "pkg"),
     model: path.join(root, "models/e5-small"),
     cwd: root,

@@ -19,14 +19,14 @@ import { deflateRawSync, inflateRawSync } from "node:zlib";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
-import { CHROMIUM_ARGS, e2eBundle, startServer } from "./harness.mjs";
+import { CHROMIUM_ARGS, builtWeb, e2eBundle, startServer } from "./harness.mjs";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, "../..");
 const BIN = path.resolve(ROOT, process.env.JIKJI_BIN || "target/release/jikji");
 const CHROMIUM = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
 const PKG = path.resolve(ROOT, process.env.JIKJI_E2E_PKG || "pkg");
-const WEB = path.resolve(ROOT, process.env.JIKJI_E2E_WEB || "web");
+const WEB = builtWeb(ROOT); // pkg/web (scripts/build-js), or JIKJI_E2E_WEB
 const log = (...a) => console.error(...a);
 
 const BUNDLE = e2eBundle(ROOT);

@@ -15,8 +15,8 @@ pub struct Args {
     /// Address to listen on (port 0 picks a free port).
     #[arg(long, default_value = "127.0.0.1:8080")]
     addr: String,
-    /// The page's folder.
-    #[arg(long, default_value = "web")]
+    /// The page's folder: the page as scripts/build-js builds it from web/ (bundled, minified).
+    #[arg(long, default_value = "pkg/web")]
     web: PathBuf,
     /// wasm-pack output folder.
     #[arg(long, default_value = "pkg")]
