@@ -5,6 +5,9 @@
 //! Cargo feature `embed` (default) adds the query embedder (tract + tokenizers); without
 //! it the engine answers BM25 queries, and dense/hybrid ones given a query vector.
 #![warn(missing_docs)]
+// scripts/build-wasm's nightly build of the browser engine: the crate is compiled for size
+// (opt-level "z") but for the functions marked `optimize(speed)`, the query's hot path.
+#![cfg_attr(jikji_nightly, feature(optimize_attribute))]
 
 pub mod centring;
 pub mod filters;

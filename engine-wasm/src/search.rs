@@ -28,6 +28,7 @@ pub type Scored = (u32, f32);
 /// partitions were ~5 kB of the browser's engine wasm: sixth round of
 /// `docs/design/wasm-size.md`). Doc ids are distinct, so the order is total for scores that
 /// are not NaN and both ways keep the same `k` in the same order.
+#[cfg_attr(jikji_nightly, optimize(speed))]
 pub fn top_k(mut scored: Vec<Scored>, k: usize) -> Vec<Scored> {
     let cmp = |a: &Scored, b: &Scored| {
         b.1.partial_cmp(&a.1)
@@ -482,6 +483,7 @@ impl Accumulators {
 /// filter is applied before the cut, so the list is `k` deep in allowed chunks).
 ///
 /// Errors only if the postings or chunk store bytes are corrupt.
+#[cfg_attr(jikji_nightly, optimize(speed))]
 pub fn bm25(lex: &Lexical, query: &str, k: usize) -> Result<Vec<Scored>> {
     let query = &*without_question_words(lex.analyzer, query);
     let index = lex.index;

@@ -405,6 +405,7 @@ impl Analyzer {
 
     /// Normalises text as this analyzer does before splitting it: NFKC, lowercase and
     /// (version 2 with `fold_chinese`) Traditional → Simplified folding.
+    #[cfg_attr(jikji_nightly, optimize(speed))]
     pub fn normalize(&self, text: &str) -> String {
         let norm = self.tables.normalize(text);
         if self.v2() && self.options.fold_chinese {
@@ -423,6 +424,7 @@ impl Analyzer {
     }
 
     /// Stems one normalised Latin word as the index does (identity without stemming).
+    #[cfg_attr(jikji_nightly, optimize(speed))]
     pub fn stem_word<'a>(&self, word: &'a str) -> std::borrow::Cow<'a, str> {
         match &self.stemmer {
             Some(s) if word.chars().all(char::is_alphabetic) => s.stem(word),
@@ -434,6 +436,7 @@ impl Analyzer {
     ///
     /// Returns terms in text order, with repetitions (term frequency is their count).
     /// Never fails; empty or punctuation-only text gives an empty vector.
+    #[cfg_attr(jikji_nightly, optimize(speed))]
     pub fn analyze(&self, text: &str) -> Vec<String> {
         let mut out = Vec::new();
         for (word, script) in self.words(text) {

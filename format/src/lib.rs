@@ -13,6 +13,9 @@
 //! only ([`Bundle::open_entry`]), and a format 1 bundle is refused with
 //! [`FormatError::V1NotBuilt`]. Every native crate of the workspace enables it.
 #![warn(missing_docs)]
+// scripts/build-wasm's nightly build of the browser engine: the crate is compiled for size
+// (opt-level "z") but for the functions marked `optimize(speed)`, the query's hot path.
+#![cfg_attr(jikji_nightly, feature(optimize_attribute))]
 
 pub mod analyzer;
 pub mod bundle;

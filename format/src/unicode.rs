@@ -232,6 +232,7 @@ impl UnicodeTables {
     /// NFKC then std's lowercase of `text` (the analyzer's rule 1). Without the NFKC table
     /// (not installed yet) a text that is not simple is returned with ASCII lowercased and
     /// the table is recorded as missing.
+    #[cfg_attr(jikji_nightly, optimize(speed))]
     pub(crate) fn normalize(&self, text: &str) -> String {
         if text.is_ascii() {
             return text.to_ascii_lowercase();

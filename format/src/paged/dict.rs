@@ -735,6 +735,7 @@ impl Block {
 
 /// Decodes a postings list of `df` entries for `num_docs` chunks: `(doc, tf, doc_len)`.
 /// Errors: DataCorruption naming `file`.
+#[cfg_attr(jikji_nightly, optimize(speed))]
 pub fn decode_list(
     file: &str,
     bytes: &[u8],
