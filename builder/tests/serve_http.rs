@@ -561,12 +561,17 @@ fn responses_had_no_csp_header() {
     for (path, extra, status) in cases {
         let r = get(srv.addr, path, &extra);
         assert_eq!(r.status, status, "{path}");
-        // Bundle pages carry no CSP (binary data, never a document or script: 273 header bytes
-        // saved on each of a query's ~25 pages); everything else does.
-        let page = path.starts_with("/bundle/p/") && status == 200;
+        // Documents and scripts carry the CSP (and the plain-text error answers); bundle pages,
+        // the wasm and JSON do not (never a document or a worker script: 273 header bytes saved on
+        // each of a query's pages, its wasm and its entry).
+        let no_csp = status == 200
+            && (path.starts_with("/bundle/p/")
+                || path.ends_with(".wasm")
+                || path.ends_with(".json"))
+            || status == 304;
         assert_eq!(
             r.header("content-security-policy"),
-            if page {
+            if no_csp {
                 None
             } else {
                 Some(jikji_builder::serve::CSP)

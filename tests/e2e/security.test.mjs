@@ -173,7 +173,7 @@ describe("the page's origin limits, headers, test hook and integrity checks", { 
     }
   });
 
-  test("every response carries the CSP and nosniff (bundle pages: nosniff only)", async () => {
+  test("documents and scripts carry the CSP, every response nosniff (pages, wasm, JSON: nosniff only)", async () => {
     const url = await serve(WEB, PKG);
     const entry = JSON.parse(readFileSync(path.join(BUNDLE, "jikji.json"), "utf8"));
     // A page is binary data under nosniff, never a document or a script: no CSP (it would be
@@ -183,7 +183,14 @@ describe("the page's origin limits, headers, test hook and integrity checks", { 
     assert.equal(page.headers.get("content-type"), "application/octet-stream");
     assert.equal(page.headers.get("x-content-type-options"), "nosniff");
     assert.equal(page.headers.get("content-security-policy"), null);
-    for (const p of ["/", "/app.js", "/worker.js", "/pkg/jikji_engine_bg.wasm", "/pkg/integrity.json", "/bundle/jikji.json", "/nothing"]) {
+    // The wasm and JSON files are never a document or a worker script either: no CSP.
+    for (const p of ["/pkg/jikji_engine_bg.wasm", "/pkg/integrity.json", "/bundle/jikji.json"]) {
+      const res = await fetch(`${url}${p}`);
+      assert.equal(res.status, 200, p);
+      assert.equal(res.headers.get("content-security-policy"), null, p);
+      assert.equal(res.headers.get("x-content-type-options"), "nosniff", p);
+    }
+    for (const p of ["/", "/app.js", "/worker.js", "/sw.js", "/nothing"]) {
       const res = await fetch(`${url}${p}`);
       const csp = res.headers.get("content-security-policy") ?? "";
       assert.match(csp, /default-src 'self'/, p);
