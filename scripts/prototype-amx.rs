@@ -8,7 +8,9 @@
 //! - amx tiles: the same, activations converted straight into A-tile order (1 KB per tile);
 //! - + prefetch: and the next step's four tiles prefetched into L1;
 //! - + bias init, direct store: and C starting as the bias (stride-0 tile load), stored
-//!   straight into the output (what passage.rs's `matmul_amx` does).
+//!   straight into the output (what passage.rs's `matmul_amx` does);
+//! - token-block-major: the same with the loops swapped (each 32-token block of A stays in
+//!   cache while every panel passes over it).
 //! Needs a CPU with AMX-BF16 and AVX-512 BF16 and Linux ≥ 5.16 (it asks for the tile state).
 //!
 //! Activations are converted to bf16 inside the timed call (as the encoder must). Prints ms per
@@ -358,6 +360,103 @@ fn matmul_amx4(x: &[f32], t: usize, k: usize, n: usize, w: &[u16], bias: &[f32],
 }
 
 #[target_feature(enable = "avx512f,avx512bf16")]
+fn matmul_amx5(x: &[f32], t: usize, k: usize, n: usize, w: &[u16], bias: &[f32], y: &mut [f32], xb: &mut Vec<u16>) {
+    let rows = t.div_ceil(32) * 32;
+    to_bf16_tiles(x, t, k, rows, xb);
+    let mut cfg = Cfg([0; 64]);
+    cfg.0[0] = 1;
+    for i in 0..8 {
+        cfg.0[16 + 2 * i] = 64;
+        cfg.0[48 + i] = 16;
+    }
+    let mut c = [0f32; 32 * 32];
+    let kbs = k / 32;
+    unsafe {
+        asm!("ldtilecfg [{}]", in(reg) cfg.0.as_ptr());
+        for rb in 0..rows / 32 {
+            let a = xb.as_ptr().add(rb * 2 * kbs * 512);
+            for p in 0..n / NR {
+                let panel = w.as_ptr().add(p * k * NR);
+                // C starts as the bias: a tile load with stride 0 repeats one 64-byte row.
+                asm!(
+                    "tileloadd tmm0, [{b0} + {z}*1]",
+                    "tileloadd tmm1, [{b1} + {z}*1]",
+                    "tileloadd tmm2, [{b0} + {z}*1]",
+                    "tileloadd tmm3, [{b1} + {z}*1]",
+                    b0 = in(reg) bias.as_ptr().add(p * NR),
+                    b1 = in(reg) bias.as_ptr().add(p * NR + 16),
+                    z = in(reg) 0usize,
+                );
+                for kb in 0..kbs {
+                    // Prefetch the next step's tiles (A: 2 × 1 KB, B: 2 KB) into L1.
+                    let na = a.add((kb + 1) * 512);
+                    let na2 = a.add((kbs + kb + 1) * 512);
+                    let nb = panel.add((kb + 1) * 32 * NR);
+                    for l in 0..16 {
+                        _mm_prefetch::<_MM_HINT_T0>(na.add(l * 32).cast());
+                        _mm_prefetch::<_MM_HINT_T0>(na2.add(l * 32).cast());
+                        _mm_prefetch::<_MM_HINT_T0>(nb.add(l * 64).cast());
+                        _mm_prefetch::<_MM_HINT_T0>(nb.add(l * 64 + 32).cast());
+                    }
+                    asm!(
+                        "tileloadd tmm4, [{a} + {s}*1]",
+                        "tileloadd tmm5, [{a2} + {s}*1]",
+                        "tileloadd tmm6, [{b} + {bs}*1]",
+                        "tileloadd tmm7, [{b2} + {bs}*1]",
+                        "tdpbf16ps tmm0, tmm4, tmm6",
+                        "tdpbf16ps tmm1, tmm4, tmm7",
+                        "tdpbf16ps tmm2, tmm5, tmm6",
+                        "tdpbf16ps tmm3, tmm5, tmm7",
+                        a = in(reg) a.add(kb * 512),
+                        a2 = in(reg) a.add((kbs + kb) * 512),
+                        s = in(reg) 64usize,
+                        b = in(reg) panel.add(kb * 32 * NR),
+                        b2 = in(reg) panel.add(kb * 32 * NR + 32),
+                        bs = in(reg) 128usize,
+                    );
+                }
+                let r0 = rb * 32;
+                let full = r0 + 32 <= t;
+                let (dst, ds) = if full {
+                    (y.as_mut_ptr().add(r0 * n + p * NR), n * 4)
+                } else {
+                    (c.as_mut_ptr(), 128)
+                };
+                asm!(
+                    "tilestored [{c0} + {s}*1], tmm0",
+                    "tilestored [{c1} + {s}*1], tmm1",
+                    "tilestored [{c2} + {s}*1], tmm2",
+                    "tilestored [{c3} + {s}*1], tmm3",
+                    c0 = in(reg) dst,
+                    c1 = in(reg) dst.add(16),
+                    c2 = in(reg) dst.add(16 * ds / 4),
+                    c3 = in(reg) dst.add(16 * ds / 4 + 16),
+                    s = in(reg) ds,
+                );
+                if full {
+                    continue;
+                }
+                asm!(
+                    "tilestored [{c0} + {s}*1], tmm0",
+                    "tilestored [{c1} + {s}*1], tmm1",
+                    "tilestored [{c2} + {s}*1], tmm2",
+                    "tilestored [{c3} + {s}*1], tmm3",
+                    c0 = in(reg) c.as_mut_ptr(),
+                    c1 = in(reg) c.as_mut_ptr().add(16),
+                    c2 = in(reg) c.as_mut_ptr().add(16 * 32),
+                    c3 = in(reg) c.as_mut_ptr().add(16 * 32 + 16),
+                    s = in(reg) 128usize,
+                );
+                for i in 0..32.min(t - r0) {
+                    std::ptr::copy_nonoverlapping(c.as_ptr().add(i * 32), y.as_mut_ptr().add((r0 + i) * n + p * NR), 32);
+                }
+            }
+        }
+        asm!("tilerelease");
+    }
+}
+
+#[target_feature(enable = "avx512f,avx512bf16")]
 fn matmul_dpbf16(x: &[f32], t: usize, k: usize, n: usize, w: &[u16], y: &mut [f32], xb: &mut Vec<u16>) {
     to_bf16(x, t, k, t, xb);
     let xp = xb.as_ptr().cast::<i32>();
@@ -454,7 +553,7 @@ fn main() {
     assert_eq!(perm, 0, "AMX permission refused");
     let mut st = 0x9e3779b97f4a7c15u64;
     let reps_macs = 4.0e9;
-    println!("| T | K × N | f32 ms | dpbf16 ms | amx ms | amx tiles ms | amx tiles + prefetch ms | + bias init, direct store ms | GMAC/s f32 / dpbf16 / amx / tiles / + prefetch / + direct | best amx ÷ f32 | rel err f32 / dpbf16 / amx / tiles / + prefetch / + direct |");
+    println!("| T | K × N | f32 ms | dpbf16 ms | amx ms | amx tiles ms | amx tiles + prefetch ms | + bias init, direct store ms | token-block-major ms | GMAC/s f32 / dpbf16 / amx / tiles / + prefetch / + direct / block-major | best amx ÷ f32 | rel err f32 / dpbf16 / amx / tiles / + prefetch / + direct / block-major |");
     for &t in &[1024usize, 300, 40] {
         for &(k, n) in &[(384usize, 1152usize), (384, 384), (384, 1536), (1536, 384)] {
             let x: Vec<f32> = (0..t * k).map(|_| rnd(&mut st)).collect();
@@ -463,12 +562,12 @@ fn main() {
             let pb = panels_bf16(&w, n, k);
             let mut xb = Vec::new();
             let zero = vec![0f32; n];
-            let mut ys = [vec![0f32; t * n], vec![0f32; t * n], vec![0f32; t * n], vec![0f32; t * n], vec![0f32; t * n], vec![0f32; t * n]];
+            let mut ys = [vec![0f32; t * n], vec![0f32; t * n], vec![0f32; t * n], vec![0f32; t * n], vec![0f32; t * n], vec![0f32; t * n], vec![0f32; t * n]];
             let macs = (t * k * n) as f64;
             let reps = ((reps_macs / macs) as usize).max(3);
-            let mut ms = [0f64; 6];
+            let mut ms = [0f64; 7];
             for round in 0..2 {
-                for e in 0..6 {
+                for e in 0..7 {
                     let s = Instant::now();
                     for _ in 0..reps {
                         unsafe {
@@ -478,7 +577,8 @@ fn main() {
                                 2 => matmul_amx(&x, t, k, n, &pb, &mut ys[2], &mut xb),
                                 3 => matmul_amx2(&x, t, k, n, &pb, &mut ys[3], &mut xb),
                                 4 => matmul_amx3(&x, t, k, n, &pb, &mut ys[4], &mut xb),
-                                _ => matmul_amx4(&x, t, k, n, &pb, &zero, &mut ys[5], &mut xb),
+                                5 => matmul_amx4(&x, t, k, n, &pb, &zero, &mut ys[5], &mut xb),
+                                _ => matmul_amx5(&x, t, k, n, &pb, &zero, &mut ys[6], &mut xb),
                             }
                         }
                     }
@@ -487,7 +587,7 @@ fn main() {
                 }
             }
             // errors on a few rows
-            let mut err = [0f64; 6];
+            let mut err = [0f64; 7];
             let _ = &zero;
             for r in (0..t).step_by(t / 7 + 1) {
                 for o in 0..n {
@@ -503,12 +603,13 @@ fn main() {
                     err[3] = err[3].max((ys[3][r * n + o] as f64 - eb).abs() / scale);
                     err[4] = err[4].max((ys[4][r * n + o] as f64 - eb).abs() / scale);
                     err[5] = err[5].max((ys[5][r * n + o] as f64 - eb).abs() / scale);
+                    err[6] = err[6].max((ys[6][r * n + o] as f64 - eb).abs() / scale);
                 }
             }
             let g = |m: f64| macs / m / 1e6;
             println!(
-                "| {t} | {k} × {n} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.0} / {:.0} / {:.0} / {:.0} / {:.0} / {:.0} | {:.2}× | {:.1e} / {:.1e} / {:.1e} / {:.1e} / {:.1e} / {:.1e} |",
-                ms[0], ms[1], ms[2], ms[3], ms[4], ms[5], g(ms[0]), g(ms[1]), g(ms[2]), g(ms[3]), g(ms[4]), g(ms[5]), ms[0] / ms[2].min(ms[3]).min(ms[4]).min(ms[5]), err[0], err[1], err[2], err[3], err[4], err[5]
+                "| {t} | {k} × {n} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.0} / {:.0} / {:.0} / {:.0} / {:.0} / {:.0} / {:.0} | {:.2}× | {:.1e} / {:.1e} / {:.1e} / {:.1e} / {:.1e} / {:.1e} / {:.1e} |",
+                ms[0], ms[1], ms[2], ms[3], ms[4], ms[5], ms[6], g(ms[0]), g(ms[1]), g(ms[2]), g(ms[3]), g(ms[4]), g(ms[5]), g(ms[6]), ms[0] / ms[2].min(ms[3]).min(ms[4]).min(ms[5]).min(ms[6]), err[0], err[1], err[2], err[3], err[4], err[5], err[6]
             );
         }
     }
