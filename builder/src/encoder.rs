@@ -15,11 +15,14 @@
 //! Both tokenize with the model's `tokenizer.json` (`jikji_embed::EmbedTokenizer`), so token
 //! counts and truncation are identical.
 //!
-//! On a CPU with AMX the pack's encoder multiplies in bf16 ([`Isa::Amx`]; cosine ≥ 0.9999 to
-//! tract, not ~1 − 1e-7): its vectors are another **numeric path** ([`Encoder::numerics`]),
-//! which the vector cache's keys carry so that one cache never mixes the two
-//! ([`crate::vector_cache::cache_key`]). [`PASSAGE_ISA_ENV`] picks the kernel by hand (e.g.
-//! `f32` on an AMX machine, for comparisons).
+//! On a CPU with AMX the pack's encoder can multiply in bf16 ([`Isa::Amx`]: ~2.5× fewer CPU
+//! seconds; cosine ≥ 0.9999 to tract, not ~1 − 1e-7), **only when asked**:
+//! `JIKJI_PASSAGE_ISA=amx` ([`PASSAGE_ISA_ENV`]). Not by default, because its vectors reorder
+//! near-tied neighbours in the top 10 against the f32 engines' (`docs/design/passage-bf16.md`,
+//! "Session 21": 619 of 1,190 xquad-en queries keep an identical top 10; `tests/ray_embed.rs`
+//! fails with it). Its vectors are another **numeric path** ([`Encoder::numerics`]), which the
+//! vector cache's keys carry so that one cache never mixes the two
+//! ([`crate::vector_cache::cache_key`]).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -90,24 +93,25 @@ pub fn preload_tokenizer(path: &Path) {
 /// `JIKJI_ENCODER=tract` makes [`Encoder::load`] choose tract even when a pack is there.
 pub const ENCODER_ENV: &str = "JIKJI_ENCODER";
 
-/// `JIKJI_PASSAGE_ISA=amx|avx512|avx2|portable|f32` picks the pack encoder's kernel
-/// ([`Isa`]; `f32` = the best f32 kernel the CPU has, i.e. not AMX's bf16); a kernel the CPU
-/// lacks falls back to the best it has ([`Isa::resolve`]). Unset: the best ([`Isa::detect`]).
+/// `JIKJI_PASSAGE_ISA=amx|avx512|avx2|portable|f32|best` picks the pack encoder's kernel
+/// ([`Isa`]; `f32` = the best f32 kernel the CPU has, `best` = the best kernel, AMX's bf16
+/// included, [`Isa::detect`]); a kernel the CPU lacks falls back to the best it has
+/// ([`Isa::resolve`]). Unset or empty: `f32` (module docs: why bf16 is opt-in).
 pub const PASSAGE_ISA_ENV: &str = "JIKJI_PASSAGE_ISA";
 
 /// The kernel the pack's encoder runs with in this process ([`PASSAGE_ISA_ENV`]).
 /// Errors: an unknown value ([`BuildError::BadEnv`]).
 pub fn passage_isa() -> Result<Isa> {
     match std::env::var(PASSAGE_ISA_ENV) {
-        Err(_) => Ok(Isa::detect()),
-        Ok(v) if v.is_empty() => Ok(Isa::detect()),
-        Ok(v) if v == "f32" => Ok(Isa::resolve(Isa::Avx512)),
+        Err(_) => Ok(Isa::resolve(Isa::Avx512)),
+        Ok(v) if v.is_empty() || v == "f32" => Ok(Isa::resolve(Isa::Avx512)),
+        Ok(v) if v == "best" => Ok(Isa::detect()),
         Ok(v) => match Isa::parse(&v) {
             Some(i) => Ok(Isa::resolve(i)),
             None => Err(BuildError::BadEnv {
                 name: PASSAGE_ISA_ENV,
                 value: v,
-                expected: "amx, avx512, avx2, portable or f32",
+                expected: "amx, avx512, avx2, portable, f32 or best",
             }),
         },
     }
