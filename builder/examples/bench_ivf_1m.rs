@@ -535,8 +535,12 @@ fn from_cache(a: &Args) -> (Vec<Vec<f32>>, Vec<Vec<f32>>, usize) {
                 continue;
             };
             lines += 1;
-            let key =
-                jikji_builder::vector_cache::cache_key(&sha, jikji_embed::Prefix::Query, text);
+            let key = jikji_builder::vector_cache::cache_key(
+                &sha,
+                "f32",
+                jikji_embed::Prefix::Query,
+                text,
+            );
             if let Some(v) = by_key.get(&key) {
                 if qkeys.insert(key) {
                     queries.push(v.clone());

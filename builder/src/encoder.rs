@@ -14,13 +14,22 @@
 //!
 //! Both tokenize with the model's `tokenizer.json` (`jikji_embed::EmbedTokenizer`), so token
 //! counts and truncation are identical.
+//!
+//! On a CPU with AMX the pack's encoder can multiply in bf16 ([`Isa::Amx`]: ~2.5× fewer CPU
+//! seconds; cosine ≥ 0.9999 to tract, not ~1 − 1e-7), **only when asked**:
+//! `JIKJI_PASSAGE_ISA=amx` ([`PASSAGE_ISA_ENV`]). Not by default, because its vectors reorder
+//! near-tied neighbours in the top 10 against the f32 engines' (`docs/design/passage-bf16.md`,
+//! "Session 21": 619 of 1,190 xquad-en queries keep an identical top 10; `tests/ray_embed.rs`
+//! fails with it). Its vectors are another **numeric path** ([`Encoder::numerics`]), which the
+//! vector cache's keys carry so that one cache never mixes the two
+//! ([`crate::vector_cache::cache_key`]).
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use jikji_embed::{EmbedTokenizer, Embedded, Embedder, Prefix};
-use jikji_query_model::passage::PassageModel;
+use jikji_query_model::passage::{Isa, PassageModel};
 use jikji_query_model::{QueryModel, QueryPack};
 
 use crate::error::{BuildError, Result};
@@ -84,6 +93,30 @@ pub fn preload_tokenizer(path: &Path) {
 /// `JIKJI_ENCODER=tract` makes [`Encoder::load`] choose tract even when a pack is there.
 pub const ENCODER_ENV: &str = "JIKJI_ENCODER";
 
+/// `JIKJI_PASSAGE_ISA=amx|avx512|avx2|portable|f32|best` picks the pack encoder's kernel
+/// ([`Isa`]; `f32` = the best f32 kernel the CPU has, `best` = the best kernel, AMX's bf16
+/// included, [`Isa::detect`]); a kernel the CPU lacks falls back to the best it has
+/// ([`Isa::resolve`]). Unset or empty: `f32` (module docs: why bf16 is opt-in).
+pub const PASSAGE_ISA_ENV: &str = "JIKJI_PASSAGE_ISA";
+
+/// The kernel the pack's encoder runs with in this process ([`PASSAGE_ISA_ENV`]).
+/// Errors: an unknown value ([`BuildError::BadEnv`]).
+pub fn passage_isa() -> Result<Isa> {
+    match std::env::var(PASSAGE_ISA_ENV) {
+        Err(_) => Ok(Isa::resolve(Isa::Avx512)),
+        Ok(v) if v.is_empty() || v == "f32" => Ok(Isa::resolve(Isa::Avx512)),
+        Ok(v) if v == "best" => Ok(Isa::detect()),
+        Ok(v) => match Isa::parse(&v) {
+            Some(i) => Ok(Isa::resolve(i)),
+            None => Err(BuildError::BadEnv {
+                name: PASSAGE_ISA_ENV,
+                value: v,
+                expected: "amx, avx512, avx2, portable, f32 or best",
+            }),
+        },
+    }
+}
+
 /// The passage engine of [`Encoder::Pack`]: the tokenizer and the encoder.
 pub struct PackEncoder {
     tokenizer: Arc<EmbedTokenizer>,
@@ -115,33 +148,59 @@ impl Encoder {
     /// Errors: a model or pack file missing or malformed ([`BuildError::LoadModel`],
     /// [`BuildError::QueryModel`], [`BuildError::Io`]).
     pub fn load(dir: &Path, model_sha256: &str) -> Result<Self> {
-        let tract_asked = std::env::var(ENCODER_ENV).is_ok_and(|v| v == "tract");
-        if let Some(pack) = crate::ingest::default_query_model(dir).filter(|_| !tract_asked) {
-            let info = QueryPack::read_info(&pack)?;
-            if info.model_sha256 == model_sha256 {
-                let tok = dir.join("tokenizer.json");
-                let tokenizer = match shared_tokenizer(&tok) {
-                    Some(t) => t,
-                    None => {
-                        // Read again for the error (shared_tokenizer keeps none).
-                        let bytes =
-                            std::fs::read(&tok).map_err(|e| BuildError::io("reading", &tok, e))?;
-                        Arc::new(EmbedTokenizer::from_bytes(&bytes).map_err(|source| {
-                            BuildError::LoadModel {
-                                path: tok.clone(),
-                                source,
-                            }
-                        })?)
-                    }
-                };
-                let (m, rows) = QueryModel::from_pack_dir(&pack)?;
-                let model = PassageModel::new(&m, rows);
-                return Ok(Encoder::Pack(Box::new(PackEncoder { tokenizer, model })));
-            }
+        if let Some(pack) = Self::pack_to_use(dir, model_sha256)? {
+            let tok = dir.join("tokenizer.json");
+            let tokenizer = match shared_tokenizer(&tok) {
+                Some(t) => t,
+                None => {
+                    // Read again for the error (shared_tokenizer keeps none).
+                    let bytes =
+                        std::fs::read(&tok).map_err(|e| BuildError::io("reading", &tok, e))?;
+                    Arc::new(EmbedTokenizer::from_bytes(&bytes).map_err(|source| {
+                        BuildError::LoadModel {
+                            path: tok.clone(),
+                            source,
+                        }
+                    })?)
+                }
+            };
+            let (m, rows) = QueryModel::from_pack_dir(&pack)?;
+            let model = PassageModel::with_isa(&m, rows, passage_isa()?);
+            return Ok(Encoder::Pack(Box::new(PackEncoder { tokenizer, model })));
         }
         Ok(Encoder::Tract(Box::new(
             crate::ingest::load_build_embedder(dir)?,
         )))
+    }
+
+    /// The pack folder [`Encoder::load`] takes for `dir`, or `None` when it takes tract.
+    fn pack_to_use(dir: &Path, model_sha256: &str) -> Result<Option<std::path::PathBuf>> {
+        let tract_asked = std::env::var(ENCODER_ENV).is_ok_and(|v| v == "tract");
+        if let Some(pack) = crate::ingest::default_query_model(dir).filter(|_| !tract_asked) {
+            if QueryPack::read_info(&pack)?.model_sha256 == model_sha256 {
+                return Ok(Some(pack));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The numeric path of this encoder's vectors: `"f32"` (tract, and the pack's f32
+    /// kernels: they agree to ~4e-7) or `"bf16"` (the pack on AMX), [`Isa::numerics`].
+    pub fn numerics(&self) -> &'static str {
+        match self {
+            Encoder::Tract(_) => "f32",
+            Encoder::Pack(p) => p.model.isa().numerics(),
+        }
+    }
+
+    /// What [`Encoder::numerics`] of [`Encoder::load`]`(dir, model_sha256)` would be, without
+    /// loading the model (the vector cache's keys need it before anything is embedded).
+    /// Errors: as [`Encoder::load`]'s reading of `pack.json` and [`passage_isa`].
+    pub fn planned_numerics(dir: &Path, model_sha256: &str) -> Result<&'static str> {
+        Ok(match Self::pack_to_use(dir, model_sha256)? {
+            Some(_) => passage_isa()?.numerics(),
+            None => "f32",
+        })
     }
 
     /// Embeds `texts` (each with `prefix`) on `threads` threads; vectors, token counts and

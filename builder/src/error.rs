@@ -100,6 +100,18 @@ pub enum BuildError {
         message: String,
     },
 
+    /// An environment variable that jikji reads has a value it does not know. Message:
+    /// `environment variable {name}={value}: expected {expected}`.
+    #[error("environment variable {name}={value:?}: expected {expected}")]
+    BadEnv {
+        /// The variable.
+        name: &'static str,
+        /// Its value.
+        value: String,
+        /// The values it may take.
+        expected: &'static str,
+    },
+
     /// A file jikji itself wrote (e.g. a gaps history file) is corrupt. Message:
     /// `{path}:{line}: {message}`.
     #[error("{}:{line}: {message}", path.display())]

@@ -7,7 +7,7 @@
 //!
 //! | offset | bytes | field |
 //! |---|---|---|
-//! | 0 | 32 | key: SHA-256 of `model_sha256_hex ‖ 0x00 ‖ prefix ‖ text` (prefix `passage: `) |
+//! | 0 | 32 | key: SHA-256 of `model_sha256_hex ‖ 0x00 ‖ prefix ‖ text` (prefix `passage: `) for vectors of the f32 numeric path; of `model_sha256_hex ‖ 0x00 ‖ numerics ‖ 0x00 ‖ prefix ‖ text` for another (`bf16`: the passage encoder on AMX, [`crate::encoder::Encoder::numerics`]) |
 //! | 32 | 4 | `u32` LE: model tokens of the text (prefix and `<s>`/`</s>` included, before truncation) |
 //! | 36 | 1 | `u8`: 1 if the text was truncated to the model's 512 tokens, else 0 |
 //! | 37 | 4 × 384 | `f32` LE ×  [`jikji_embed::DIM`]: the L2-normalised vector, as the model gave it |
@@ -31,11 +31,21 @@ use crate::error::{BuildError, Result};
 pub const RECORD: usize = 32 + 4 + 1 + 4 * jikji_embed::DIM;
 
 /// The cache key of `text` embedded with `prefix` by the model whose `model.onnx` has
-/// SHA-256 `model_sha` (hex).
-pub fn cache_key(model_sha: &str, prefix: Prefix, text: &str) -> [u8; 32] {
+/// SHA-256 `model_sha` (hex), on the numeric path `numerics`
+/// ([`crate::encoder::Encoder::numerics`]): `"f32"` keys are those of caches written before
+/// the bf16 path existed (tract and the pack's f32 kernels agree to ~4e-7, so they share
+/// them); any other path gets keys of its own (the preimage then continues with the path's
+/// name and a 0 byte, where an f32 key's continues with the prefix, `passage: ` or
+/// `query: `, so the two never meet), and a cache filled on one path is never read on the
+/// other.
+pub fn cache_key(model_sha: &str, numerics: &str, prefix: Prefix, text: &str) -> [u8; 32] {
     let mut h = Sha256::new();
     h.update(model_sha.as_bytes());
     h.update([0]);
+    if numerics != "f32" {
+        h.update(numerics.as_bytes());
+        h.update([0]);
+    }
     h.update(prefix.as_str().as_bytes());
     h.update(text.as_bytes());
     h.finalize().into()
@@ -177,8 +187,8 @@ mod tests {
     fn entries_survive_a_reopen_and_a_torn_tail_is_cut() {
         let dir = tempfile::tempdir().unwrap();
         let sha = "ab".repeat(32);
-        let k1 = cache_key(&sha, Prefix::Passage, "one");
-        let k2 = cache_key(&sha, Prefix::Passage, "two");
+        let k1 = cache_key(&sha, "f32", Prefix::Passage, "one");
+        let k2 = cache_key(&sha, "f32", Prefix::Passage, "two");
         let mut c = VectorCache::open(Some(dir.path()), &sha).unwrap();
         c.insert(k1, entry(0.25));
         c.flush().unwrap();
@@ -203,9 +213,17 @@ mod tests {
 
     #[test]
     fn the_key_depends_on_model_prefix_and_text() {
-        let a = cache_key("m1", Prefix::Passage, "t");
-        assert_ne!(a, cache_key("m2", Prefix::Passage, "t"));
-        assert_ne!(a, cache_key("m1", Prefix::Query, "t"));
-        assert_ne!(a, cache_key("m1", Prefix::Passage, "u"));
+        let a = cache_key("m1", "f32", Prefix::Passage, "t");
+        assert_ne!(a, cache_key("m2", "f32", Prefix::Passage, "t"));
+        assert_ne!(a, cache_key("m1", "f32", Prefix::Query, "t"));
+        assert_ne!(a, cache_key("m1", "f32", Prefix::Passage, "u"));
+        // The numeric path: bf16 vectors (the passage encoder on AMX) never answer an f32
+        // lookup nor the reverse.
+        let b = cache_key("m1", "bf16", Prefix::Passage, "t");
+        assert_ne!(a, b);
+        assert_ne!(b, cache_key("m1", "bf16", Prefix::Query, "t"));
+        // f32 keys are the ones caches were written with before numeric paths existed.
+        let legacy: [u8; 32] = Sha256::digest(b"m1\0passage: t").into();
+        assert_eq!(a, legacy);
     }
 }

@@ -5,7 +5,10 @@
 //!   [`NR`] output columns (`[N / NR][K][NR]`, ~85 MB for e5-small; 64-byte aligned),
 //!   multiplied by a register-blocked kernel chosen at run time: AVX-512F [`MR`] tokens ×
 //!   [`NR`] outputs; AVX2 + FMA [`MR_AVX2`] × [`NR_AVX2`] over 16-wide panels (the tile
-//!   that fits AVX2's 16 registers, as in BLIS/MLAS); plain Rust elsewhere;
+//!   that fits AVX2's 16 registers, as in BLIS/MLAS); plain Rust elsewhere; on CPUs with
+//!   **AMX** (Intel Sapphire Rapids and later, when Linux grants the tile state) the panels
+//!   are bf16 pairs instead (~43 MB) and the matmul runs on the tile unit (`tdpbf16ps`: bf16
+//!   products, f32 sums; [`Isa::Amx`], `docs/design/passage-bf16.md`);
 //! - attention of a head of width 32 in tiles of query rows (AVX-512F 8, AVX2 6): each key
 //!   and value row loaded once per tile;
 //! - Q, K and V are one fused `[3H × H]` matmul;
@@ -16,7 +19,9 @@
 //!   ([`exp_approx`], [`erf_approx`]; errors bounded in the unit tests against f64).
 //!
 //! Vectors equal [`QueryModel::embed_ids`]'s (and the ONNX model's) up to f32 rounding: the
-//! same weights, summed in another order (tests: `tests/agree.rs`).
+//! same weights, summed in another order (tests: `tests/agree.rs`); with [`Isa::Amx`] up to
+//! bf16 rounding of the linear layers' operands (weights and activations to 8 significant
+//! bits; measured cosine ≥ 0.9999 against tract, `docs/design/passage-bf16.md`).
 
 // Kernels index several arrays by the same lane or row number; iterators would hide the tiling.
 #![allow(clippy::needless_range_loop)]
@@ -49,14 +54,26 @@ pub const MR_AVX2: usize = 6;
 #[repr(C, align(64))]
 struct Line([f32; 16]);
 
+/// One cache line of 32 bf16s (as `u16` bit patterns): the storage unit of bf16 panels.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct BLine([u16; 32]);
+
 /// A weight matrix `N × K` (out × in) in f32 panels of `nr` outputs ([`NR`], or
 /// [`NR_AVX2`] for the AVX2 kernel): element `(n, k)` is at
 /// `(n / nr) · K · nr + k · nr + n % nr`. `N` is a multiple of `nr`.
+///
+/// For [`Isa::Amx`] the panels are bf16 instead (`w` empty, `b` filled), in pairs of
+/// consecutive `k`: element `(n, k)` is at `(n / 32) · K · 32 + (k / 2) · 64 + (n % 32) · 2
+/// + k % 2`, i.e. `[N / 32][K / 2][32][2]`: the rows `k / 2 = 16 j .. 16 j + 16` of a panel,
+/// 64 bytes each at a stride of 128, are the AMX B tile ("VNNI" pairs) of outputs 0..16, the
+/// next 64 bytes of each row that of outputs 16..32. `K` is then a multiple of 32.
 struct Panels {
     n: usize,
     k: usize,
     nr: usize,
     w: Vec<Line>,
+    b: Vec<BLine>,
     bias: Vec<f32>,
 }
 
@@ -93,8 +110,56 @@ impl Panels {
             k,
             nr,
             w: lines,
+            b: Vec::new(),
             bias,
         }
+    }
+
+    /// As [`Panels::from_q4`], into the bf16 pair layout of [`Isa::Amx`] (32-wide panels; each
+    /// weight rounded to the nearest bf16, ties to even). `K` must be a multiple of 32.
+    fn from_q4_bf16(parts: &[&(Q4Matrix, Vec<f32>)]) -> Self {
+        let k = parts[0].0.cols;
+        let n: usize = parts.iter().map(|p| p.0.rows).sum();
+        assert!(
+            n.is_multiple_of(NR) && k.is_multiple_of(32),
+            "N = {n}, K = {k}"
+        );
+        let mut lines = vec![BLine([0; 32]); n * k / 32];
+        let mut bias = Vec::with_capacity(n);
+        let mut row = vec![0f32; k];
+        {
+            let w = as_u16_mut(&mut lines);
+            let mut o = 0;
+            for (m, b) in parts.iter().map(|p| (&p.0, &p.1)) {
+                assert_eq!(m.cols, k);
+                let rb = Q4Matrix::row_bytes(k);
+                for r in 0..m.rows {
+                    dequant_row(&m.bytes[r * rb..(r + 1) * rb], &mut row);
+                    let (p, c) = (o / NR, o % NR);
+                    for (kk, v) in row.iter().enumerate() {
+                        w[p * k * NR + (kk / 2) * 2 * NR + c * 2 + kk % 2] = bf16_bits(*v);
+                    }
+                    o += 1;
+                }
+                bias.extend_from_slice(b);
+            }
+        }
+        Panels {
+            n,
+            k,
+            nr: NR,
+            w: Vec::new(),
+            b: lines,
+            bias,
+        }
+    }
+
+    /// The bf16 panels as one `u16` slice (`N · K` bit patterns, layout above; empty unless
+    /// made by [`Panels::from_q4_bf16`]).
+    fn b(&self) -> &[u16] {
+        // SAFETY: `BLine` is `repr(C)` around `[u16; 32]` (size 64, no padding), so `len`
+        // lines are `32 · len` contiguous, initialised u16s.
+        unsafe { std::slice::from_raw_parts(self.b.as_ptr().cast::<u16>(), self.b.len() * 32) }
     }
 
     /// The panels as one f32 slice (`N · K` floats, layout above).
@@ -108,6 +173,17 @@ impl Panels {
 fn as_f32_mut(lines: &mut [Line]) -> &mut [f32] {
     // SAFETY: as in `Panels::w`; the borrow is exclusive.
     unsafe { std::slice::from_raw_parts_mut(lines.as_mut_ptr().cast::<f32>(), lines.len() * 16) }
+}
+
+fn as_u16_mut(lines: &mut [BLine]) -> &mut [u16] {
+    // SAFETY: as in `Panels::b`; the borrow is exclusive.
+    unsafe { std::slice::from_raw_parts_mut(lines.as_mut_ptr().cast::<u16>(), lines.len() * 32) }
+}
+
+/// `v` rounded to the nearest bf16 (ties to even), as its bit pattern; what `vcvtne2ps2bf16`
+/// does to the activations. NaN stays NaN (the weights and activations here are finite).
+fn bf16_bits(v: f32) -> u16 {
+    half::bf16::from_f32(v).to_bits()
 }
 
 struct PLayer {
@@ -128,6 +204,8 @@ pub struct PassageModel {
     layers: Vec<PLayer>,
     rows: RowTable,
     isa: Isa,
+    /// With [`Isa::Amx`]: attention's two products on the tile unit too (else AVX-512F).
+    amx_attention: bool,
 }
 
 impl std::fmt::Debug for PassageModel {
@@ -142,6 +220,11 @@ impl std::fmt::Debug for PassageModel {
 /// Which kernel runs: chosen once from the CPU's features.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Isa {
+    /// AMX (`amx-tile` + `amx-bf16`, with AVX-512F and AVX-512 BF16; x86_64 Linux, once the
+    /// kernel has granted this process the tile state): the linear layers' matmuls in bf16 on
+    /// the tile unit with f32 sums, everything else as [`Isa::Avx512`]. Its vectors differ
+    /// from the f32 kernels' by bf16 rounding ([`Isa::numerics`]).
+    Amx,
     /// AVX-512F (x86_64).
     Avx512,
     /// AVX2 + FMA (x86_64).
@@ -151,11 +234,16 @@ pub enum Isa {
 }
 
 impl Isa {
-    /// The best the CPU has.
+    /// The best the CPU has. The first call with an AMX CPU asks Linux for the tile state
+    /// (`arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`, once per process); if that is
+    /// refused, AVX-512 is the best.
     pub fn detect() -> Self {
         #[cfg(target_arch = "x86_64")]
         {
             if std::arch::is_x86_feature_detected!("avx512f") {
+                if x86::amx_usable() {
+                    return Isa::Amx;
+                }
                 return Isa::Avx512;
             }
             if std::arch::is_x86_feature_detected!("avx2")
@@ -165,6 +253,58 @@ impl Isa {
             }
         }
         Isa::Portable
+    }
+
+    /// The kernel that runs when `want` is asked for: `want` if the CPU has what it needs
+    /// ([`Isa::Portable`] always; [`Isa::Avx2`] on AVX-512 and AMX CPUs too; [`Isa::Avx512`]
+    /// on AMX CPUs too), else the best the CPU has ([`Isa::detect`]).
+    pub fn resolve(want: Isa) -> Isa {
+        let have = Isa::detect();
+        let rank = |i: Isa| match i {
+            Isa::Portable => 0,
+            Isa::Avx2 => 1,
+            Isa::Avx512 => 2,
+            Isa::Amx => 3,
+        };
+        if rank(want) <= rank(have) {
+            want
+        } else {
+            have
+        }
+    }
+
+    /// The name [`Isa::parse`] reads: `amx`, `avx512`, `avx2`, `portable`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Isa::Amx => "amx",
+            Isa::Avx512 => "avx512",
+            Isa::Avx2 => "avx2",
+            Isa::Portable => "portable",
+        }
+    }
+
+    /// The kernel named `s` ([`Isa::name`]), if any.
+    pub fn parse(s: &str) -> Option<Isa> {
+        [Isa::Amx, Isa::Avx512, Isa::Avx2, Isa::Portable]
+            .into_iter()
+            .find(|i| i.name() == s)
+    }
+
+    /// The arithmetic of the linear layers: `"f32"` (f32 products and sums: [`Isa::Avx512`],
+    /// [`Isa::Avx2`], [`Isa::Portable`], whose vectors agree with tract's to ~4e-7) or
+    /// `"bf16"` ([`Isa::Amx`]: bf16 operands, f32 sums; ~1e-3). Vectors made by different
+    /// numerics must not be mixed in one cache or bundle (the builder's vector cache keys
+    /// carry this).
+    pub fn numerics(self) -> &'static str {
+        match self {
+            Isa::Amx => "bf16",
+            _ => "f32",
+        }
+    }
+
+    /// The CPU runs the AVX-512F kernels (attention, GELU) with this kernel.
+    fn avx512(self) -> bool {
+        matches!(self, Isa::Amx | Isa::Avx512)
     }
 }
 
@@ -179,6 +319,22 @@ struct Scratch {
     kt: Vec<f32>,
     vh: Vec<f32>,
     scores: Vec<f32>,
+    /// [`Isa::Amx`]: the matmul's input rounded to bf16, in A-tile order.
+    xb: Vec<BLine>,
+    /// [`Isa::Amx`]: the attention's bf16 operands.
+    amx: AmxAttention,
+}
+
+/// Scratch of [`Isa::Amx`]'s attention of one head (`x86::attend_head_amx`): Q, K and V
+/// rounded to bf16 in tile order, the score rows of 16 queries (f32) and their softmax
+/// weights (bf16).
+#[derive(Default)]
+struct AmxAttention {
+    q: Vec<BLine>,
+    k: Vec<BLine>,
+    v: Vec<BLine>,
+    p: Vec<BLine>,
+    sc: Vec<f32>,
 }
 
 impl PassageModel {
@@ -188,30 +344,28 @@ impl PassageModel {
         Self::with_isa(model, rows, Isa::detect())
     }
 
-    /// As [`PassageModel::new`] with a given kernel (tests compare them). An `isa` the CPU
-    /// lacks falls back to [`Isa::Portable`].
+    /// As [`PassageModel::new`] with a given kernel (tests and `JIKJI_PASSAGE_ISA` in the
+    /// builder compare them). An `isa` the CPU lacks falls back to the best it has
+    /// ([`Isa::resolve`]).
     pub fn with_isa(model: &QueryModel, rows: RowTable, isa: Isa) -> Self {
-        let isa = match isa {
-            Isa::Portable => Isa::Portable,
-            want => {
-                let have = Isa::detect();
-                if have == Isa::Avx512 || have == want {
-                    want
-                } else {
-                    have
-                }
+        let isa = Isa::resolve(isa);
+        let nr = if isa == Isa::Avx2 { NR_AVX2 } else { NR };
+        let panels = |parts: &[&(Q4Matrix, Vec<f32>)]| {
+            if isa == Isa::Amx {
+                Panels::from_q4_bf16(parts)
+            } else {
+                Panels::from_q4(parts, nr)
             }
         };
-        let nr = if isa == Isa::Avx2 { NR_AVX2 } else { NR };
         let layers = model
             .layers
             .iter()
             .map(|l| PLayer {
-                qkv: Panels::from_q4(&[&l.q, &l.k, &l.v], nr),
-                ao: Panels::from_q4(&[&l.ao], nr),
+                qkv: panels(&[&l.q, &l.k, &l.v]),
+                ao: panels(&[&l.ao]),
                 aln: l.aln.clone(),
-                fi: Panels::from_q4(&[&l.fi], nr),
-                fo: Panels::from_q4(&[&l.fo], nr),
+                fi: panels(&[&l.fi]),
+                fo: panels(&[&l.fo]),
                 oln: l.oln.clone(),
             })
             .collect();
@@ -222,7 +376,16 @@ impl PassageModel {
             layers,
             rows,
             isa,
+            amx_attention: true,
         }
+    }
+
+    /// With [`Isa::Amx`], whether attention's products (scores and weighted sums) run on the
+    /// tile unit in bf16 too (the default) or in f32 with AVX-512F (for comparisons: the
+    /// matmuls stay on AMX either way). No effect with other kernels.
+    pub fn with_amx_attention(mut self, on: bool) -> Self {
+        self.amx_attention = on;
+        self
     }
 
     /// The kernel in use.
@@ -398,18 +561,18 @@ impl PassageModel {
         resize(&mut s.ctx, total * h);
         resize(&mut s.tmp, total * h);
         resize(&mut s.inner, total * c.ffn);
-        self.matmul(&s.x, &l.qkv, &mut s.qkv);
+        self.matmul(&s.x, &l.qkv, &mut s.qkv, &mut s.xb);
         let mut t = 0;
         for q in seqs {
             self.attention(t, q.len(), s);
             t += q.len();
         }
-        self.matmul(&s.ctx, &l.ao, &mut s.tmp);
+        self.matmul(&s.ctx, &l.ao, &mut s.tmp, &mut s.xb);
         add_assign(&mut s.x, &s.tmp);
         layer_norm(&mut s.x, &l.aln.0, &l.aln.1, c.eps);
-        self.matmul(&s.x, &l.fi, &mut s.inner);
+        self.matmul(&s.x, &l.fi, &mut s.inner, &mut s.xb);
         self.gelu(&mut s.inner);
-        self.matmul(&s.inner, &l.fo, &mut s.tmp);
+        self.matmul(&s.inner, &l.fo, &mut s.tmp, &mut s.xb);
         add_assign(&mut s.x, &s.tmp);
         layer_norm(&mut s.x, &l.oln.0, &l.oln.1, c.eps);
     }
@@ -424,6 +587,29 @@ impl PassageModel {
         resize(&mut s.vh, len * hd);
         resize(&mut s.scores, len);
         let w = 3 * h;
+        #[cfg(target_arch = "x86_64")]
+        if self.isa == Isa::Amx && hd == 32 && self.amx_attention {
+            for head in 0..c.heads {
+                let (qo, ko, vo) = (head * hd, h + head * hd, 2 * h + head * hd);
+                let rows = &s.qkv[t0 * w..(t0 + len) * w];
+                // SAFETY: AMX usable (`Isa::Amx` from `with_isa`); the kernel asserts the
+                // shapes.
+                unsafe {
+                    x86::attend_head_amx(
+                        &rows[qo..],
+                        &rows[ko..],
+                        &rows[vo..],
+                        w,
+                        len,
+                        scale,
+                        &mut s.ctx[t0 * h + qo..],
+                        h,
+                        &mut s.amx,
+                    )
+                };
+            }
+            return;
+        }
         #[cfg(target_arch = "x86_64")]
         if self.isa == Isa::Avx2 && hd == 32 {
             // K transposed with rows padded to whole 16-key steps (padding zeroed), query
@@ -480,7 +666,7 @@ impl PassageModel {
                 s.vh[j * hd..(j + 1) * hd].copy_from_slice(&row[vo..vo + hd]);
             }
             #[cfg(target_arch = "x86_64")]
-            if self.isa == Isa::Avx512 && hd == 32 {
+            if self.isa.avx512() && hd == 32 {
                 // Query rows in tiles of ATT_ROWS: each key and value row loaded once per
                 // tile, not once per query row.
                 resize(&mut s.scores, x86::ATT_ROWS * len);
@@ -513,8 +699,9 @@ impl PassageModel {
                 let qi = &s.qkv[(t0 + i) * w + qo..(t0 + i) * w + qo + hd];
                 match self.isa {
                     #[cfg(target_arch = "x86_64")]
-                    // SAFETY: the CPU has these features (`with_isa` checked).
-                    Isa::Avx512 => unsafe {
+                    // SAFETY: the CPU has these features (`with_isa` checked; AMX implies
+                    // AVX-512F).
+                    Isa::Avx512 | Isa::Amx => unsafe {
                         x86::attend_row_avx512(qi, &s.kt, &s.vh, scale, &mut s.scores)
                     },
                     #[cfg(target_arch = "x86_64")]
@@ -534,8 +721,8 @@ impl PassageModel {
     fn gelu(&self, x: &mut [f32]) {
         match self.isa {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: the CPU has these features (`with_isa` checked).
-            Isa::Avx512 => unsafe { x86::gelu_avx512(x) },
+            // SAFETY: the CPU has these features (`with_isa` checked; AMX implies AVX-512F).
+            Isa::Avx512 | Isa::Amx => unsafe { x86::gelu_avx512(x) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
             Isa::Avx2 => unsafe { x86::gelu_avx2(x) },
@@ -543,18 +730,26 @@ impl PassageModel {
         }
     }
 
-    /// `y[t][n] = bias[n] + Σ_k x[t][k] · W[n][k]`.
-    fn matmul(&self, x: &[f32], w: &Panels, y: &mut [f32]) {
+    /// `y[t][n] = bias[n] + Σ_k x[t][k] · W[n][k]` (`xb`: scratch of the AMX kernel).
+    fn matmul(&self, x: &[f32], w: &Panels, y: &mut [f32], xb: &mut Vec<BLine>) {
         assert_eq!(x.len() % w.k, 0);
         assert_eq!(y.len(), x.len() / w.k * w.n);
         match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the CPU has AMX-TILE, AMX-BF16, AVX-512F and AVX-512 BF16 and Linux has
+            // granted the tile state (`Isa::detect` via `with_isa`); `w` has bf16 panels
+            // (made for `Isa::Amx`); shapes checked above.
+            Isa::Amx => unsafe { x86::matmul_amx(x, w, y, xb) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: the CPU has AVX-512F (`with_isa` checked); shapes checked above.
             Isa::Avx512 => unsafe { x86::matmul_avx512(x, w, y) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: the CPU has AVX2 + FMA; shapes checked above.
             Isa::Avx2 => unsafe { x86::matmul_avx2(x, w, y) },
-            _ => matmul_portable(x, w, y),
+            _ => {
+                let _ = xb;
+                matmul_portable(x, w, y)
+            }
         }
     }
 }
@@ -760,8 +955,523 @@ pub fn erf_approx(x: f32) -> f32 {
 mod x86 {
     //! The AVX-512F and AVX2 + FMA versions. Each function requires a CPU with its features
     //! (callers check).
-    use super::{attend_row, gelu_slice, softmax_weights, Panels, MR, MR_AVX2, NR, NR_AVX2};
+    use super::{
+        attend_row, gelu_slice, softmax_weights, AmxAttention, BLine, Panels, MR, MR_AVX2, NR,
+        NR_AVX2,
+    };
+    use std::arch::asm;
     use std::arch::x86_64::*;
+
+    /// AMX can run here: the CPU has AMX-TILE and AMX-BF16 (CPUID.(7,0):EDX bits 24 and 22)
+    /// plus AVX-512F and AVX-512 BF16 (the activations' conversion), the OS enables the tile
+    /// state in XCR0 (bits 17 and 18), and Linux granted this process the tile data
+    /// (`arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`, without which the first tile
+    /// instruction faults). Asked once per process; the permission covers every thread.
+    pub(super) fn amx_usable() -> bool {
+        static USABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *USABLE.get_or_init(|| {
+            if std::env::var_os("JIKJI_NO_AMX").is_some() {
+                return false;
+            }
+            if !(is_x86_feature_detected!("avx512f")
+                && is_x86_feature_detected!("avx512bf16")
+                && is_x86_feature_detected!("xsave"))
+            {
+                return false;
+            }
+            let leaf7 = __cpuid_count(7, 0);
+            let (amx_bf16, amx_tile) = (leaf7.edx >> 22 & 1 == 1, leaf7.edx >> 24 & 1 == 1);
+            // OSXSAVE (CPUID.1:ECX bit 27): XGETBV may be executed.
+            let osxsave = __cpuid(1).ecx >> 27 & 1 == 1;
+            if !(amx_bf16 && amx_tile && osxsave) {
+                return false;
+            }
+            // SAFETY: XGETBV is available (OSXSAVE above; `xsave` detected).
+            let xcr0 = unsafe { xgetbv0() };
+            if xcr0 >> 17 & 3 != 3 {
+                return false;
+            }
+            request_tile_permission()
+        })
+    }
+
+    #[target_feature(enable = "xsave")]
+    fn xgetbv0() -> u64 {
+        // SAFETY: XGETBV with ECX = 0 (XCR0) is defined whenever OSXSAVE is set (the caller
+        // checked).
+        unsafe { _xgetbv(0) }
+    }
+
+    #[cfg(target_os = "linux")]
+    fn request_tile_permission() -> bool {
+        const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
+        const XFEATURE_XTILEDATA: libc::c_long = 18;
+        // SAFETY: arch_prctl with these arguments only changes the process's permitted
+        // xsave features (or fails with an errno); no memory is passed.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_arch_prctl,
+                ARCH_REQ_XCOMP_PERM,
+                XFEATURE_XTILEDATA,
+            )
+        };
+        r == 0
+    }
+
+    /// Elsewhere the tile state's permission is not asked for, so AMX is not used.
+    #[cfg(not(target_os = "linux"))]
+    fn request_tile_permission() -> bool {
+        false
+    }
+
+    /// The tile configuration of [`matmul_amx`] (`ldtilecfg`'s 64-byte operand): palette 1,
+    /// tiles 0..8 all 16 rows × 64 bytes (C: 16 × 16 f32; A: 16 tokens × 32 bf16; B: 16
+    /// pairs of `k` × 16 outputs × 2 bf16).
+    #[repr(C, align(64))]
+    struct TileConfig([u8; 64]);
+
+    impl TileConfig {
+        fn all_16x64() -> Self {
+            let mut c = [0u8; 64];
+            c[0] = 1;
+            for t in 0..8 {
+                c[16 + 2 * t] = 64; // colsb[t], u16 LE
+                c[48 + t] = 16; // rows[t]
+            }
+            TileConfig(c)
+        }
+    }
+
+    /// `x` (`t × k` f32, `k` a multiple of 32) rounded to bf16 (nearest, ties to even) into
+    /// `xb` in A-tile order: `[rows / 16][k / 32][16][32]` (each 16 × 32 tile 1 KB contiguous),
+    /// `rows` = `t` rounded up to 32, the rows past `t` zero.
+    #[target_feature(enable = "avx512f,avx512bf16")]
+    fn to_bf16_tiles(x: &[f32], k: usize, xb: &mut Vec<BLine>) {
+        let t = x.len() / k;
+        let rows = t.div_ceil(32) * 32;
+        let kb = k / 32;
+        if xb.len() < rows * kb {
+            xb.resize(rows * kb, BLine([0; 32]));
+        }
+        for r in 0..rows {
+            for b in 0..kb {
+                let line = (r / 16) * kb * 16 + b * 16 + r % 16;
+                let v = if r < t {
+                    // SAFETY: r < t and b < k / 32, so x[r·k + 32·b ..][..32] is in bounds.
+                    unsafe {
+                        let p = x.as_ptr().add(r * k + b * 32);
+                        let lo = _mm512_loadu_ps(p);
+                        let hi = _mm512_loadu_ps(p.add(16));
+                        // 32 bf16 in order: the low half from `lo`, the high half from `hi`.
+                        std::mem::transmute::<__m512bh, __m512i>(_mm512_cvtne2ps_pbh(hi, lo))
+                    }
+                } else {
+                    _mm512_setzero_si512()
+                };
+                // SAFETY: line < rows · kb ≤ xb.len(); a BLine is 64 bytes, 64-aligned.
+                unsafe { _mm512_store_si512(xb.as_mut_ptr().add(line).cast(), v) };
+            }
+        }
+    }
+
+    /// 32 f32s at `p` rounded to bf16 (nearest, ties to even), in order.
+    #[target_feature(enable = "avx512f,avx512bf16")]
+    #[inline]
+    unsafe fn bf16x32(p: *const f32) -> __m512i {
+        // SAFETY: the caller passes 32 readable f32s.
+        unsafe {
+            let lo = _mm512_loadu_ps(p);
+            let hi = _mm512_loadu_ps(p.add(16));
+            std::mem::transmute::<__m512bh, __m512i>(_mm512_cvtne2ps_pbh(hi, lo))
+        }
+    }
+
+    /// [`softmax_weights`] with AVX-512F intrinsics, the scores first multiplied by `scale`:
+    /// `sc[j] = e^(scale·sc[j] − max)` ([`super::exp_approx`]'s polynomial, clamp and
+    /// rounding, `2^n` by `vscalefps`), returns `1 / Σ sc[j]` with the sum in the same order
+    /// (16 lanes over the whole 16-key chunks, then the lanes, then the rest), so the results
+    /// are those of scaling and calling [`softmax_weights`], bit for bit (unit test); the
+    /// compiler's version of that converts `n` to an integer one lane at a time.
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn softmax_weights_scaled_avx512(sc: &mut [f32], scale: f32) -> f32 {
+        let len = sc.len();
+        let full = len / 16 * 16;
+        let p = sc.as_mut_ptr();
+        let vs = _mm512_set1_ps(scale);
+        // SAFETY (whole function): loads and stores at p + j for j + 16 ≤ full ≤ len, and
+        // the remainder one element at a time below `len`.
+        unsafe {
+            let mut vmax = _mm512_set1_ps(f32::NEG_INFINITY);
+            let mut j = 0;
+            while j < full {
+                let v = _mm512_mul_ps(_mm512_loadu_ps(p.add(j)), vs);
+                _mm512_storeu_ps(p.add(j), v);
+                vmax = _mm512_max_ps(vmax, v);
+                j += 16;
+            }
+            let mut max = f32::NEG_INFINITY;
+            for j in full..len {
+                let v = *p.add(j) * scale;
+                *p.add(j) = v;
+                max = if v > max { v } else { max };
+            }
+            let mut lanes = [0f32; 16];
+            _mm512_storeu_ps(lanes.as_mut_ptr(), vmax);
+            for l in lanes {
+                max = if l > max { l } else { max };
+            }
+            let vm = _mm512_set1_ps(max);
+            let (lo, hi) = (_mm512_set1_ps(-87.0), _mm512_set1_ps(88.0));
+            let log2e = _mm512_set1_ps(std::f32::consts::LOG2_E);
+            let half = _mm512_set1_ps(0.5);
+            let (c1, c2) = (_mm512_set1_ps(0.693_145_75), _mm512_set1_ps(1.428_606_8e-6));
+            let k = [
+                1.0 / 720.0,
+                1.0 / 120.0,
+                1.0 / 24.0,
+                1.0 / 6.0,
+                0.5,
+                1.0,
+                1.0f32,
+            ];
+            let mut vsum = _mm512_setzero_ps();
+            let mut j = 0;
+            while j < full {
+                let x = _mm512_sub_ps(_mm512_loadu_ps(p.add(j)), vm);
+                let x = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
+                let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC }>(
+                    _mm512_add_ps(_mm512_mul_ps(x, log2e), half),
+                );
+                let r = _mm512_sub_ps(_mm512_sub_ps(x, _mm512_mul_ps(n, c1)), _mm512_mul_ps(n, c2));
+                // 1 + r(1 + r(1/2 + r(1/6 + r(1/24 + r(1/120 + r/720))))), as exp_approx.
+                let mut e = _mm512_set1_ps(k[0]);
+                for &c in &k[1..] {
+                    e = _mm512_add_ps(_mm512_set1_ps(c), _mm512_mul_ps(r, e));
+                }
+                let e = _mm512_scalef_ps(e, n);
+                _mm512_storeu_ps(p.add(j), e);
+                vsum = _mm512_add_ps(vsum, e);
+                j += 16;
+            }
+            _mm512_storeu_ps(lanes.as_mut_ptr(), vsum);
+            let mut rest = 0f32;
+            for j in full..len {
+                let e = super::exp_approx(*p.add(j) - max);
+                *p.add(j) = e;
+                rest += e;
+            }
+            1.0 / (lanes.iter().sum::<f32>() + rest)
+        }
+    }
+
+    /// Self-attention of one head of width 32 over `len` positions on the AMX tile unit:
+    /// query `i` is `q[i·stride ..][..32]`, key and value `j` likewise in `k` and `v`; the
+    /// context row of query `i` goes to `out[i·os ..][..32]`.
+    ///
+    /// Q, K and V are rounded to bf16 once (K as B tiles of 16 keys × 16 dimension pairs, V
+    /// as B tiles of 16 key pairs × 16 dimensions; queries padded with zeros to a multiple
+    /// of 32, keys too). For each block of 32 queries (two A tiles): the scores 32 × 32 keys
+    /// at a time (four `tdpbf16ps`, K = the head's 32 dimensions), stored as f32 rows; each
+    /// row scaled and its softmax taken over its `len` keys in f32
+    /// ([`softmax_weights_scaled_avx512`], unnormalised weights, padding set to 0); the
+    /// weights rounded to bf16 and multiplied by V, 32 keys per step (four `tdpbf16ps`, f32
+    /// sums); each context row times its 1 / Σ. The sums of [`attend_row`] with bf16
+    /// operands.
+    ///
+    /// Requires [`amx_usable`] (the caller's `Isa::Amx`).
+    #[target_feature(enable = "avx512f,avx512bf16")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn attend_head_amx(
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        stride: usize,
+        len: usize,
+        scale: f32,
+        out: &mut [f32],
+        os: usize,
+        s: &mut AmxAttention,
+    ) {
+        const HD: usize = 32;
+        assert!(len > 0 && stride >= HD && os >= HD);
+        let need = (len - 1) * stride + HD;
+        assert!(q.len() >= need && k.len() >= need && v.len() >= need);
+        assert!(out.len() >= (len - 1) * os + HD);
+        let lp = len.div_ceil(32) * 32;
+        let zero = BLine([0; 32]);
+        for (buf, lines) in [
+            (&mut s.q, lp),
+            (&mut s.k, lp),
+            (&mut s.v, lp),
+            (&mut s.p, lp),
+        ] {
+            buf.clear();
+            buf.resize(lines, zero);
+        }
+        s.sc.clear();
+        s.sc.resize(32 * lp, 0.0);
+        // Q: one line (32 bf16) per query. K: u32 pairs, [lp / 16][16 dim pairs][16 keys].
+        // V: u16, [lp / 32][16 key pairs][32 dims][2].
+        {
+            let kq = s.k.as_mut_ptr().cast::<u32>();
+            let vq = s.v.as_mut_ptr().cast::<u16>();
+            let mut row = BLine([0; 32]);
+            for j in 0..len {
+                // SAFETY: j < len: q, k and v hold 32 f32s at j·stride (asserted); s.q has lp
+                // > j lines; the K writes (j / 16)·256 + r·16 + j % 16 < lp·16 u32s and the V
+                // writes (j / 32)·1024 + ((j % 32) / 2)·64 + d·2 + j % 2 < lp·32 u16s stay
+                // inside s.k and s.v (lp lines of 64 bytes each).
+                unsafe {
+                    let qj = bf16x32(q.as_ptr().add(j * stride));
+                    _mm512_store_si512(s.q.as_mut_ptr().add(j).cast(), qj);
+                    _mm512_store_si512((&raw mut row).cast(), bf16x32(k.as_ptr().add(j * stride)));
+                    let pairs = (&raw const row).cast::<u32>();
+                    for r in 0..16 {
+                        *kq.add((j / 16) * 256 + r * 16 + j % 16) = *pairs.add(r);
+                    }
+                    _mm512_store_si512((&raw mut row).cast(), bf16x32(v.as_ptr().add(j * stride)));
+                    let base = (j / 32) * 1024 + ((j % 32) / 2) * 64 + j % 2;
+                    for d in 0..HD {
+                        *vq.add(base + d * 2) = row.0[d];
+                    }
+                }
+            }
+        }
+        let cfg = TileConfig::all_16x64();
+        let mut ctx = [0f32; 32 * HD];
+        // SAFETY (whole block): tile instructions only with AMX usable (caller) after a valid
+        // `ldtilecfg`. Tile reads: Q tiles at s.q lines 32·b and 32·b + 16 (16 lines of 64
+        // bytes, stride 64, b < lp / 32); K tiles at s.k lines 32·c and 32·c + 16 (c < lp /
+        // 32, stride 64); weight tiles at s.p + 32·c u16s and 16 rows further, with a stride
+        // of 2·lp bytes (32 rows of lp bf16 = lp lines); V tiles at s.v line 32·c (+ 64
+        // bytes), stride 128 (16 rows inside the c-th 2 KB block). Stores: score tiles into
+        // s.sc (32 rows of lp f32, stride 4·lp; columns 32·c .. 32·c + 32 ≤ lp), context tiles
+        // into `ctx` (32 × 32 f32, stride 128). `tilerelease` before leaving.
+        unsafe {
+            asm!("ldtilecfg [{}]", in(reg) cfg.0.as_ptr(), options(nostack, readonly));
+            for b in 0..lp / 32 {
+                asm!(
+                    "tileloadd tmm4, [{q0} + {s}*1]",
+                    "tileloadd tmm5, [{q1} + {s}*1]",
+                    q0 = in(reg) s.q.as_ptr().add(32 * b),
+                    q1 = in(reg) s.q.as_ptr().add(32 * b + 16),
+                    s = in(reg) 64usize,
+                    options(nostack, readonly),
+                );
+                for c in 0..lp / 32 {
+                    let sc = s.sc.as_mut_ptr().add(32 * c);
+                    asm!(
+                        "tilezero tmm0",
+                        "tilezero tmm1",
+                        "tilezero tmm2",
+                        "tilezero tmm3",
+                        "tileloadd tmm6, [{k0} + {s}*1]",
+                        "tileloadd tmm7, [{k1} + {s}*1]",
+                        "tdpbf16ps tmm0, tmm4, tmm6",
+                        "tdpbf16ps tmm1, tmm4, tmm7",
+                        "tdpbf16ps tmm2, tmm5, tmm6",
+                        "tdpbf16ps tmm3, tmm5, tmm7",
+                        "tilestored [{c0} + {cs}*1], tmm0",
+                        "tilestored [{c1} + {cs}*1], tmm1",
+                        "tilestored [{c2} + {cs}*1], tmm2",
+                        "tilestored [{c3} + {cs}*1], tmm3",
+                        k0 = in(reg) s.k.as_ptr().add(32 * c),
+                        k1 = in(reg) s.k.as_ptr().add(32 * c + 16),
+                        s = in(reg) 64usize,
+                        c0 = in(reg) sc,
+                        c1 = in(reg) sc.add(16),
+                        c2 = in(reg) sc.add(16 * lp),
+                        c3 = in(reg) sc.add(16 * lp + 16),
+                        cs = in(reg) 4 * lp,
+                        options(nostack),
+                    );
+                }
+                let rows = (len - 32 * b).min(32);
+                let mut inv = [0f32; 32];
+                let p16 = s.p.as_mut_ptr().cast::<u16>();
+                for r in 0..32 {
+                    let row = &mut s.sc[r * lp..(r + 1) * lp];
+                    // Rows past the sequence and keys past `len` weigh nothing.
+                    let valid = if r < rows {
+                        inv[r] = softmax_weights_scaled_avx512(&mut row[..len], scale);
+                        len
+                    } else {
+                        0
+                    };
+                    row[valid..].fill(0.0);
+                    for c in 0..lp / 32 {
+                        _mm512_storeu_si512(
+                            p16.add(r * lp + 32 * c).cast(),
+                            bf16x32(row.as_ptr().add(32 * c)),
+                        );
+                    }
+                }
+                asm!(
+                    "tilezero tmm0",
+                    "tilezero tmm1",
+                    "tilezero tmm2",
+                    "tilezero tmm3",
+                    options(nostack, nomem)
+                );
+                for c in 0..lp / 32 {
+                    let pc = s.p.as_ptr().cast::<u16>().add(32 * c);
+                    asm!(
+                        "tileloadd tmm4, [{p0} + {ps}*1]",
+                        "tileloadd tmm5, [{p1} + {ps}*1]",
+                        "tileloadd tmm6, [{v0} + {s}*1]",
+                        "tileloadd tmm7, [{v1} + {s}*1]",
+                        "tdpbf16ps tmm0, tmm4, tmm6",
+                        "tdpbf16ps tmm1, tmm4, tmm7",
+                        "tdpbf16ps tmm2, tmm5, tmm6",
+                        "tdpbf16ps tmm3, tmm5, tmm7",
+                        p0 = in(reg) pc,
+                        p1 = in(reg) pc.add(16 * lp),
+                        ps = in(reg) 2 * lp,
+                        v0 = in(reg) s.v.as_ptr().add(32 * c),
+                        v1 = in(reg) s.v.as_ptr().add(32 * c).cast::<u16>().add(32),
+                        s = in(reg) 128usize,
+                        options(nostack, readonly),
+                    );
+                }
+                asm!(
+                    "tilestored [{c0} + {s}*1], tmm0",
+                    "tilestored [{c1} + {s}*1], tmm1",
+                    "tilestored [{c2} + {s}*1], tmm2",
+                    "tilestored [{c3} + {s}*1], tmm3",
+                    c0 = in(reg) ctx.as_mut_ptr(),
+                    c1 = in(reg) ctx.as_mut_ptr().add(16),
+                    c2 = in(reg) ctx.as_mut_ptr().add(16 * HD),
+                    c3 = in(reg) ctx.as_mut_ptr().add(16 * HD + 16),
+                    s = in(reg) 4 * HD,
+                    options(nostack),
+                );
+                for r in 0..rows {
+                    let f = _mm512_set1_ps(inv[r]);
+                    let o = out.as_mut_ptr().add((32 * b + r) * os);
+                    let c = ctx.as_ptr().add(r * HD);
+                    _mm512_storeu_ps(o, _mm512_mul_ps(_mm512_loadu_ps(c), f));
+                    _mm512_storeu_ps(o.add(16), _mm512_mul_ps(_mm512_loadu_ps(c.add(16)), f));
+                }
+            }
+            asm!("tilerelease", options(nostack, nomem));
+        }
+    }
+
+    /// `y = x · Wᵀ + bias` on the AMX tile unit, over the bf16 panels of `w`
+    /// ([`super::Panels::from_q4_bf16`]): `x` rounded to bf16 in A-tile order
+    /// ([`to_bf16_tiles`]); for each panel (32 outputs) and each block of 32 tokens, four C
+    /// tiles (2 × 2 of 16 × 16 f32) start as the bias (a tile load with stride 0 repeats one
+    /// row) and take `K / 32` steps of two A tiles × two B tiles (`tdpbf16ps`: each C element
+    /// += 32 bf16 products, summed in f32), prefetching the next step's tiles into L1; then
+    /// are stored straight into `y` (the last block, when it has fewer than 32 tokens, through
+    /// a scratch block). Panel-major, as [`matmul_avx512`]: a panel (24 or 96 kB) stays in
+    /// cache while every token block passes over it.
+    ///
+    /// Requires [`amx_usable`] (the caller's `Isa::Amx`).
+    #[target_feature(enable = "avx512f,avx512bf16")]
+    pub(super) fn matmul_amx(x: &[f32], w: &Panels, y: &mut [f32], xb: &mut Vec<BLine>) {
+        let (n, k) = (w.n, w.k);
+        let t = x.len() / k;
+        assert!(w.nr == NR && k.is_multiple_of(32) && n.is_multiple_of(NR));
+        assert!(x.len() == t * k && y.len() == t * n && w.b().len() == n * k);
+        if t == 0 {
+            return;
+        }
+        to_bf16_tiles(x, k, xb);
+        let kbs = k / 32;
+        let blocks = t.div_ceil(32);
+        let cfg = TileConfig::all_16x64();
+        let mut tail = [0f32; 32 * 32];
+        let wb = w.b().as_ptr();
+        let a0 = xb.as_ptr().cast::<u16>();
+        // SAFETY (whole block): the tile instructions run only with AMX usable (caller) and
+        // after `ldtilecfg` of a valid palette-1 configuration; every tile load reads 16 rows
+        // of 64 bytes inside a slice: A tiles at a0 + (2·blk + h)·kbs·512 + kb·512 u16s (1 KB,
+        // contiguous; `xb` holds blocks·2·kbs tiles), B tiles at panel + kb·1024 (+ 32) u16s
+        // with a stride of 128 bytes (16 rows inside the panel's kb-th 2 KB), bias rows of 16
+        // f32 at stride 0; stores write 16 rows of 64 bytes at stride 4·n into `y` rows
+        // r0..r0 + 32 ≤ t (full blocks) or into `tail` (stride 128). Prefetches never fault.
+        // `tilerelease` returns the tile state before leaving.
+        unsafe {
+            asm!("ldtilecfg [{}]", in(reg) cfg.0.as_ptr(), options(nostack, readonly));
+            for p in 0..n / NR {
+                let panel = wb.add(p * k * NR);
+                let bias = w.bias.as_ptr().add(p * NR);
+                for blk in 0..blocks {
+                    let a = a0.add(blk * 2 * kbs * 512);
+                    asm!(
+                        "tileloadd tmm0, [{b0} + {z}*1]",
+                        "tileloadd tmm1, [{b1} + {z}*1]",
+                        "tileloadd tmm2, [{b0} + {z}*1]",
+                        "tileloadd tmm3, [{b1} + {z}*1]",
+                        b0 = in(reg) bias,
+                        b1 = in(reg) bias.add(16),
+                        z = in(reg) 0usize,
+                        options(nostack, readonly),
+                    );
+                    for kb in 0..kbs {
+                        if kb + 1 < kbs {
+                            let na = a.add((kb + 1) * 512);
+                            let na2 = a.add((kbs + kb + 1) * 512);
+                            let nb = panel.add((kb + 1) * 32 * NR);
+                            for l in 0..16 {
+                                _mm_prefetch::<_MM_HINT_T0>(na.add(l * 32).cast());
+                                _mm_prefetch::<_MM_HINT_T0>(na2.add(l * 32).cast());
+                                _mm_prefetch::<_MM_HINT_T0>(nb.add(l * 64).cast());
+                                _mm_prefetch::<_MM_HINT_T0>(nb.add(l * 64 + 32).cast());
+                            }
+                        }
+                        asm!(
+                            "tileloadd tmm4, [{a} + {s}*1]",
+                            "tileloadd tmm5, [{a2} + {s}*1]",
+                            "tileloadd tmm6, [{b} + {bs}*1]",
+                            "tileloadd tmm7, [{b2} + {bs}*1]",
+                            "tdpbf16ps tmm0, tmm4, tmm6",
+                            "tdpbf16ps tmm1, tmm4, tmm7",
+                            "tdpbf16ps tmm2, tmm5, tmm6",
+                            "tdpbf16ps tmm3, tmm5, tmm7",
+                            a = in(reg) a.add(kb * 512),
+                            a2 = in(reg) a.add((kbs + kb) * 512),
+                            s = in(reg) 64usize,
+                            b = in(reg) panel.add(kb * 32 * NR),
+                            b2 = in(reg) panel.add(kb * 32 * NR + 32),
+                            bs = in(reg) 128usize,
+                            options(nostack, readonly),
+                        );
+                    }
+                    let r0 = blk * 32;
+                    let full = r0 + 32 <= t;
+                    let (dst, ds) = if full {
+                        (y.as_mut_ptr().add(r0 * n + p * NR), n)
+                    } else {
+                        (tail.as_mut_ptr(), 32)
+                    };
+                    asm!(
+                        "tilestored [{c0} + {s}*1], tmm0",
+                        "tilestored [{c1} + {s}*1], tmm1",
+                        "tilestored [{c2} + {s}*1], tmm2",
+                        "tilestored [{c3} + {s}*1], tmm3",
+                        c0 = in(reg) dst,
+                        c1 = in(reg) dst.add(16),
+                        c2 = in(reg) dst.add(16 * ds),
+                        c3 = in(reg) dst.add(16 * ds + 16),
+                        s = in(reg) ds * 4,
+                        options(nostack),
+                    );
+                    if !full {
+                        for i in 0..t - r0 {
+                            std::ptr::copy_nonoverlapping(
+                                tail.as_ptr().add(i * 32),
+                                y.as_mut_ptr().add((r0 + i) * n + p * NR),
+                                NR,
+                            );
+                        }
+                    }
+                }
+            }
+            asm!("tilerelease", options(nostack, nomem));
+        }
+    }
 
     #[target_feature(enable = "avx512f,avx2,fma")]
     pub(super) fn gelu_avx512(x: &mut [f32]) {
@@ -1344,6 +2054,7 @@ mod tests {
                 k,
                 nr: NR_AVX2,
                 w: lines,
+                b: Vec::new(),
                 bias: (0..n).map(|_| rnd()).collect(),
             };
             for t in 1..=13 {
@@ -1360,6 +2071,220 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The AMX matmul equals the plain-Rust one on the bf16-rounded operands (the same
+    /// products, summed in f32 in another order), for every token count from 1 to 70 (whole
+    /// and partial 32-token blocks), two panels and both K of e5-small: the activations'
+    /// conversion (nearest, ties to even), the A/B tile layouts and the bias are the ones
+    /// documented. And it is not the f32 matmul: on unrounded operands it differs by bf16
+    /// rounding (so a test that passes with the f32 kernel cannot pass by accident).
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn amx_matmul_equals_the_portable_one_on_bf16_operands() {
+        if !x86::amx_usable() {
+            eprintln!("no AMX (or Linux refused the tile state): the AMX matmul is not used here");
+            return;
+        }
+        let round = |v: f32| f32::from_bits((bf16_bits(v) as u32) << 16);
+        let mut rnd = xorshift();
+        for (n, k) in [(64usize, 384usize), (64, 1536)] {
+            let wf: Vec<f32> = (0..n * k).map(|_| rnd()).collect();
+            let bias: Vec<f32> = (0..n).map(|_| rnd()).collect();
+            // The f32 panels of the rounded weights (reference) and the bf16 pair panels.
+            let mut lines = vec![Line([0.0; 16]); n * k / 16];
+            let mut blines = vec![BLine([0; 32]); n * k / 32];
+            {
+                let (f, b) = (as_f32_mut(&mut lines), as_u16_mut(&mut blines));
+                for o in 0..n {
+                    for kk in 0..k {
+                        let v = wf[o * k + kk];
+                        f[(o / NR) * k * NR + kk * NR + o % NR] = round(v);
+                        b[(o / NR) * k * NR + (kk / 2) * 2 * NR + (o % NR) * 2 + kk % 2] =
+                            bf16_bits(v);
+                    }
+                }
+            }
+            let wr = Panels {
+                n,
+                k,
+                nr: NR,
+                w: lines,
+                b: Vec::new(),
+                bias: bias.clone(),
+            };
+            let wb = Panels {
+                n,
+                k,
+                nr: NR,
+                w: Vec::new(),
+                b: blines,
+                bias,
+            };
+            let mut xb = Vec::new();
+            let mut worst_vs_f32 = 0f32;
+            for t in 1..=70 {
+                let x: Vec<f32> = (0..t * k).map(|_| rnd()).collect();
+                let xr: Vec<f32> = x.iter().map(|&v| round(v)).collect();
+                let (mut a, mut b) = (vec![0f32; t * n], vec![f32::NAN; t * n]);
+                matmul_portable(&xr, &wr, &mut a);
+                // SAFETY: AMX usable (checked above); `wb` has bf16 panels.
+                unsafe { x86::matmul_amx(&x, &wb, &mut b, &mut xb) };
+                for (i, (p, q)) in a.iter().zip(&b).enumerate() {
+                    assert!(
+                        (p - q).abs() <= 2e-5 * (k as f32).sqrt() * (1.0 + p.abs()),
+                        "n {n} k {k} t {t} element {i}: {p} vs {q}"
+                    );
+                }
+                let mut exact = vec![0f32; t * n];
+                let wx = Panels {
+                    n,
+                    k,
+                    nr: NR,
+                    w: {
+                        let mut l = vec![Line([0.0; 16]); n * k / 16];
+                        let f = as_f32_mut(&mut l);
+                        for o in 0..n {
+                            for kk in 0..k {
+                                f[(o / NR) * k * NR + kk * NR + o % NR] = wf[o * k + kk];
+                            }
+                        }
+                        l
+                    },
+                    b: Vec::new(),
+                    bias: wb.bias.clone(),
+                };
+                matmul_portable(&x, &wx, &mut exact);
+                for (p, q) in exact.iter().zip(&b) {
+                    worst_vs_f32 = worst_vs_f32.max((p - q).abs());
+                }
+            }
+            // Sums of K products of ~U(-2, 2) values, each operand off by up to 2^-9
+            // relatively: the f32 result differs by ~0.1 somewhere in 70 × 64 outputs.
+            assert!(
+                worst_vs_f32 > 1e-3,
+                "k {k}: AMX equals f32 ({worst_vs_f32})?"
+            );
+        }
+    }
+
+    /// The AMX attention of one head gives attend_row's context rows on the bf16-rounded
+    /// Q, K and V (its softmax weights are bf16 too: ≤ 2^-8 relative each, so ≤ ~1e-2 on
+    /// these values), for ragged lengths around the 16-query and 32-key blocks; and the f32
+    /// result within bf16 rounding.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn amx_attention_equals_the_row_kernel_on_bf16_operands() {
+        if !x86::amx_usable() {
+            eprintln!(
+                "no AMX (or Linux refused the tile state): the AMX attention is not used here"
+            );
+            return;
+        }
+        let round = |v: f32| f32::from_bits((bf16_bits(v) as u32) << 16);
+        let mut rnd = xorshift();
+        let hd = 32;
+        let stride = 3 * hd + 5;
+        let os = hd + 7;
+        let mut sc = AmxAttention::default();
+        let (mut worst_r, mut worst_f) = (0f32, 0f32);
+        for len in [1usize, 5, 15, 16, 17, 31, 32, 33, 48, 100, 257, 512] {
+            let rows: Vec<f32> = (0..len * stride).map(|_| rnd()).collect();
+            let (q, k, v) = (&rows[..], &rows[hd..], &rows[2 * hd..]);
+            let mut out = vec![f32::NAN; (len - 1) * os + hd];
+            let scale = 1.0 / (hd as f32).sqrt();
+            // SAFETY: AMX usable (checked above).
+            unsafe { x86::attend_head_amx(q, k, v, stride, len, scale, &mut out, os, &mut sc) };
+            let part = |src: &[f32], j: usize, r: bool| -> Vec<f32> {
+                src[j * stride..j * stride + hd]
+                    .iter()
+                    .map(|&x| if r { round(x) } else { x })
+                    .collect()
+            };
+            for r in [false, true] {
+                let mut kt = vec![0f32; hd * len];
+                let mut vh = vec![0f32; len * hd];
+                for j in 0..len {
+                    let (kr, vr) = (part(k, j, r), part(v, j, r));
+                    for d in 0..hd {
+                        kt[d * len + j] = kr[d];
+                    }
+                    vh[j * hd..(j + 1) * hd].copy_from_slice(&vr);
+                }
+                for i in 0..len {
+                    let mut scores = Vec::new();
+                    attend_row(&part(q, i, r), &kt, &vh, scale, &mut scores);
+                    for d in 0..hd {
+                        let (a, b) = (out[i * os + d], scores[len + d]);
+                        let e = (a - b).abs();
+                        if r {
+                            worst_r = worst_r.max(e);
+                            assert!(e <= 1e-2, "len {len} row {i} dim {d}: {a} vs {b}");
+                        } else {
+                            worst_f = worst_f.max(e);
+                            assert!(e <= 1e-1, "len {len} row {i} dim {d}: {a} vs f32 {b}");
+                        }
+                    }
+                }
+            }
+        }
+        eprintln!("max abs diff: {worst_r:e} (bf16 operands), {worst_f:e} (f32)");
+        assert!(worst_f > worst_r, "bf16 rounding made no difference?");
+    }
+
+    /// The AVX-512F softmax gives scaling + softmax_weights's weights and factor bit for bit,
+    /// for lengths around its 16-lane chunks and scores that hit the clamp.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx512_softmax_equals_the_scalar_one_bit_for_bit() {
+        if !std::arch::is_x86_feature_detected!("avx512f") {
+            eprintln!("no AVX-512F: the vector softmax is not used here");
+            return;
+        }
+        let mut rnd = xorshift();
+        let scale = 1.0 / 32f32.sqrt();
+        for len in [1usize, 2, 15, 16, 17, 31, 32, 33, 100, 512] {
+            for spread in [1.0f32, 30.0, 3000.0] {
+                let raw: Vec<f32> = (0..len).map(|_| rnd() * spread).collect();
+                let mut want: Vec<f32> = raw.iter().map(|v| v * scale).collect();
+                let inv_want = softmax_weights(&mut want);
+                let mut got = raw.clone();
+                // SAFETY: AVX-512F checked above.
+                let inv_got = unsafe { x86::softmax_weights_scaled_avx512(&mut got, scale) };
+                assert_eq!(
+                    inv_got.to_bits(),
+                    inv_want.to_bits(),
+                    "len {len} spread {spread}"
+                );
+                for (j, (a, b)) in got.iter().zip(&want).enumerate() {
+                    assert_eq!(
+                        a.to_bits(),
+                        b.to_bits(),
+                        "len {len} spread {spread} key {j}: {a} vs {b}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Asking for a kernel the CPU lacks gives the best it has; `Portable` is always
+    /// granted; names round-trip.
+    #[test]
+    fn isa_resolve_and_names() {
+        let have = Isa::detect();
+        assert_eq!(Isa::resolve(Isa::Portable), Isa::Portable);
+        assert_eq!(Isa::resolve(have), have);
+        assert_eq!(Isa::resolve(Isa::Amx), have);
+        if have == Isa::Amx {
+            assert_eq!(Isa::resolve(Isa::Avx512), Isa::Avx512);
+            assert_eq!(Isa::resolve(Isa::Avx2), Isa::Avx2);
+        }
+        for i in [Isa::Amx, Isa::Avx512, Isa::Avx2, Isa::Portable] {
+            assert_eq!(Isa::parse(i.name()), Some(i));
+        }
+        assert_eq!(Isa::parse("f32"), None);
+        assert_eq!(Isa::Amx.numerics(), "bf16");
+        assert_eq!(Isa::Avx512.numerics(), "f32");
     }
 
     fn xorshift() -> impl FnMut() -> f32 {

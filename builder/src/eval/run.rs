@@ -549,7 +549,8 @@ fn evaluate(
         let sha = crate::ingest::model_info(&o.model)?.sha256;
         let mut cache = VectorCache::open(Some(&o.cache), &sha)?;
         for (_, q) in &judged {
-            let key = cache_key(&sha, Prefix::Query, q);
+            // Queries are embedded by tract (the f32 path) here.
+            let key = cache_key(&sha, "f32", Prefix::Query, q);
             if pack.is_none() {
                 if let Some(c) = cache.get(&key) {
                     qvecs.push(Some(c.vector.clone()));

@@ -179,9 +179,15 @@ pub fn embed_passages(
 ) -> Result<Embedded> {
     let info = model_info(model_dir)?;
     let mut cache = VectorCache::open(cache_dir, &info.sha256)?;
+    // The numeric path of the vectors the encoder gives (or would give, unloaded): a cache
+    // filled on the f32 path is not read on the bf16 one, nor the reverse.
+    let numerics = match embedder {
+        Some(e) => e.numerics(),
+        None => Encoder::planned_numerics(model_dir, &info.sha256)?,
+    };
     let keys: Vec<[u8; 32]> = texts
         .iter()
-        .map(|t| cache_key(&info.sha256, Prefix::Passage, t))
+        .map(|t| cache_key(&info.sha256, numerics, Prefix::Passage, t))
         .collect();
     let missing: Vec<usize> = (0..texts.len())
         .filter(|&i| !cache.contains(&keys[i]))
