@@ -77,6 +77,27 @@ struct Panels {
     bias: Vec<f32>,
 }
 
+/// Dequantises the rows of the Q4_0 matrices `parts` (stacked along N, all with the same K) in
+/// order, handing each output `o` (0 … N − 1) and its K weights to `put`; returns the biases
+/// stacked the same way (N values).
+fn dequant_rows(parts: &[&(Q4Matrix, Vec<f32>)], mut put: impl FnMut(usize, &[f32])) -> Vec<f32> {
+    let k = parts[0].0.cols;
+    let mut bias = Vec::with_capacity(parts.iter().map(|p| p.0.rows).sum());
+    let mut row = vec![0f32; k];
+    let mut o = 0;
+    for (m, b) in parts.iter().map(|p| (&p.0, &p.1)) {
+        assert_eq!(m.cols, k);
+        let rb = Q4Matrix::row_bytes(k);
+        for r in 0..m.rows {
+            dequant_row(&m.bytes[r * rb..(r + 1) * rb], &mut row);
+            put(o, &row);
+            o += 1;
+        }
+        bias.extend_from_slice(b);
+    }
+    bias
+}
+
 impl Panels {
     /// Dequantises the Q4_0 matrices `parts` (stacked along N, all with the same K) and their
     /// biases into panels of `nr` (16 or 32) outputs.
@@ -86,25 +107,13 @@ impl Panels {
         let n: usize = parts.iter().map(|p| p.0.rows).sum();
         assert!(n.is_multiple_of(nr), "N = {n} is not a multiple of {nr}");
         let mut lines = vec![Line([0.0; 16]); n * k / 16];
-        let mut bias = Vec::with_capacity(n);
-        let mut row = vec![0f32; k];
-        {
-            let w = as_f32_mut(&mut lines);
-            let mut o = 0;
-            for (m, b) in parts.iter().map(|p| (&p.0, &p.1)) {
-                assert_eq!(m.cols, k);
-                let rb = Q4Matrix::row_bytes(k);
-                for r in 0..m.rows {
-                    dequant_row(&m.bytes[r * rb..(r + 1) * rb], &mut row);
-                    let (p, c) = (o / nr, o % nr);
-                    for (kk, v) in row.iter().enumerate() {
-                        w[p * k * nr + kk * nr + c] = *v;
-                    }
-                    o += 1;
-                }
-                bias.extend_from_slice(b);
+        let w = as_f32_mut(&mut lines);
+        let bias = dequant_rows(parts, |o, row| {
+            let (p, c) = (o / nr, o % nr);
+            for (kk, v) in row.iter().enumerate() {
+                w[p * k * nr + kk * nr + c] = *v;
             }
-        }
+        });
         Panels {
             n,
             k,
@@ -125,25 +134,13 @@ impl Panels {
             "N = {n}, K = {k}"
         );
         let mut lines = vec![BLine([0; 32]); n * k / 32];
-        let mut bias = Vec::with_capacity(n);
-        let mut row = vec![0f32; k];
-        {
-            let w = as_u16_mut(&mut lines);
-            let mut o = 0;
-            for (m, b) in parts.iter().map(|p| (&p.0, &p.1)) {
-                assert_eq!(m.cols, k);
-                let rb = Q4Matrix::row_bytes(k);
-                for r in 0..m.rows {
-                    dequant_row(&m.bytes[r * rb..(r + 1) * rb], &mut row);
-                    let (p, c) = (o / NR, o % NR);
-                    for (kk, v) in row.iter().enumerate() {
-                        w[p * k * NR + (kk / 2) * 2 * NR + c * 2 + kk % 2] = bf16_bits(*v);
-                    }
-                    o += 1;
-                }
-                bias.extend_from_slice(b);
+        let w = as_u16_mut(&mut lines);
+        let bias = dequant_rows(parts, |o, row| {
+            let (p, c) = (o / NR, o % NR);
+            for (kk, v) in row.iter().enumerate() {
+                w[p * k * NR + (kk / 2) * 2 * NR + c * 2 + kk % 2] = bf16_bits(*v);
             }
-        }
+        });
         Panels {
             n,
             k,
