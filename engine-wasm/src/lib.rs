@@ -123,7 +123,7 @@ pub enum EngineError {
     /// A paged bundle needs these pages (names under `p/`) to answer the query: fetch them,
     /// add them ([`jikji_format::Bundle::add_page`]) and run the query again. Natively,
     /// for a bundle read from a folder, the engine loads them itself and never returns this.
-    #[error("the query needs {} more pages of the bundle: {}", .0.len(), .0.join(", "))]
+    #[error("the query needs {} more pages of the bundle: {}", .0.len(), Names(.0))]
     NeedPages(Vec<String>),
     /// The embedder failed.
     #[cfg(feature = "embed")]
@@ -202,6 +202,22 @@ impl FromStr for Mode {
             "hybrid" => Ok(Mode::Hybrid),
             _ => Err(EngineError::BadMode(s.to_string())),
         }
+    }
+}
+
+/// Names written with `", "` between them (as `names.join(", ")`, without linking a
+/// `join` of `String`s into the wasm: issue 12).
+struct Names<'a>(&'a [String]);
+
+impl std::fmt::Display for Names<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, n) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            f.write_str(n)?;
+        }
+        Ok(())
     }
 }
 

@@ -200,7 +200,10 @@ pub const NOT_QUESTION_WORDS_ZH: &[&str] = &["哪吒", "哪咤", "哪怕"];
 /// still finds them.
 pub fn without_question_words<'q>(analyzer: &Analyzer, query: &'q str) -> Cow<'q, str> {
     let norm = analyzer.normalize(query);
-    if !QUESTION_WORDS_ZH.iter().any(|w| norm.contains(w)) {
+    if !QUESTION_WORDS_ZH
+        .iter()
+        .any(|w| jikji_format::strs::contains(&norm, w))
+    {
         return Cow::Borrowed(query);
     }
     let mut out = String::with_capacity(norm.len());

@@ -442,7 +442,7 @@ pub fn label(source: &str, title: Option<&str>) -> String {
         .split(['_', '-', ' '])
         .filter(|w| !w.is_empty())
         .collect();
-    let mut out = words.join(" ");
+    let mut out = jikji_format::strs::join(&words, " ");
     if out.is_empty() {
         return file.to_string();
     }

@@ -180,12 +180,12 @@ impl ChunkRecord {
             .iter()
             .chain(self.heading_path.iter())
             .map(|h| h.trim())
-            .filter(|h| !h.is_empty() && !self.text.contains(h))
+            .filter(|h| !h.is_empty() && !crate::strs::contains(&self.text, h))
             .collect();
         if context.is_empty() {
             return std::borrow::Cow::Borrowed(&self.text);
         }
-        let mut s = context.join("\n");
+        let mut s = crate::strs::join(&context, "\n");
         s.push('\n');
         s.push_str(&self.text);
         std::borrow::Cow::Owned(s)

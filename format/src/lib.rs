@@ -35,6 +35,7 @@ pub mod paged;
 pub mod postings;
 pub mod quote;
 pub mod sort;
+pub mod strs;
 mod t2s;
 pub mod time;
 pub mod unicode;
