@@ -36,6 +36,9 @@ fn js_err(e: impl std::fmt::Display) -> JsError {
 /// The engine as seen from JavaScript.
 #[wasm_bindgen(js_name = Engine)]
 pub struct WasmEngine {
+    /// The files of a format 1 bundle, by name (`add_file`); a build without feature `v1`
+    /// refuses format 1 in `open` and keeps none (no map of them in the browser's wasm).
+    #[cfg(feature = "v1")]
     files: jikji_format::hash::Map<String, Vec<u8>>,
     engine: Option<crate::Engine>,
     options: SearchOptions,
@@ -50,8 +53,13 @@ impl WasmEngine {
     /// An engine with no bundle yet.
     #[wasm_bindgen(constructor)]
     pub fn new() -> WasmEngine {
+        // scripts/build-wasm's nightly build (`--cfg jikji_nightly`) has `panic =
+        // immediate-abort`: a panic traps at once and no hook ever runs, so the hook is left out
+        // of that module (issue 12); the stable build logs the panic message to the console.
+        #[cfg(not(jikji_nightly))]
         console_error_panic_hook::set_once();
         WasmEngine {
+            #[cfg(feature = "v1")]
             files: Default::default(),
             engine: None,
             options: SearchOptions::default(),
@@ -159,9 +167,13 @@ impl WasmEngine {
         crate::out::cache_stats(&stats)
     }
 
-    /// Adds one bundle file (`manifest.json` or a file the manifest lists) by name.
+    /// Adds one bundle file (`manifest.json` or a file the manifest lists) by name. Without
+    /// feature `v1` (the browser build) the bytes are dropped: `open` refuses format 1 there.
     pub fn add_file(&mut self, name: &str, bytes: Vec<u8>) {
+        #[cfg(feature = "v1")]
         self.files.insert(name.to_string(), bytes);
+        #[cfg(not(feature = "v1"))]
+        drop((name, bytes));
     }
 
     /// Verifies the added files against the manifest (format version, sizes, SHA-256) and
@@ -172,16 +184,17 @@ impl WasmEngine {
     /// `manifest.json: a format 1 bundle, which this build of the engine does not read …;
     /// rebuild the bundle with \`jikji build\``.
     pub fn open(&mut self) -> Result<String, JsError> {
-        let files = std::mem::take(&mut self.files);
         #[cfg(not(feature = "v1"))]
         {
-            drop(files);
             Err(js_err(jikji_format::FormatError::V1NotBuilt {
                 file: jikji_format::manifest::MANIFEST_FILE.into(),
             }))
         }
         #[cfg(feature = "v1")]
-        self.open_v1(files)
+        {
+            let files = std::mem::take(&mut self.files);
+            self.open_v1(files)
+        }
     }
 
     /// SHA-256 (lowercase hex) of the ONNX model the bundle's vectors were made with, from its
