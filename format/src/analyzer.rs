@@ -93,18 +93,21 @@ impl Default for AnalyzerOptions {
 impl crate::json::FromJson for AnalyzerOptions {
     const WHAT: &'static str = "an object";
     fn from_json(j: &crate::json::Json, f: &str) -> crate::Result<Self> {
-        let o = j.obj(f)?;
-        let d = AnalyzerOptions::default();
-        Ok(AnalyzerOptions {
-            stem: o.or("stem", || d.stem)?,
-            stopwords: o.or("stopwords", || d.stopwords)?,
-            korean_particles: o.or("korean_particles", || d.korean_particles)?,
-            fold_chinese: o.or("fold_chinese", || d.fold_chinese)?,
-            han_unigrams: o.or("han_unigrams", || d.han_unigrams)?,
-            korean_whole_words: o.or("korean_whole_words", || d.korean_whole_words)?,
-            korean_particle_bigrams: o
-                .or("korean_particle_bigrams", particle_bigrams_before_field)?,
-        })
+        const FIELDS: crate::json::Fields<AnalyzerOptions> = crate::json::json_fields!(AnalyzerOptions {
+            "stem" Keep stem,
+            "stopwords" Keep stopwords,
+            "korean_particles" Keep korean_particles,
+            "fold_chinese" Keep fold_chinese,
+            "han_unigrams" Keep han_unigrams,
+            "korean_whole_words" Keep korean_whole_words,
+            "korean_particle_bigrams" Keep korean_particle_bigrams,
+        });
+        let mut r = AnalyzerOptions {
+            korean_particle_bigrams: particle_bigrams_before_field(),
+            ..AnalyzerOptions::default()
+        };
+        j.obj(f)?.fill(&FIELDS, &mut r)?;
+        Ok(r)
     }
 }
 

@@ -112,37 +112,37 @@ pub struct ConflictNote {
     pub other: Vec<String>,
 }
 
-/// A chunk record's JSON (`crate::json`), as the serde attributes above say.
+/// A chunk record's JSON (`crate::json`), as the serde attributes above say: read into a
+/// default record through one table (`Obj::fill`: less wasm than a call and an error path
+/// per field; sixth and ninth rounds of docs/design/wasm-size.md).
 impl crate::json::FromJson for ChunkRecord {
     const WHAT: &'static str = "an object";
-    #[allow(clippy::field_reassign_with_default)]
     fn from_json(j: &crate::json::Json, f: &str) -> Result<Self> {
-        let o = j.obj(f)?;
-        // Field by field into a default record: an error then drops one record, not the
-        // fields read so far one by one at each `?` (several kB less wasm; sixth round of
-        // docs/design/wasm-size.md).
+        const FIELDS: crate::json::Fields<ChunkRecord> = crate::json::json_fields!(ChunkRecord {
+            "id" Error id,
+            "source" Error source,
+            "source_url" Error source_url,
+            "tier" Error tier,
+            "heading_path" Error heading_path,
+            "lang" Error lang,
+            "section" Error section,
+            "start" Error start,
+            "end" Error end,
+            "text" Error text,
+            "title" Error title,
+            "author" Error author,
+            "version" Error version,
+            "updated" Error updated,
+            "expires" Error expires,
+            "provenance" Error provenance,
+            "doc_id" Error doc_id,
+            "archived" Keep archived,
+            "parent_id" Error parent_id,
+            "parent_doc" Error parent_doc,
+            "conflicts" Keep conflicts,
+        });
         let mut r = ChunkRecord::default();
-        r.id = o.req("id")?;
-        r.source = o.req("source")?;
-        r.source_url = o.req("source_url")?;
-        r.tier = o.req("tier")?;
-        r.heading_path = o.req("heading_path")?;
-        r.lang = o.req("lang")?;
-        r.section = o.req("section")?;
-        r.start = o.req("start")?;
-        r.end = o.req("end")?;
-        r.text = o.req("text")?;
-        r.title = o.req("title")?;
-        r.author = o.req("author")?;
-        r.version = o.req("version")?;
-        r.updated = o.req("updated")?;
-        r.expires = o.req("expires")?;
-        r.provenance = o.req("provenance")?;
-        r.doc_id = o.req("doc_id")?;
-        r.archived = o.or("archived", || false)?;
-        r.parent_id = o.req("parent_id")?;
-        r.parent_doc = o.req("parent_doc")?;
-        r.conflicts = o.or("conflicts", Vec::new)?;
+        j.obj(f)?.fill(&FIELDS, &mut r)?;
         Ok(r)
     }
 }
@@ -150,19 +150,17 @@ impl crate::json::FromJson for ChunkRecord {
 /// A conflict note's JSON (`crate::json`), as the serde derive above writes it.
 impl crate::json::FromJson for ConflictNote {
     const WHAT: &'static str = "an object";
-    #[allow(clippy::field_reassign_with_default)]
     fn from_json(j: &crate::json::Json, f: &str) -> Result<Self> {
-        let o = j.obj(f)?;
-        // Field by field into a default record: an error then drops one record, not the
-        // fields read so far one by one at each `?` (several kB less wasm; sixth round of
-        // docs/design/wasm-size.md).
+        const FIELDS: crate::json::Fields<ConflictNote> = crate::json::json_fields!(ConflictNote {
+            "with" Error with,
+            "source" Error source,
+            "newer" Error newer,
+            "subject" Error subject,
+            "this" Error this,
+            "other" Error other,
+        });
         let mut r = ConflictNote::default();
-        r.with = o.req("with")?;
-        r.source = o.req("source")?;
-        r.newer = o.req("newer")?;
-        r.subject = o.req("subject")?;
-        r.this = o.req("this")?;
-        r.other = o.req("other")?;
+        j.obj(f)?.fill(&FIELDS, &mut r)?;
         Ok(r)
     }
 }

@@ -489,6 +489,8 @@ pub trait FromJson: Sized {
     const WHAT: &'static str;
     /// Reads `j` of the file `file`. Errors: DataCorruption at `j.at`.
     fn from_json(j: &Json, file: &str) -> Result<Self>;
+    /// Whether a missing field of this type reads as its empty value (`Option`: `None`).
+    const OPTIONAL: bool = false;
     /// The value of a missing field, if the type has one (`Option`: `None`).
     fn missing() -> Option<Self> {
         None
@@ -558,6 +560,34 @@ impl<'a> Obj<'a> {
         }
     }
 
+    /// Reads the fields of `fields` into `out`, in the table's order: for each the value
+    /// of its key, or, when the key is absent, an error for [`Missing::Error`] unless the
+    /// field is an `Option` (left as it is: `None` in a default value), nothing for
+    /// [`Missing::Keep`] (the field keeps the default `out` had: serde's
+    /// `#[serde(default)]`). The same rules and errors as [`Obj::req`] / [`Obj::or`] field
+    /// by field (the first error in table order), but one loop for every field of every
+    /// type: a type's reader is a static table (data) rather than a call and an error path
+    /// per field (issue 12; ninth round of `docs/design/wasm-size.md`).
+    pub fn fill<S>(&self, fields: &Fields<S>, out: &mut S) -> Result<()> {
+        self.fill_raw(fields.list, (out as *mut S).cast())
+    }
+
+    fn fill_raw(&self, fields: &[Field], out: *mut u8) -> Result<()> {
+        for f in fields {
+            match self.get(f.key)? {
+                // SAFETY: `fields` is the table of `out`'s type (`Fields<S>` ties them), so
+                // `f.offset` is the offset of a field of the type `f.read` writes.
+                Some(v) => unsafe { (f.read)(out.add(f.offset), v, self.file) }
+                    .map_err(|e| in_field(e, f.key))?,
+                None if matches!(f.missing, Missing::Error) && !f.optional => {
+                    return Err(self.missing_field(f.key))
+                }
+                None => {}
+            }
+        }
+        Ok(())
+    }
+
     /// The error for a required field `key` that is missing.
     #[cold]
     #[inline(never)]
@@ -574,6 +604,95 @@ impl<'a> Obj<'a> {
         }
     }
 }
+
+/// What [`Obj::read`] does when a field is absent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Missing {
+    /// An error (`missing field`), unless the field is an `Option` (then `None`).
+    Error,
+    /// Nothing: the field keeps the value it had (its default).
+    Keep,
+}
+
+/// One field of a [`Fields`] table.
+pub struct Field {
+    key: &'static str,
+    missing: Missing,
+    optional: bool,
+    offset: usize,
+    read: unsafe fn(*mut u8, &Json, &str) -> Result<()>,
+}
+
+/// The JSON fields of the type `S`, for [`Obj::fill`]: made by the `json_fields!` macro of
+/// this crate, which takes each field's offset and type from the field itself.
+pub struct Fields<S> {
+    list: &'static [Field],
+    _s: std::marker::PhantomData<fn(&mut S)>,
+}
+
+impl<S> Fields<S> {
+    /// The table `list` of `S`.
+    ///
+    /// # Safety
+    /// Every entry of `list` must come from [`field`] for `S` (the offset of a field of `S`
+    /// whose type is that entry's `F`).
+    #[doc(hidden)]
+    pub const unsafe fn new(list: &'static [Field]) -> Self {
+        Fields {
+            list,
+            _s: std::marker::PhantomData,
+        }
+    }
+}
+
+/// Writes `F::from_json(j)` over the `F` at `p`.
+///
+/// # Safety
+/// `p` must point to an initialised, writable `F`.
+unsafe fn read_at<F: FromJson>(p: *mut u8, j: &Json, file: &str) -> Result<()> {
+    *p.cast::<F>() = F::from_json(j, file)?;
+    Ok(())
+}
+
+/// A [`Fields`] entry: key `key` read into the field of type `F` at byte `offset` of `S`
+/// (`_field` names that field, so that `F` is its type).
+///
+/// # Safety
+/// `offset` must be the offset in `S` of the field `_field` returns.
+#[doc(hidden)]
+pub const unsafe fn field<S, F: FromJson>(
+    key: &'static str,
+    missing: Missing,
+    offset: usize,
+    _field: fn(&mut S) -> &mut F,
+) -> Field {
+    Field {
+        key,
+        missing,
+        optional: F::OPTIONAL,
+        offset,
+        read: read_at::<F>,
+    }
+}
+
+/// The [`Fields`] table of a struct: `json_fields!(Type { "key" Error field, "key2" Keep
+/// field2, … })`, `Error` / `Keep` being the [`Missing`] rule of that field.
+macro_rules! json_fields {
+    ($s:ty { $($key:literal $missing:ident $field:ident),* $(,)? }) => {
+        // SAFETY: each offset is `offset_of!` of the very field the closure returns.
+        unsafe {
+            $crate::json::Fields::<$s>::new(&[$(
+                $crate::json::field::<$s, _>(
+                    $key,
+                    $crate::json::Missing::$missing,
+                    ::core::mem::offset_of!($s, $field),
+                    |s: &mut $s| &mut s.$field,
+                )
+            ),*])
+        }
+    };
+}
+pub(crate) use json_fields;
 
 /// `e` with the field's name added to its message.
 #[cold]
@@ -662,6 +781,7 @@ impl FromJson for String {
 
 impl<T: FromJson> FromJson for Option<T> {
     const WHAT: &'static str = T::WHAT;
+    const OPTIONAL: bool = true;
     fn from_json(j: &Json, file: &str) -> Result<Self> {
         match j.v {
             Value::Null => Ok(None),
@@ -677,7 +797,15 @@ impl<T: FromJson> FromJson for Vec<T> {
     const WHAT: &'static str = "an array";
     fn from_json(j: &Json, file: &str) -> Result<Self> {
         match &j.v {
-            Value::Arr(items) => items.iter().map(|v| T::from_json(v, file)).collect(),
+            // A loop rather than `collect` into a `Result` (its `GenericShunt` adapters were
+            // ~0.8 kB of wasm per element type).
+            Value::Arr(items) => {
+                let mut out = Vec::with_capacity(items.len());
+                for v in items {
+                    out.push(T::from_json(v, file)?);
+                }
+                Ok(out)
+            }
             _ => Err(j.expected(file, Self::WHAT)),
         }
     }

@@ -367,29 +367,47 @@ use crate::json::{FromJson, Json};
 impl FromJson for FileEntry {
     const WHAT: &'static str = "an object";
     fn from_json(j: &Json, f: &str) -> Result<Self> {
-        let o = j.obj(f)?;
-        Ok(FileEntry {
-            sha256: o.req("sha256")?,
-            bytes: o.req("bytes")?,
-        })
+        const FIELDS: crate::json::Fields<FileEntry> = crate::json::json_fields!(FileEntry {
+            "sha256" Error sha256,
+            "bytes" Error bytes,
+        });
+        let mut r = FileEntry {
+            sha256: String::new(),
+            bytes: 0,
+        };
+        j.obj(f)?.fill(&FIELDS, &mut r)?;
+        Ok(r)
     }
 }
 
 impl FromJson for ModelInfo {
     const WHAT: &'static str = "an object";
     fn from_json(j: &Json, f: &str) -> Result<Self> {
-        let o = j.obj(f)?;
-        Ok(ModelInfo {
-            id: o.req("id")?,
-            sha256: o.req("sha256")?,
-            dim: o.req("dim")?,
-            max_tokens: o.req("max_tokens")?,
-            // Dense-only: not read by a build without feature `dense` (`None` there).
-            #[cfg(feature = "dense")]
-            centring: o.req("centring")?,
-            #[cfg(not(feature = "dense"))]
+        // `centring` is dense-only: not read by a build without feature `dense` (`None`).
+        #[cfg(feature = "dense")]
+        const FIELDS: crate::json::Fields<ModelInfo> = crate::json::json_fields!(ModelInfo {
+            "id" Error id,
+            "sha256" Error sha256,
+            "dim" Error dim,
+            "max_tokens" Error max_tokens,
+            "centring" Error centring,
+        });
+        #[cfg(not(feature = "dense"))]
+        const FIELDS: crate::json::Fields<ModelInfo> = crate::json::json_fields!(ModelInfo {
+            "id" Error id,
+            "sha256" Error sha256,
+            "dim" Error dim,
+            "max_tokens" Error max_tokens,
+        });
+        let mut r = ModelInfo {
+            id: String::new(),
+            sha256: String::new(),
+            dim: 0,
+            max_tokens: 0,
             centring: None,
-        })
+        };
+        j.obj(f)?.fill(&FIELDS, &mut r)?;
+        Ok(r)
     }
 }
 
@@ -413,44 +431,46 @@ impl FromJson for Centring {
 impl FromJson for Counts {
     const WHAT: &'static str = "an object";
     fn from_json(j: &Json, f: &str) -> Result<Self> {
-        let o = j.obj(f)?;
-        Ok(Counts {
-            files: o.req("files")?,
-            chunks: o.req("chunks")?,
-            terms: o.req("terms")?,
-            vectors: o.req("vectors")?,
-        })
+        const FIELDS: crate::json::Fields<Counts> = crate::json::json_fields!(Counts {
+            "files" Error files,
+            "chunks" Error chunks,
+            "terms" Error terms,
+            "vectors" Error vectors,
+        });
+        let mut r = Counts::default();
+        j.obj(f)?.fill(&FIELDS, &mut r)?;
+        Ok(r)
     }
 }
 
 impl FromJson for Bm25Params {
     const WHAT: &'static str = "an object";
     fn from_json(j: &Json, f: &str) -> Result<Self> {
-        let o = j.obj(f)?;
-        Ok(Bm25Params {
-            k1: o.req("k1")?,
-            b: o.req("b")?,
-        })
+        const FIELDS: crate::json::Fields<Bm25Params> = crate::json::json_fields!(Bm25Params {
+            "k1" Error k1,
+            "b" Error b,
+        });
+        let mut r = Bm25Params::default();
+        j.obj(f)?.fill(&FIELDS, &mut r)?;
+        Ok(r)
     }
 }
 
 impl FromJson for SourceEntry {
     const WHAT: &'static str = "an object";
-    #[allow(clippy::field_reassign_with_default)]
     fn from_json(j: &Json, f: &str) -> Result<Self> {
-        let o = j.obj(f)?;
-        // Field by field into a default value: an error then drops one value, not the
-        // fields read so far one by one at each `?` (less wasm; sixth round of
-        // docs/design/wasm-size.md).
+        const FIELDS: crate::json::Fields<SourceEntry> = crate::json::json_fields!(SourceEntry {
+            "path" Error path,
+            "sha256" Error sha256,
+            "bytes" Error bytes,
+            "modified" Error modified,
+            "chunks" Error chunks,
+            "doc_id" Error doc_id,
+            "version" Error version,
+            "archived" Keep archived,
+        });
         let mut r = SourceEntry::default();
-        r.path = o.req("path")?;
-        r.sha256 = o.req("sha256")?;
-        r.bytes = o.req("bytes")?;
-        r.modified = o.req("modified")?;
-        r.chunks = o.req("chunks")?;
-        r.doc_id = o.req("doc_id")?;
-        r.version = o.req("version")?;
-        r.archived = o.or("archived", || false)?;
+        j.obj(f)?.fill(&FIELDS, &mut r)?;
         Ok(r)
     }
 }
@@ -458,97 +478,159 @@ impl FromJson for SourceEntry {
 impl FromJson for ChunkingInfo {
     const WHAT: &'static str = "an object";
     fn from_json(j: &Json, f: &str) -> Result<Self> {
-        let o = j.obj(f)?;
-        Ok(ChunkingInfo {
-            strategy: o.req("strategy")?,
-            chunk_size: o.req("chunk_size")?,
-            overlap: o.req("overlap")?,
-            max_tokens: o.req("max_tokens")?,
-            parent_size: o.req("parent_size")?,
-            parents: o.or("parents", || 0)?,
-        })
+        const FIELDS: crate::json::Fields<ChunkingInfo> = crate::json::json_fields!(ChunkingInfo {
+            "strategy" Error strategy,
+            "chunk_size" Error chunk_size,
+            "overlap" Error overlap,
+            "max_tokens" Error max_tokens,
+            "parent_size" Error parent_size,
+            "parents" Keep parents,
+        });
+        let mut r = ChunkingInfo {
+            strategy: String::new(),
+            chunk_size: 0,
+            overlap: 0,
+            max_tokens: None,
+            parent_size: None,
+            parents: 0,
+        };
+        j.obj(f)?.fill(&FIELDS, &mut r)?;
+        Ok(r)
     }
 }
 
 impl FromJson for Manifest {
     const WHAT: &'static str = "an object";
     fn from_json(j: &Json, f: &str) -> Result<Self> {
-        let o = j.obj(f)?;
-        Ok(Manifest {
-            format_version: o.req("format_version")?,
-            analyzer_version: o.req("analyzer_version")?,
-            analyzer: o.or("analyzer", crate::analyzer::AnalyzerOptions::default)?,
-            generator: o.req("generator")?,
-            built_at: o.req("built_at")?,
-            chunk_size: o.req("chunk_size")?,
-            overlap: o.req("overlap")?,
-            bm25: o.req("bm25")?,
-            model: o.req("model")?,
-            counts: o.req("counts")?,
-            files: o.req("files")?,
-            calibration: o.req("calibration")?,
-            sources: o.or("sources", Vec::new)?,
-            chunking: o.req("chunking")?,
-            hanja: o.or("hanja", yes)?,
-            allow_ai_draft: o.or("allow_ai_draft", || false)?,
-            dense_index: o.req("dense_index")?,
-            dense_index_chosen_by: o.req("dense_index_chosen_by")?,
-            pages: o.req("pages")?,
-        })
+        const FIELDS: crate::json::Fields<Manifest> = crate::json::json_fields!(Manifest {
+            "format_version" Error format_version,
+            "analyzer_version" Error analyzer_version,
+            "analyzer" Keep analyzer,
+            "generator" Error generator,
+            "built_at" Error built_at,
+            "chunk_size" Error chunk_size,
+            "overlap" Error overlap,
+            "bm25" Error bm25,
+            "model" Error model,
+            "counts" Error counts,
+            "files" Error files,
+            "calibration" Error calibration,
+            "sources" Keep sources,
+            "chunking" Error chunking,
+            "hanja" Keep hanja,
+            "allow_ai_draft" Keep allow_ai_draft,
+            "dense_index" Error dense_index,
+            "dense_index_chosen_by" Error dense_index_chosen_by,
+            "pages" Error pages,
+        });
+        let mut r = Manifest {
+            format_version: 0,
+            analyzer_version: 0,
+            analyzer: crate::analyzer::AnalyzerOptions::default(),
+            generator: String::new(),
+            built_at: 0,
+            chunk_size: 0,
+            overlap: 0,
+            bm25: Bm25Params::default(),
+            model: None,
+            counts: Counts::default(),
+            files: BTreeMap::new(),
+            calibration: None,
+            sources: Vec::new(),
+            chunking: None,
+            hanja: true,
+            allow_ai_draft: false,
+            dense_index: None,
+            dense_index_chosen_by: None,
+            pages: None,
+        };
+        j.obj(f)?.fill(&FIELDS, &mut r)?;
+        Ok(r)
     }
 }
 
 impl FromJson for Platt {
     const WHAT: &'static str = "an object";
     fn from_json(j: &Json, f: &str) -> Result<Self> {
-        let o = j.obj(f)?;
-        Ok(Platt {
-            a: o.req("a")?,
-            b: o.req("b")?,
-        })
+        const FIELDS: crate::json::Fields<Platt> = crate::json::json_fields!(Platt {
+            "a" Error a,
+            "b" Error b,
+        });
+        let mut r = Platt { a: 0.0, b: 0.0 };
+        j.obj(f)?.fill(&FIELDS, &mut r)?;
+        Ok(r)
     }
 }
 
 impl FromJson for MarginPlatt {
     const WHAT: &'static str = "an object";
     fn from_json(j: &Json, f: &str) -> Result<Self> {
-        let o = j.obj(f)?;
-        Ok(MarginPlatt {
-            a: o.req("a")?,
-            m: o.req("m")?,
-            b: o.req("b")?,
-        })
+        const FIELDS: crate::json::Fields<MarginPlatt> = crate::json::json_fields!(MarginPlatt {
+            "a" Error a,
+            "m" Error m,
+            "b" Error b,
+        });
+        let mut r = MarginPlatt {
+            a: 0.0,
+            m: 0.0,
+            b: 0.0,
+        };
+        j.obj(f)?.fill(&FIELDS, &mut r)?;
+        Ok(r)
     }
 }
 
 impl FromJson for ScoreFits {
     const WHAT: &'static str = "an object";
     fn from_json(j: &Json, f: &str) -> Result<Self> {
-        let o = j.obj(f)?;
-        Ok(ScoreFits {
-            bm25: o.req("bm25")?,
-            dense: o.req("dense")?,
-            weighted: o.req("weighted")?,
-            rrf: o.req("rrf")?,
-        })
+        const FIELDS: crate::json::Fields<ScoreFits> = crate::json::json_fields!(ScoreFits {
+            "bm25" Error bm25,
+            "dense" Error dense,
+            "weighted" Error weighted,
+            "rrf" Error rrf,
+        });
+        let mut r = ScoreFits {
+            bm25: MarginPlatt {
+                a: 0.0,
+                m: 0.0,
+                b: 0.0,
+            },
+            dense: None,
+            weighted: None,
+            rrf: None,
+        };
+        j.obj(f)?.fill(&FIELDS, &mut r)?;
+        Ok(r)
     }
 }
 
 impl FromJson for Calibration {
     const WHAT: &'static str = "an object";
     fn from_json(j: &Json, f: &str) -> Result<Self> {
-        let o = j.obj(f)?;
-        Ok(Calibration {
-            method: o.req("method")?,
-            queries: o.req("queries")?,
-            pairs: o.req("pairs")?,
-            bm25: o.req("bm25")?,
-            dense: o.req("dense")?,
-            weighted: o.req("weighted")?,
-            rrf: o.req("rrf")?,
-            dense_weight: o.req("dense_weight")?,
-            scores: o.req("scores")?,
-        })
+        const FIELDS: crate::json::Fields<Calibration> = crate::json::json_fields!(Calibration {
+            "method" Error method,
+            "queries" Error queries,
+            "pairs" Error pairs,
+            "bm25" Error bm25,
+            "dense" Error dense,
+            "weighted" Error weighted,
+            "rrf" Error rrf,
+            "dense_weight" Error dense_weight,
+            "scores" Error scores,
+        });
+        let mut r = Calibration {
+            method: String::new(),
+            queries: 0,
+            pairs: 0,
+            bm25: Platt { a: 0.0, b: 0.0 },
+            dense: None,
+            weighted: None,
+            rrf: None,
+            dense_weight: 0.0,
+            scores: None,
+        };
+        j.obj(f)?.fill(&FIELDS, &mut r)?;
+        Ok(r)
     }
 }
 

@@ -102,11 +102,16 @@ pub struct DictIndex {
 impl crate::json::FromJson for DictIndex {
     const WHAT: &'static str = "an object";
     fn from_json(j: &crate::json::Json, f: &str) -> Result<Self> {
-        let o = j.obj(f)?;
-        Ok(DictIndex {
-            keys: o.req("keys")?,
-            pages: o.req("pages")?,
-        })
+        const FIELDS: crate::json::Fields<DictIndex> = crate::json::json_fields!(DictIndex {
+            "keys" Error keys,
+            "pages" Error pages,
+        });
+        let mut r = DictIndex {
+            keys: Vec::new(),
+            pages: Numbered::default(),
+        };
+        j.obj(f)?.fill(&FIELDS, &mut r)?;
+        Ok(r)
     }
 }
 

@@ -252,64 +252,91 @@ impl UnicodeRoot {
 impl crate::json::FromJson for UnicodeRoot {
     const WHAT: &'static str = "an object";
     fn from_json(j: &crate::json::Json, f: &str) -> Result<Self> {
-        let o = j.obj(f)?;
-        Ok(UnicodeRoot {
-            nfkc: o.req("nfkc")?,
-            t2s: o.req("t2s")?,
-        })
+        const FIELDS: crate::json::Fields<UnicodeRoot> = crate::json::json_fields!(UnicodeRoot {
+            "nfkc" Error nfkc,
+            "t2s" Error t2s,
+        });
+        let mut r = UnicodeRoot {
+            nfkc: String::new(),
+            t2s: String::new(),
+        };
+        j.obj(f)?.fill(&FIELDS, &mut r)?;
+        Ok(r)
     }
 }
 
 impl crate::json::FromJson for Numbered {
     const WHAT: &'static str = "an object";
     fn from_json(j: &crate::json::Json, f: &str) -> Result<Self> {
-        let o = j.obj(f)?;
-        Ok(Numbered {
-            gen: o.req("gen")?,
-            per_page: o.req("per_page")?,
-            pages: o.req("pages")?,
-            group: o.or("group", || 0)?,
-            gens: o.or("gens", Vec::new)?,
-        })
+        const FIELDS: crate::json::Fields<Numbered> = crate::json::json_fields!(Numbered {
+            "gen" Error gen,
+            "per_page" Error per_page,
+            "pages" Error pages,
+            "group" Keep group,
+            "gens" Keep gens,
+        });
+        let mut r = Numbered::default();
+        j.obj(f)?.fill(&FIELDS, &mut r)?;
+        Ok(r)
     }
 }
 
-/// The entry's `pages` (`crate::json`), as the serde attributes above say.
+/// The entry's `pages` (`crate::json`), as the serde attributes above say: read into a default
+/// value through one table (`Obj::fill`; sixth and ninth rounds of docs/design/wasm-size.md).
 impl crate::json::FromJson for PagesRoot {
     const WHAT: &'static str = "an object";
-    #[allow(clippy::field_reassign_with_default)]
     fn from_json(j: &crate::json::Json, f: &str) -> Result<Self> {
-        let o = j.obj(f)?;
-        // Field by field into a default value: an error then drops one value, not the
-        // fields read so far one by one at each `?` (less wasm; sixth round of
-        // docs/design/wasm-size.md).
-        let mut r = PagesRoot::default();
-        r.dict_keys = o.req("dict_keys")?;
-        r.dict_index = o.req("dict_index")?;
-        r.dict = o.req("dict")?;
-        r.postings = o.req("postings")?;
-        r.typo = o.req("typo")?;
-        r.total_doc_len = o.req("total_doc_len")?;
-        r.chunks = o.req("chunks")?;
-        r.records = o.req("records")?;
-        r.columns = o.req("columns")?;
-        r.hanja_keys = o.or("hanja_keys", Vec::new)?;
-        r.hanja = o.req("hanja")?;
-        r.vectors = o.req("vectors")?;
-        r.dim = o.or("dim", || 0)?;
-        r.sources = o.req("sources")?;
-        r.expand_keys = o.or("expand_keys", Vec::new)?;
-        r.expand = o.req("expand")?;
-        // Dense-only parts: not read by a build without feature `dense` (the browser's
-        // BM25 engine), which never uses them; its `PagesRoot` has them `None` (the default).
         #[cfg(feature = "dense")]
-        {
-            r.query_model = o.req("query_model")?;
-            r.ivf = o.req("ivf")?;
-        }
-        r.unicode = o.req("unicode")?;
-        r.buckets = o.req("buckets")?;
-        r.expand_buckets = o.req("expand_buckets")?;
+        const FIELDS: crate::json::Fields<PagesRoot> = crate::json::json_fields!(PagesRoot {
+            "dict_keys" Error dict_keys,
+            "dict_index" Error dict_index,
+            "dict" Error dict,
+            "postings" Error postings,
+            "typo" Error typo,
+            "total_doc_len" Error total_doc_len,
+            "chunks" Error chunks,
+            "records" Error records,
+            "columns" Error columns,
+            "hanja_keys" Keep hanja_keys,
+            "hanja" Error hanja,
+            "vectors" Error vectors,
+            "dim" Keep dim,
+            "sources" Error sources,
+            "expand_keys" Keep expand_keys,
+            "expand" Error expand,
+            "query_model" Error query_model,
+            "ivf" Error ivf,
+            "unicode" Error unicode,
+            "buckets" Error buckets,
+            "expand_buckets" Error expand_buckets,
+        });
+        // Dense-only parts (`query_model`, `ivf`): not read by a build without feature
+        // `dense` (the browser's BM25 engine), which never uses them; its `PagesRoot` has
+        // them `None` (the default).
+        #[cfg(not(feature = "dense"))]
+        const FIELDS: crate::json::Fields<PagesRoot> = crate::json::json_fields!(PagesRoot {
+            "dict_keys" Error dict_keys,
+            "dict_index" Error dict_index,
+            "dict" Error dict,
+            "postings" Error postings,
+            "typo" Error typo,
+            "total_doc_len" Error total_doc_len,
+            "chunks" Error chunks,
+            "records" Error records,
+            "columns" Error columns,
+            "hanja_keys" Keep hanja_keys,
+            "hanja" Error hanja,
+            "vectors" Error vectors,
+            "dim" Keep dim,
+            "sources" Error sources,
+            "expand_keys" Keep expand_keys,
+            "expand" Error expand,
+            "unicode" Error unicode,
+            "buckets" Error buckets,
+            "expand_buckets" Error expand_buckets,
+        });
+        let mut r = PagesRoot::default();
+        j.obj(f)?.fill(&FIELDS, &mut r)?;
         Ok(r)
     }
 }
