@@ -442,6 +442,9 @@ pub fn summary(m: &Manifest, vectors: bool) -> String {
     uint(&mut out, m.counts.chunks as u64);
     key(&mut out, "files");
     out.push('{');
+    // Without feature `v1` the manifest's `files` is always empty (a format 2 entry lists
+    // none; jikji-format keeps none): no map iteration in the browser's wasm.
+    #[cfg(feature = "v1")]
     for (name, f) in &m.files {
         key(&mut out, name);
         out.push('{');

@@ -502,6 +502,7 @@ impl FromJson for ChunkingInfo {
 impl FromJson for Manifest {
     const WHAT: &'static str = "an object";
     fn from_json(j: &Json, f: &str) -> Result<Self> {
+        #[cfg(feature = "v1")]
         const FIELDS: crate::json::Fields<Manifest> = crate::json::json_fields!(Manifest {
             "format_version" Error format_version,
             "analyzer_version" Error analyzer_version,
@@ -514,6 +515,32 @@ impl FromJson for Manifest {
             "model" Error model,
             "counts" Error counts,
             "files" Error files,
+            "calibration" Error calibration,
+            "sources" Keep sources,
+            "chunking" Error chunking,
+            "hanja" Keep hanja,
+            "allow_ai_draft" Keep allow_ai_draft,
+            "dense_index" Error dense_index,
+            "dense_index_chosen_by" Error dense_index_chosen_by,
+            "pages" Error pages,
+        });
+        // Without feature `v1` (the browser's engine, which reads format 2 only) `files` is
+        // read by [`NoFiles`] between these two tables: no `BTreeMap` insertion code in the wasm.
+        #[cfg(not(feature = "v1"))]
+        const HEAD: crate::json::Fields<Manifest> = crate::json::json_fields!(Manifest {
+            "format_version" Error format_version,
+            "analyzer_version" Error analyzer_version,
+            "analyzer" Keep analyzer,
+            "generator" Error generator,
+            "built_at" Error built_at,
+            "chunk_size" Error chunk_size,
+            "overlap" Error overlap,
+            "bm25" Error bm25,
+            "model" Error model,
+            "counts" Error counts,
+        });
+        #[cfg(not(feature = "v1"))]
+        const TAIL: crate::json::Fields<Manifest> = crate::json::json_fields!(Manifest {
             "calibration" Error calibration,
             "sources" Keep sources,
             "chunking" Error chunking,
@@ -544,8 +571,55 @@ impl FromJson for Manifest {
             dense_index_chosen_by: None,
             pages: None,
         };
-        j.obj(f)?.fill(&FIELDS, &mut r)?;
+        let o = j.obj(f)?;
+        #[cfg(feature = "v1")]
+        o.fill(&FIELDS, &mut r)?;
+        #[cfg(not(feature = "v1"))]
+        {
+            o.fill(&HEAD, &mut r)?;
+            let files: NoFiles = o.req("files")?;
+            if r.format_version == PAGED_FORMAT_VERSION && files.listed > 0 {
+                return Err(FormatError::corrupt(
+                    f,
+                    files.at as u64,
+                    "field `files`: a format 2 entry lists no files (its data is in the pages \
+                     under p/); rebuild the bundle with `jikji build`",
+                ));
+            }
+            o.fill(&TAIL, &mut r)?;
+        }
         Ok(r)
+    }
+}
+
+/// The `files` object of a manifest read by a build without feature `v1`: each value is
+/// checked as a [`FileEntry`] (the same errors as the `BTreeMap` reader), none is kept.
+/// Format 1 manifests are refused after reading (this build does not read format 1) and a
+/// format 2 entry lists none (FORMAT.md), so the browser's engine needs no map of them.
+#[cfg(not(feature = "v1"))]
+struct NoFiles {
+    /// Byte offset of the object.
+    at: usize,
+    /// Files it lists.
+    listed: usize,
+}
+
+#[cfg(not(feature = "v1"))]
+impl FromJson for NoFiles {
+    const WHAT: &'static str = "an object";
+    fn from_json(j: &Json, f: &str) -> Result<Self> {
+        match &j.v {
+            crate::json::Value::Obj(members) => {
+                for (_, v) in members {
+                    FileEntry::from_json(v, f)?;
+                }
+                Ok(NoFiles {
+                    at: j.at,
+                    listed: members.len(),
+                })
+            }
+            _ => Err(j.expected(f, Self::WHAT)),
+        }
     }
 }
 

@@ -80,6 +80,29 @@ test("the browser engine opens format 2 and answers a query from the pages it as
   e.free();
 });
 
+test("the browser engine keeps no file list: a format 2 entry listing files is refused, a format 1 manifest still says format 1", () => {
+  // Without jikji-format's `v1` the manifest's `files` is checked and not kept (a format 2 entry
+  // lists none: FORMAT.md), so an entry that lists some is refused naming the field and offset.
+  const entry = JSON.parse(readFileSync(path.join(V2, "jikji.json"), "utf8"));
+  entry.files = { "chunks.bin": { sha256: "0".repeat(64), bytes: 1 } };
+  const bytes = new TextEncoder().encode(JSON.stringify(entry));
+  const e = new mod.Engine();
+  assert.throws(
+    () => e.open_entry(bytes),
+    (err) => {
+      assert.match(err.message, /^jikji\.json: data corruption at byte \d+: field `files`: a format 2 entry lists no files/);
+      assert.match(err.message, /rebuild the bundle with `jikji build`/);
+      return true;
+    },
+  );
+  // A bad file entry is refused as before (field, offset), and a format 1 manifest passed as the
+  // entry is refused for its format version, not for its files.
+  entry.files = { "chunks.bin": { sha256: "0".repeat(64) } };
+  assert.throws(() => e.open_entry(new TextEncoder().encode(JSON.stringify(entry))), /field `files`\.?.*missing field `bytes`/);
+  assert.throws(() => e.open_entry(new Uint8Array(readFileSync(path.join(V1, "manifest.json")))), /format version 1 is not supported/);
+  e.free();
+});
+
 test("a bundle built before the Unicode table pages: a query that needs a table is refused, saying to rebuild", () => {
   const e = new mod.Engine();
   e.open_entry(new Uint8Array(readFileSync(path.join(V2, "jikji.json"))));
