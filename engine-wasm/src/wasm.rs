@@ -330,18 +330,7 @@ impl WasmEngine {
     /// On a paged bundle the answer may instead be `{"need": [page names]}`: add those
     /// pages (`add_page`) and call again with the same arguments.
     pub fn search(&mut self, query: &str, mode: &str, top_k: usize) -> Result<String, JsError> {
-        let engine = self
-            .engine
-            .as_ref()
-            .ok_or_else(|| JsError::new("no bundle open"))?;
-        let mode: Mode = mode.parse().map_err(|e: EngineError| js_err(e))?;
-        let key = call_key(mode, top_k, &self.filters, query);
-        if self.pending.as_deref() != Some(key.as_str()) {
-            engine.trim_cache();
-        }
-        let answer = answer(engine.search(query, mode, top_k));
-        self.pending = matches!(answer, Ok(Answer::Need(_))).then_some(key);
-        answer?.json()
+        self.run(query, None, mode, top_k, true)
     }
 
     /// Runs a query with a query vector computed by the caller (the `Float32Array` of
@@ -356,6 +345,21 @@ impl WasmEngine {
         mode: &str,
         top_k: usize,
     ) -> Result<String, JsError> {
+        self.run(query, qvec.as_deref(), mode, top_k, false)
+    }
+}
+
+impl WasmEngine {
+    /// `search` (`own_model`: the engine embeds the query itself) and `search_with_vector`:
+    /// one body for both exports.
+    fn run(
+        &mut self,
+        query: &str,
+        qvec: Option<&[f32]>,
+        mode: &str,
+        top_k: usize,
+        own_model: bool,
+    ) -> Result<String, JsError> {
         let engine = self
             .engine
             .as_ref()
@@ -365,7 +369,12 @@ impl WasmEngine {
         if self.pending.as_deref() != Some(key.as_str()) {
             engine.trim_cache();
         }
-        let answer = answer(engine.search_with_vector(query, qvec.as_deref(), mode, top_k));
+        let result = if own_model {
+            engine.search(query, mode, top_k)
+        } else {
+            engine.search_with_vector(query, qvec, mode, top_k)
+        };
+        let answer = answer(result);
         self.pending = matches!(answer, Ok(Answer::Need(_))).then_some(key);
         answer?.json()
     }
