@@ -257,7 +257,11 @@ pub fn query_terms(lex: &Lexical, query: &str) -> Result<Vec<QueryTerm>> {
     let mut exact: Vec<String> = a.analyze(query);
     jikji_format::sort::sort(&mut exact);
     exact.dedup();
-    let mut word_weight: HashMap<String, f32> = HashMap::default();
+    // The weight of each term of a Hangul word (the largest over the words that give it),
+    // and below the expansions: small lists searched linearly rather than hash maps (a query
+    // has tens of terms, at most `MAX_EXPANSIONS` expansions per word; each map type was
+    // ~2.5 kB of the browser's wasm: issue 12, ninth round of docs/design/wasm-size.md).
+    let mut word_weight: Vec<(String, f32)> = Vec::new();
     if lex.expansion.hangul_norm > 0.0 {
         for (w, script) in a.words(query) {
             if script != Script::Hangul {
@@ -268,8 +272,10 @@ pub fn query_terms(lex: &Lexical, query: &str) -> Result<Vec<QueryTerm>> {
             terms.dedup();
             let wt = (terms.len().max(1) as f32).powf(-lex.expansion.hangul_norm);
             for t in terms {
-                let e = word_weight.entry(t).or_insert(wt);
-                *e = e.max(wt);
+                match word_weight.iter_mut().find(|(k, _)| *k == t) {
+                    Some((_, e)) => *e = e.max(wt),
+                    None => word_weight.push((t, wt)),
+                }
             }
         }
     }
@@ -277,19 +283,33 @@ pub fn query_terms(lex: &Lexical, query: &str) -> Result<Vec<QueryTerm>> {
         .iter()
         .map(|t| QueryTerm {
             term: t.clone(),
-            weight: word_weight.get(t).copied().unwrap_or(1.0),
+            weight: word_weight
+                .iter()
+                .find(|(k, _)| k == t)
+                .map_or(1.0, |&(_, w)| w),
             idf_cap: None,
             exact: true,
         })
         .collect();
-    let mut extra: HashMap<String, (f32, Option<f32>)> = HashMap::default();
+    // Each expansion term once: its first weight and cap, replaced by a later one of a
+    // strictly larger weight.
+    let mut extra: Vec<QueryTerm> = Vec::new();
     let mut add = |t: String, w: f32, cap: Option<f32>| {
         if exact.binary_search(&t).is_ok() {
             return;
         }
-        let e = extra.entry(t).or_insert((w, cap));
-        if w > e.0 {
-            *e = (w, cap);
+        match extra.iter_mut().find(|e| e.term == t) {
+            Some(e) if w > e.weight => {
+                e.weight = w;
+                e.idf_cap = cap;
+            }
+            Some(_) => {}
+            None => extra.push(QueryTerm {
+                term: t,
+                weight: w,
+                idf_cap: cap,
+                exact: false,
+            }),
         }
     };
     let ex = lex.expansion;
@@ -399,15 +419,6 @@ pub fn query_terms(lex: &Lexical, query: &str) -> Result<Vec<QueryTerm>> {
             }
         }
     }
-    let mut extra: Vec<QueryTerm> = extra
-        .into_iter()
-        .map(|(term, (weight, idf_cap))| QueryTerm {
-            term,
-            weight,
-            idf_cap,
-            exact: false,
-        })
-        .collect();
     jikji_format::sort::sort_by(&mut extra, |x, y| x.term.cmp(&y.term));
     out.extend(extra);
     Ok(out)
