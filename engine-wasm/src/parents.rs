@@ -1,8 +1,6 @@
 //! Parent-child bundles: child chunks are indexed and ranked; a result is the child's
 //! parent section (stored in the chunk store after the indexed chunks, never indexed).
 
-use jikji_format::hash::Set as HashSet;
-
 use jikji_format::{Bundle, ChunkRecord, Result};
 
 /// How many more children than results are ranked before collapsing them to parents
@@ -35,7 +33,9 @@ pub fn collapse<T>(
         ranked.truncate(k);
         return Ok(ranked);
     }
-    let mut seen = HashSet::default();
+    // The targets kept so far, one bit per chunk number (grown as needed: at most one bit per
+    // record of the bundle, less than the query's accumulators; no hash set in the wasm).
+    let mut seen: Vec<u64> = Vec::new();
     let mut out = Vec::with_capacity(k.min(ranked.len()));
     for mut r in ranked {
         if out.len() == k {
@@ -47,7 +47,12 @@ pub fn collapse<T>(
             None => bundle.chunks().get(*d)?.parent_doc,
         };
         let target = parent.unwrap_or(*d);
-        if seen.insert(target) {
+        let (word, bit) = ((target / 64) as usize, 1u64 << (target % 64));
+        if seen.len() <= word {
+            seen.resize(word + 1, 0);
+        }
+        if seen[word] & bit == 0 {
+            seen[word] |= bit;
             *d = target;
             out.push(r);
         }
