@@ -10,6 +10,7 @@
 //! or disagrees with the other end) is read record by record instead. Parent records
 //! (parent-child bundles) are not in the table and are always read one by one.
 
+#[cfg(feature = "v1")]
 use jikji_format::hash::Map as HashMap;
 
 use jikji_format::{Bundle, Result};
@@ -36,9 +37,9 @@ pub(crate) struct Lifecycle {
     archived: Vec<u32>,
     /// `(doc id, expiry in Unix ms)` of chunks with a parseable `expires`, ascending.
     expires: Vec<(u32, i64)>,
-    /// Per doc: bit 0 archived, bit 1 has an expiry (then in `expiry_of`).
+    /// Per doc: bit 0 archived, bit 1 has an expiry (then in `expires`, found by binary
+    /// search: no hash map of them in the browser's wasm, issue 12).
     flags: Vec<u8>,
-    expiry_of: HashMap<u32, i64>,
     /// Per doc: its file number (chunks of one source file share it, distinct files have
     /// distinct numbers), for score margins (see [`crate::scores::apart`]).
     pub file: Vec<u32>,
@@ -93,7 +94,6 @@ impl Lifecycle {
         }
         if let Some(ms) = expires {
             self.expires.push((doc, ms));
-            self.expiry_of.insert(doc, ms);
             self.flags[doc as usize] |= 2;
         }
     }
@@ -173,7 +173,11 @@ impl Lifecycle {
         }
         if f & 2 != 0 {
             if let Some(now) = o.now_ms {
-                return self.expiry_of[&doc] > now;
+                // `expires` is ascending by doc: every reader above sets docs in order.
+                return self
+                    .expires
+                    .binary_search_by_key(&doc, |&(d, _)| d)
+                    .is_ok_and(|i| self.expires[i].1 > now);
             }
         }
         true
