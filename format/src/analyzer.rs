@@ -90,26 +90,24 @@ impl Default for AnalyzerOptions {
 
 /// The manifest's `analyzer` object (`crate::json`): a missing field takes the default,
 /// except `korean_particle_bigrams` (see [`AnalyzerOptions::korean_particle_bigrams`]).
-impl crate::json::FromJson for AnalyzerOptions {
-    const WHAT: &'static str = "an object";
-    fn from_json(j: &crate::json::Json, f: &str) -> crate::Result<Self> {
-        const FIELDS: crate::json::Fields<AnalyzerOptions> = crate::json::json_fields!(AnalyzerOptions {
-            "stem" Keep stem,
-            "stopwords" Keep stopwords,
-            "korean_particles" Keep korean_particles,
-            "fold_chinese" Keep fold_chinese,
-            "han_unigrams" Keep han_unigrams,
-            "korean_whole_words" Keep korean_whole_words,
-            "korean_particle_bigrams" Keep korean_particle_bigrams,
-        });
-        let mut r = AnalyzerOptions {
+impl crate::json::Record for AnalyzerOptions {
+    const FIELDS: crate::json::Fields<AnalyzerOptions> = crate::json::json_fields!(AnalyzerOptions {
+        "stem" Keep stem,
+        "stopwords" Keep stopwords,
+        "korean_particles" Keep korean_particles,
+        "fold_chinese" Keep fold_chinese,
+        "han_unigrams" Keep han_unigrams,
+        "korean_whole_words" Keep korean_whole_words,
+        "korean_particle_bigrams" Keep korean_particle_bigrams,
+    });
+    fn init() -> Self {
+        AnalyzerOptions {
             korean_particle_bigrams: particle_bigrams_before_field(),
             ..AnalyzerOptions::default()
-        };
-        j.obj(f)?.fill(&FIELDS, &mut r)?;
-        Ok(r)
+        }
     }
 }
+crate::json::record_json!(AnalyzerOptions);
 
 /// `korean_particle_bigrams` of a manifest that does not record it (built before the
 /// default changed to false).

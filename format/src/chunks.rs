@@ -115,55 +115,51 @@ pub struct ConflictNote {
 /// A chunk record's JSON (`crate::json`), as the serde attributes above say: read into a
 /// default record through one table (`Obj::fill`: less wasm than a call and an error path
 /// per field; sixth and ninth rounds of docs/design/wasm-size.md).
-impl crate::json::FromJson for ChunkRecord {
-    const WHAT: &'static str = "an object";
-    fn from_json(j: &crate::json::Json, f: &str) -> Result<Self> {
-        const FIELDS: crate::json::Fields<ChunkRecord> = crate::json::json_fields!(ChunkRecord {
-            "id" Error id,
-            "source" Error source,
-            "source_url" Error source_url,
-            "tier" Error tier,
-            "heading_path" Error heading_path,
-            "lang" Error lang,
-            "section" Error section,
-            "start" Error start,
-            "end" Error end,
-            "text" Error text,
-            "title" Error title,
-            "author" Error author,
-            "version" Error version,
-            "updated" Error updated,
-            "expires" Error expires,
-            "provenance" Error provenance,
-            "doc_id" Error doc_id,
-            "archived" Keep archived,
-            "parent_id" Error parent_id,
-            "parent_doc" Error parent_doc,
-            "conflicts" Keep conflicts,
-        });
-        let mut r = ChunkRecord::default();
-        j.obj(f)?.fill(&FIELDS, &mut r)?;
-        Ok(r)
+impl crate::json::Record for ChunkRecord {
+    const FIELDS: crate::json::Fields<ChunkRecord> = crate::json::json_fields!(ChunkRecord {
+        "id" Error id,
+        "source" Error source,
+        "source_url" Error source_url,
+        "tier" Error tier,
+        "heading_path" Error heading_path,
+        "lang" Error lang,
+        "section" Error section,
+        "start" Error start,
+        "end" Error end,
+        "text" Error text,
+        "title" Error title,
+        "author" Error author,
+        "version" Error version,
+        "updated" Error updated,
+        "expires" Error expires,
+        "provenance" Error provenance,
+        "doc_id" Error doc_id,
+        "archived" Keep archived,
+        "parent_id" Error parent_id,
+        "parent_doc" Error parent_doc,
+        "conflicts" Keep conflicts,
+    });
+    fn init() -> Self {
+        ChunkRecord::default()
     }
 }
+crate::json::record_json!(ChunkRecord);
 
 /// A conflict note's JSON (`crate::json`), as the serde derive above writes it.
-impl crate::json::FromJson for ConflictNote {
-    const WHAT: &'static str = "an object";
-    fn from_json(j: &crate::json::Json, f: &str) -> Result<Self> {
-        const FIELDS: crate::json::Fields<ConflictNote> = crate::json::json_fields!(ConflictNote {
-            "with" Error with,
-            "source" Error source,
-            "newer" Error newer,
-            "subject" Error subject,
-            "this" Error this,
-            "other" Error other,
-        });
-        let mut r = ConflictNote::default();
-        j.obj(f)?.fill(&FIELDS, &mut r)?;
-        Ok(r)
+impl crate::json::Record for ConflictNote {
+    const FIELDS: crate::json::Fields<ConflictNote> = crate::json::json_fields!(ConflictNote {
+        "with" Error with,
+        "source" Error source,
+        "newer" Error newer,
+        "subject" Error subject,
+        "this" Error this,
+        "other" Error other,
+    });
+    fn init() -> Self {
+        ConflictNote::default()
     }
 }
+crate::json::record_json!(ConflictNote);
 
 impl ChunkRecord {
     /// The text the lexical index holds for this chunk: its front matter `title` and each

@@ -491,6 +491,11 @@ pub trait FromJson: Sized {
     fn from_json(j: &Json, file: &str) -> Result<Self>;
     /// Whether a missing field of this type reads as its empty value (`Option`: `None`).
     const OPTIONAL: bool = false;
+    /// How a [`Fields`] entry of this type reads it: `from_json`, written over the field; a
+    /// [`Record`] (`record_json!`) fills the field in place instead.
+    const READ: ReadFn = read_at::<Self>;
+    /// The same for a field of type `Option<Self>`.
+    const READ_OPTION: ReadFn = read_at::<Option<Self>>;
     /// The value of a missing field, if the type has one (`Option`: `None`).
     fn missing() -> Option<Self> {
         None
@@ -614,13 +619,17 @@ pub enum Missing {
     Keep,
 }
 
+/// The reader of a [`Fields`] entry: reads `j` (of the file named by the `&str`) into the
+/// initialised value of the entry's type at the pointer.
+pub type ReadFn = unsafe fn(*mut u8, &Json, &str) -> Result<()>;
+
 /// One field of a [`Fields`] table.
 pub struct Field {
     key: &'static str,
     missing: Missing,
     optional: bool,
     offset: usize,
-    read: unsafe fn(*mut u8, &Json, &str) -> Result<()>,
+    read: ReadFn,
 }
 
 /// The JSON fields of the type `S`, for [`Obj::fill`]: made by the `json_fields!` macro of
@@ -671,9 +680,73 @@ pub const unsafe fn field<S, F: FromJson>(
         missing,
         optional: F::OPTIONAL,
         offset,
-        read: read_at::<F>,
+        read: F::READ,
     }
 }
+
+/// A JSON object read field by field through its [`Fields`] table: the structs of the
+/// entry and of the chunk records. `record_json!(Type)` then implements [`FromJson`] for it
+/// so that a field of that type (or of `Option` of it) is filled in place through the same
+/// table: one reader per type rather than one per type and per `Option` of it, each moving
+/// the whole value (issue 12; ninth round of `docs/design/wasm-size.md`).
+pub trait Record: Sized {
+    /// The fields, in the order they are read (the first error in this order is reported).
+    const FIELDS: Fields<Self>;
+    /// The value before reading: every field with a default ([`Missing::Keep`]) holds it.
+    fn init() -> Self;
+}
+
+/// Reads the record `j` into `S::init()`.
+pub fn record_from_json<S: Record>(j: &Json, file: &str) -> Result<S> {
+    let o = j.obj(file)?;
+    let mut r = S::init();
+    o.fill(&S::FIELDS, &mut r)?;
+    Ok(r)
+}
+
+/// [`FromJson::READ`] of a [`Record`]: resets the `S` at `p` to `S::init()` and fills it.
+///
+/// # Safety
+/// `p` must point to an initialised, writable `S`.
+#[doc(hidden)]
+pub unsafe fn record_at<S: Record>(p: *mut u8, j: &Json, file: &str) -> Result<()> {
+    let o = j.obj(file)?;
+    let r = &mut *p.cast::<S>();
+    *r = S::init();
+    o.fill(&S::FIELDS, r)
+}
+
+/// [`FromJson::READ_OPTION`] of a [`Record`]: `null` is `None`, anything else must be the
+/// record's object (the errors of `Option<S>::from_json`).
+///
+/// # Safety
+/// `p` must point to an initialised, writable `Option<S>`.
+#[doc(hidden)]
+pub unsafe fn record_option_at<S: Record>(p: *mut u8, j: &Json, file: &str) -> Result<()> {
+    let slot = &mut *p.cast::<Option<S>>();
+    if let Value::Null = j.v {
+        *slot = None;
+        return Ok(());
+    }
+    let o = j.obj(file)?;
+    o.fill(&S::FIELDS, slot.insert(S::init()))
+}
+
+/// `impl FromJson` for a [`Record`] type: an object read through its table, filled in place
+/// when it is a field.
+macro_rules! record_json {
+    ($s:ty) => {
+        impl $crate::json::FromJson for $s {
+            const WHAT: &'static str = "an object";
+            fn from_json(j: &$crate::json::Json, f: &str) -> $crate::Result<Self> {
+                $crate::json::record_from_json(j, f)
+            }
+            const READ: $crate::json::ReadFn = $crate::json::record_at::<$s>;
+            const READ_OPTION: $crate::json::ReadFn = $crate::json::record_option_at::<$s>;
+        }
+    };
+}
+pub(crate) use record_json;
 
 /// The [`Fields`] table of a struct: `json_fields!(Type { "key" Error field, "key2" Keep
 /// field2, … })`, `Error` / `Keep` being the [`Missing`] rule of that field.
@@ -782,6 +855,7 @@ impl FromJson for String {
 impl<T: FromJson> FromJson for Option<T> {
     const WHAT: &'static str = T::WHAT;
     const OPTIONAL: bool = true;
+    const READ: ReadFn = T::READ_OPTION;
     fn from_json(j: &Json, file: &str) -> Result<Self> {
         match j.v {
             Value::Null => Ok(None),

@@ -364,52 +364,48 @@ pub struct Calibration {
 // above say (defaults, optional fields).
 use crate::json::{FromJson, Json};
 
-impl FromJson for FileEntry {
-    const WHAT: &'static str = "an object";
-    fn from_json(j: &Json, f: &str) -> Result<Self> {
-        const FIELDS: crate::json::Fields<FileEntry> = crate::json::json_fields!(FileEntry {
-            "sha256" Error sha256,
-            "bytes" Error bytes,
-        });
-        let mut r = FileEntry {
+impl crate::json::Record for FileEntry {
+    const FIELDS: crate::json::Fields<FileEntry> = crate::json::json_fields!(FileEntry {
+        "sha256" Error sha256,
+        "bytes" Error bytes,
+    });
+    fn init() -> Self {
+        FileEntry {
             sha256: String::new(),
             bytes: 0,
-        };
-        j.obj(f)?.fill(&FIELDS, &mut r)?;
-        Ok(r)
+        }
     }
 }
+crate::json::record_json!(FileEntry);
 
-impl FromJson for ModelInfo {
-    const WHAT: &'static str = "an object";
-    fn from_json(j: &Json, f: &str) -> Result<Self> {
-        // `centring` is dense-only: not read by a build without feature `dense` (`None`).
-        #[cfg(feature = "dense")]
-        const FIELDS: crate::json::Fields<ModelInfo> = crate::json::json_fields!(ModelInfo {
-            "id" Error id,
-            "sha256" Error sha256,
-            "dim" Error dim,
-            "max_tokens" Error max_tokens,
-            "centring" Error centring,
-        });
-        #[cfg(not(feature = "dense"))]
-        const FIELDS: crate::json::Fields<ModelInfo> = crate::json::json_fields!(ModelInfo {
-            "id" Error id,
-            "sha256" Error sha256,
-            "dim" Error dim,
-            "max_tokens" Error max_tokens,
-        });
-        let mut r = ModelInfo {
+impl crate::json::Record for ModelInfo {
+    // `centring` is dense-only: not read by a build without feature `dense` (`None`).
+    #[cfg(feature = "dense")]
+    const FIELDS: crate::json::Fields<ModelInfo> = crate::json::json_fields!(ModelInfo {
+        "id" Error id,
+        "sha256" Error sha256,
+        "dim" Error dim,
+        "max_tokens" Error max_tokens,
+        "centring" Error centring,
+    });
+    #[cfg(not(feature = "dense"))]
+    const FIELDS: crate::json::Fields<ModelInfo> = crate::json::json_fields!(ModelInfo {
+        "id" Error id,
+        "sha256" Error sha256,
+        "dim" Error dim,
+        "max_tokens" Error max_tokens,
+    });
+    fn init() -> Self {
+        ModelInfo {
             id: String::new(),
             sha256: String::new(),
             dim: 0,
             max_tokens: 0,
             centring: None,
-        };
-        j.obj(f)?.fill(&FIELDS, &mut r)?;
-        Ok(r)
+        }
     }
 }
+crate::json::record_json!(ModelInfo);
 
 impl FromJson for Centring {
     const WHAT: &'static str = "an object";
@@ -428,76 +424,68 @@ impl FromJson for Centring {
     }
 }
 
-impl FromJson for Counts {
-    const WHAT: &'static str = "an object";
-    fn from_json(j: &Json, f: &str) -> Result<Self> {
-        const FIELDS: crate::json::Fields<Counts> = crate::json::json_fields!(Counts {
-            "files" Error files,
-            "chunks" Error chunks,
-            "terms" Error terms,
-            "vectors" Error vectors,
-        });
-        let mut r = Counts::default();
-        j.obj(f)?.fill(&FIELDS, &mut r)?;
-        Ok(r)
+impl crate::json::Record for Counts {
+    const FIELDS: crate::json::Fields<Counts> = crate::json::json_fields!(Counts {
+        "files" Error files,
+        "chunks" Error chunks,
+        "terms" Error terms,
+        "vectors" Error vectors,
+    });
+    fn init() -> Self {
+        Counts::default()
     }
 }
+crate::json::record_json!(Counts);
 
-impl FromJson for Bm25Params {
-    const WHAT: &'static str = "an object";
-    fn from_json(j: &Json, f: &str) -> Result<Self> {
-        const FIELDS: crate::json::Fields<Bm25Params> = crate::json::json_fields!(Bm25Params {
-            "k1" Error k1,
-            "b" Error b,
-        });
-        let mut r = Bm25Params::default();
-        j.obj(f)?.fill(&FIELDS, &mut r)?;
-        Ok(r)
+impl crate::json::Record for Bm25Params {
+    const FIELDS: crate::json::Fields<Bm25Params> = crate::json::json_fields!(Bm25Params {
+        "k1" Error k1,
+        "b" Error b,
+    });
+    fn init() -> Self {
+        Bm25Params::default()
     }
 }
+crate::json::record_json!(Bm25Params);
 
-impl FromJson for SourceEntry {
-    const WHAT: &'static str = "an object";
-    fn from_json(j: &Json, f: &str) -> Result<Self> {
-        const FIELDS: crate::json::Fields<SourceEntry> = crate::json::json_fields!(SourceEntry {
-            "path" Error path,
-            "sha256" Error sha256,
-            "bytes" Error bytes,
-            "modified" Error modified,
-            "chunks" Error chunks,
-            "doc_id" Error doc_id,
-            "version" Error version,
-            "archived" Keep archived,
-        });
-        let mut r = SourceEntry::default();
-        j.obj(f)?.fill(&FIELDS, &mut r)?;
-        Ok(r)
+impl crate::json::Record for SourceEntry {
+    const FIELDS: crate::json::Fields<SourceEntry> = crate::json::json_fields!(SourceEntry {
+        "path" Error path,
+        "sha256" Error sha256,
+        "bytes" Error bytes,
+        "modified" Error modified,
+        "chunks" Error chunks,
+        "doc_id" Error doc_id,
+        "version" Error version,
+        "archived" Keep archived,
+    });
+    fn init() -> Self {
+        SourceEntry::default()
     }
 }
+crate::json::record_json!(SourceEntry);
 
-impl FromJson for ChunkingInfo {
-    const WHAT: &'static str = "an object";
-    fn from_json(j: &Json, f: &str) -> Result<Self> {
-        const FIELDS: crate::json::Fields<ChunkingInfo> = crate::json::json_fields!(ChunkingInfo {
-            "strategy" Error strategy,
-            "chunk_size" Error chunk_size,
-            "overlap" Error overlap,
-            "max_tokens" Error max_tokens,
-            "parent_size" Error parent_size,
-            "parents" Keep parents,
-        });
-        let mut r = ChunkingInfo {
+impl crate::json::Record for ChunkingInfo {
+    const FIELDS: crate::json::Fields<ChunkingInfo> = crate::json::json_fields!(ChunkingInfo {
+        "strategy" Error strategy,
+        "chunk_size" Error chunk_size,
+        "overlap" Error overlap,
+        "max_tokens" Error max_tokens,
+        "parent_size" Error parent_size,
+        "parents" Keep parents,
+    });
+    fn init() -> Self {
+        ChunkingInfo {
             strategy: String::new(),
             chunk_size: 0,
             overlap: 0,
             max_tokens: None,
             parent_size: None,
             parents: 0,
-        };
-        j.obj(f)?.fill(&FIELDS, &mut r)?;
-        Ok(r)
+        }
     }
 }
+crate::json::record_json!(ChunkingInfo);
 
 impl FromJson for Manifest {
     const WHAT: &'static str = "an object";
@@ -623,47 +611,42 @@ impl FromJson for NoFiles {
     }
 }
 
-impl FromJson for Platt {
-    const WHAT: &'static str = "an object";
-    fn from_json(j: &Json, f: &str) -> Result<Self> {
-        const FIELDS: crate::json::Fields<Platt> = crate::json::json_fields!(Platt {
-            "a" Error a,
-            "b" Error b,
-        });
-        let mut r = Platt { a: 0.0, b: 0.0 };
-        j.obj(f)?.fill(&FIELDS, &mut r)?;
-        Ok(r)
+impl crate::json::Record for Platt {
+    const FIELDS: crate::json::Fields<Platt> = crate::json::json_fields!(Platt {
+        "a" Error a,
+        "b" Error b,
+    });
+    fn init() -> Self {
+        Platt { a: 0.0, b: 0.0 }
     }
 }
+crate::json::record_json!(Platt);
 
-impl FromJson for MarginPlatt {
-    const WHAT: &'static str = "an object";
-    fn from_json(j: &Json, f: &str) -> Result<Self> {
-        const FIELDS: crate::json::Fields<MarginPlatt> = crate::json::json_fields!(MarginPlatt {
-            "a" Error a,
-            "m" Error m,
-            "b" Error b,
-        });
-        let mut r = MarginPlatt {
+impl crate::json::Record for MarginPlatt {
+    const FIELDS: crate::json::Fields<MarginPlatt> = crate::json::json_fields!(MarginPlatt {
+        "a" Error a,
+        "m" Error m,
+        "b" Error b,
+    });
+    fn init() -> Self {
+        MarginPlatt {
             a: 0.0,
             m: 0.0,
             b: 0.0,
-        };
-        j.obj(f)?.fill(&FIELDS, &mut r)?;
-        Ok(r)
+        }
     }
 }
+crate::json::record_json!(MarginPlatt);
 
-impl FromJson for ScoreFits {
-    const WHAT: &'static str = "an object";
-    fn from_json(j: &Json, f: &str) -> Result<Self> {
-        const FIELDS: crate::json::Fields<ScoreFits> = crate::json::json_fields!(ScoreFits {
-            "bm25" Error bm25,
-            "dense" Error dense,
-            "weighted" Error weighted,
-            "rrf" Error rrf,
-        });
-        let mut r = ScoreFits {
+impl crate::json::Record for ScoreFits {
+    const FIELDS: crate::json::Fields<ScoreFits> = crate::json::json_fields!(ScoreFits {
+        "bm25" Error bm25,
+        "dense" Error dense,
+        "weighted" Error weighted,
+        "rrf" Error rrf,
+    });
+    fn init() -> Self {
+        ScoreFits {
             bm25: MarginPlatt {
                 a: 0.0,
                 m: 0.0,
@@ -672,27 +655,25 @@ impl FromJson for ScoreFits {
             dense: None,
             weighted: None,
             rrf: None,
-        };
-        j.obj(f)?.fill(&FIELDS, &mut r)?;
-        Ok(r)
+        }
     }
 }
+crate::json::record_json!(ScoreFits);
 
-impl FromJson for Calibration {
-    const WHAT: &'static str = "an object";
-    fn from_json(j: &Json, f: &str) -> Result<Self> {
-        const FIELDS: crate::json::Fields<Calibration> = crate::json::json_fields!(Calibration {
-            "method" Error method,
-            "queries" Error queries,
-            "pairs" Error pairs,
-            "bm25" Error bm25,
-            "dense" Error dense,
-            "weighted" Error weighted,
-            "rrf" Error rrf,
-            "dense_weight" Error dense_weight,
-            "scores" Error scores,
-        });
-        let mut r = Calibration {
+impl crate::json::Record for Calibration {
+    const FIELDS: crate::json::Fields<Calibration> = crate::json::json_fields!(Calibration {
+        "method" Error method,
+        "queries" Error queries,
+        "pairs" Error pairs,
+        "bm25" Error bm25,
+        "dense" Error dense,
+        "weighted" Error weighted,
+        "rrf" Error rrf,
+        "dense_weight" Error dense_weight,
+        "scores" Error scores,
+    });
+    fn init() -> Self {
+        Calibration {
             method: String::new(),
             queries: 0,
             pairs: 0,
@@ -702,11 +683,10 @@ impl FromJson for Calibration {
             rrf: None,
             dense_weight: 0.0,
             scores: None,
-        };
-        j.obj(f)?.fill(&FIELDS, &mut r)?;
-        Ok(r)
+        }
     }
 }
+crate::json::record_json!(Calibration);
 
 impl Manifest {
     /// Parent records stored after the indexed chunks (0 unless `parent-child`).

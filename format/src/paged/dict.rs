@@ -99,21 +99,19 @@ pub struct DictIndex {
     pub pages: Numbered,
 }
 
-impl crate::json::FromJson for DictIndex {
-    const WHAT: &'static str = "an object";
-    fn from_json(j: &crate::json::Json, f: &str) -> Result<Self> {
-        const FIELDS: crate::json::Fields<DictIndex> = crate::json::json_fields!(DictIndex {
-            "keys" Error keys,
-            "pages" Error pages,
-        });
-        let mut r = DictIndex {
+impl crate::json::Record for DictIndex {
+    const FIELDS: crate::json::Fields<DictIndex> = crate::json::json_fields!(DictIndex {
+        "keys" Error keys,
+        "pages" Error pages,
+    });
+    fn init() -> Self {
+        DictIndex {
             keys: Vec::new(),
             pages: Numbered::default(),
-        };
-        j.obj(f)?.fill(&FIELDS, &mut r)?;
-        Ok(r)
+        }
     }
 }
+crate::json::record_json!(DictIndex);
 
 /// A long list's place in the postings stream, as a dictionary index page gives it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -249,97 +249,91 @@ impl UnicodeRoot {
     }
 }
 
-impl crate::json::FromJson for UnicodeRoot {
-    const WHAT: &'static str = "an object";
-    fn from_json(j: &crate::json::Json, f: &str) -> Result<Self> {
-        const FIELDS: crate::json::Fields<UnicodeRoot> = crate::json::json_fields!(UnicodeRoot {
-            "nfkc" Error nfkc,
-            "t2s" Error t2s,
-        });
-        let mut r = UnicodeRoot {
+impl crate::json::Record for UnicodeRoot {
+    const FIELDS: crate::json::Fields<UnicodeRoot> = crate::json::json_fields!(UnicodeRoot {
+        "nfkc" Error nfkc,
+        "t2s" Error t2s,
+    });
+    fn init() -> Self {
+        UnicodeRoot {
             nfkc: String::new(),
             t2s: String::new(),
-        };
-        j.obj(f)?.fill(&FIELDS, &mut r)?;
-        Ok(r)
+        }
     }
 }
+crate::json::record_json!(UnicodeRoot);
 
-impl crate::json::FromJson for Numbered {
-    const WHAT: &'static str = "an object";
-    fn from_json(j: &crate::json::Json, f: &str) -> Result<Self> {
-        const FIELDS: crate::json::Fields<Numbered> = crate::json::json_fields!(Numbered {
-            "gen" Error gen,
-            "per_page" Error per_page,
-            "pages" Error pages,
-            "group" Keep group,
-            "gens" Keep gens,
-        });
-        let mut r = Numbered::default();
-        j.obj(f)?.fill(&FIELDS, &mut r)?;
-        Ok(r)
+impl crate::json::Record for Numbered {
+    const FIELDS: crate::json::Fields<Numbered> = crate::json::json_fields!(Numbered {
+        "gen" Error gen,
+        "per_page" Error per_page,
+        "pages" Error pages,
+        "group" Keep group,
+        "gens" Keep gens,
+    });
+    fn init() -> Self {
+        Numbered::default()
     }
 }
+crate::json::record_json!(Numbered);
 
 /// The entry's `pages` (`crate::json`), as the serde attributes above say: read into a default
 /// value through one table (`Obj::fill`; sixth and ninth rounds of docs/design/wasm-size.md).
-impl crate::json::FromJson for PagesRoot {
-    const WHAT: &'static str = "an object";
-    fn from_json(j: &crate::json::Json, f: &str) -> Result<Self> {
-        #[cfg(feature = "dense")]
-        const FIELDS: crate::json::Fields<PagesRoot> = crate::json::json_fields!(PagesRoot {
-            "dict_keys" Error dict_keys,
-            "dict_index" Error dict_index,
-            "dict" Error dict,
-            "postings" Error postings,
-            "typo" Error typo,
-            "total_doc_len" Error total_doc_len,
-            "chunks" Error chunks,
-            "records" Error records,
-            "columns" Error columns,
-            "hanja_keys" Keep hanja_keys,
-            "hanja" Error hanja,
-            "vectors" Error vectors,
-            "dim" Keep dim,
-            "sources" Error sources,
-            "expand_keys" Keep expand_keys,
-            "expand" Error expand,
-            "query_model" Error query_model,
-            "ivf" Error ivf,
-            "unicode" Error unicode,
-            "buckets" Error buckets,
-            "expand_buckets" Error expand_buckets,
-        });
-        // Dense-only parts (`query_model`, `ivf`): not read by a build without feature
-        // `dense` (the browser's BM25 engine), which never uses them; its `PagesRoot` has
-        // them `None` (the default).
-        #[cfg(not(feature = "dense"))]
-        const FIELDS: crate::json::Fields<PagesRoot> = crate::json::json_fields!(PagesRoot {
-            "dict_keys" Error dict_keys,
-            "dict_index" Error dict_index,
-            "dict" Error dict,
-            "postings" Error postings,
-            "typo" Error typo,
-            "total_doc_len" Error total_doc_len,
-            "chunks" Error chunks,
-            "records" Error records,
-            "columns" Error columns,
-            "hanja_keys" Keep hanja_keys,
-            "hanja" Error hanja,
-            "vectors" Error vectors,
-            "dim" Keep dim,
-            "sources" Error sources,
-            "expand_keys" Keep expand_keys,
-            "expand" Error expand,
-            "unicode" Error unicode,
-            "buckets" Error buckets,
-            "expand_buckets" Error expand_buckets,
-        });
-        let mut r = PagesRoot::default();
-        j.obj(f)?.fill(&FIELDS, &mut r)?;
-        Ok(r)
+impl crate::json::Record for PagesRoot {
+    #[cfg(feature = "dense")]
+    const FIELDS: crate::json::Fields<PagesRoot> = crate::json::json_fields!(PagesRoot {
+        "dict_keys" Error dict_keys,
+        "dict_index" Error dict_index,
+        "dict" Error dict,
+        "postings" Error postings,
+        "typo" Error typo,
+        "total_doc_len" Error total_doc_len,
+        "chunks" Error chunks,
+        "records" Error records,
+        "columns" Error columns,
+        "hanja_keys" Keep hanja_keys,
+        "hanja" Error hanja,
+        "vectors" Error vectors,
+        "dim" Keep dim,
+        "sources" Error sources,
+        "expand_keys" Keep expand_keys,
+        "expand" Error expand,
+        "query_model" Error query_model,
+        "ivf" Error ivf,
+        "unicode" Error unicode,
+        "buckets" Error buckets,
+        "expand_buckets" Error expand_buckets,
+    });
+    // Dense-only parts (`query_model`, `ivf`): not read by a build without feature
+    // `dense` (the browser's BM25 engine), which never uses them; its `PagesRoot` has
+    // them `None` (the default).
+    #[cfg(not(feature = "dense"))]
+    const FIELDS: crate::json::Fields<PagesRoot> = crate::json::json_fields!(PagesRoot {
+        "dict_keys" Error dict_keys,
+        "dict_index" Error dict_index,
+        "dict" Error dict,
+        "postings" Error postings,
+        "typo" Error typo,
+        "total_doc_len" Error total_doc_len,
+        "chunks" Error chunks,
+        "records" Error records,
+        "columns" Error columns,
+        "hanja_keys" Keep hanja_keys,
+        "hanja" Error hanja,
+        "vectors" Error vectors,
+        "dim" Keep dim,
+        "sources" Error sources,
+        "expand_keys" Keep expand_keys,
+        "expand" Error expand,
+        "unicode" Error unicode,
+        "buckets" Error buckets,
+        "expand_buckets" Error expand_buckets,
+    });
+    fn init() -> Self {
+        PagesRoot::default()
     }
 }
+crate::json::record_json!(PagesRoot);
 
 /// What [`write_pages`] lays out: a bundle's parts as the builder holds them.
 pub struct Parts<'a> {
