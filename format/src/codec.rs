@@ -104,8 +104,8 @@ impl<'a> Reader<'a> {
                 0,
                 format!(
                     "bad magic {}, expected {}",
-                    crate::quote::Quoted(&String::from_utf8_lossy(m)),
-                    crate::quote::Quoted(&String::from_utf8_lossy(magic))
+                    crate::quote::QuotedBytes(m),
+                    crate::quote::QuotedBytes(magic)
                 ),
             ));
         }

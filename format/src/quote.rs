@@ -57,6 +57,33 @@ impl fmt::Display for Quoted<'_> {
     }
 }
 
+/// Bytes quoted for an error message (a magic number read from a file): as [`Quoted`] when
+/// they are UTF-8, else between double quotes with printable ASCII as it is and every other
+/// byte as `\xNN` (lowercase hex), as a Rust byte string shows it (without
+/// `String::from_utf8_lossy`, whose UTF-8 chunking was 1.2 kB of the browser's wasm, and
+/// without losing the bytes to U+FFFD).
+#[derive(Clone, Copy)]
+pub struct QuotedBytes<'a>(pub &'a [u8]);
+
+impl fmt::Display for QuotedBytes<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Ok(s) = std::str::from_utf8(self.0) {
+            return Quoted(s).fmt(f);
+        }
+        f.write_str("\"")?;
+        for &b in self.0 {
+            if (b' '..=b'~').contains(&b) && b != b'"' && b != b'\\' {
+                f.write_str(std::str::from_utf8(&[b]).unwrap_or("?"))?;
+            } else {
+                let hex = b"0123456789abcdef";
+                let esc = [b'\\', b'x', hex[(b >> 4) as usize], hex[(b & 15) as usize]];
+                f.write_str(std::str::from_utf8(&esc).unwrap_or("?"))?;
+            }
+        }
+        f.write_str("\"")
+    }
+}
+
 /// True for the characters [`Quoted`] escapes as `\u{…}` (see its doc).
 fn needs_escape(c: char) -> bool {
     matches!(
@@ -75,7 +102,17 @@ fn needs_escape(c: char) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::Quoted;
+    use super::{Quoted, QuotedBytes};
+
+    #[test]
+    fn bytes_quote_as_text_when_utf8_else_as_escapes() {
+        assert_eq!(QuotedBytes(b"JKN1").to_string(), "\"JKN1\"");
+        assert_eq!(QuotedBytes("é\n".as_bytes()).to_string(), "\"é\\n\"");
+        assert_eq!(
+            QuotedBytes(b"J\xff\"\\\x00").to_string(),
+            "\"J\\xff\\x22\\x5c\\x00\""
+        );
+    }
     use proptest::prelude::*;
 
     #[test]

@@ -175,7 +175,7 @@ impl UnicodeTables {
                         Table::Nfkc => "NFKC",
                         Table::T2s => "Traditional → Simplified",
                     },
-                    crate::quote::Quoted(&String::from_utf8_lossy(table.magic()))
+                    crate::quote::QuotedBytes(table.magic())
                 ),
             ));
         }
