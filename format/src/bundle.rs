@@ -585,7 +585,6 @@ pub struct Bundle {
 
 struct PagedState {
     cache: Arc<PageCache>,
-    root: PagesRoot,
     dir: Option<PathBuf>,
     vectors: OnceLock<Vectors>,
     columns: OnceLock<Arc<Columns>>,
@@ -606,7 +605,7 @@ impl Bundle {
     /// True if the bundle has dense vectors (loaded or not).
     pub fn has_vectors(&self) -> bool {
         match &self.paged {
-            Some(p) => p.root.vectors.is_some(),
+            Some(_) => self.pages().is_some_and(|r| r.vectors.is_some()),
             None => self.vectors.is_some(),
         }
     }
@@ -620,13 +619,10 @@ impl Bundle {
         if let Some(v) = p.vectors.get() {
             return Some(v);
         }
-        let root = p.root.vectors.as_ref()?;
-        match crate::paged::assemble_vectors(
-            &p.cache,
-            root,
-            p.root.dim,
-            self.manifest.counts.chunks,
-        ) {
+        let pages = self.pages()?;
+        let root = pages.vectors.as_ref()?;
+        match crate::paged::assemble_vectors(&p.cache, root, pages.dim, self.manifest.counts.chunks)
+        {
             Ok(Some(v)) => {
                 let _ = p.vectors.set(v);
                 p.vectors.get()
@@ -642,14 +638,17 @@ impl Bundle {
         let Some(p) = &self.paged else {
             return Ok(self.vectors.as_ref());
         };
-        let Some(root) = &p.root.vectors else {
+        let Some(pages) = self.pages() else {
+            return Ok(None);
+        };
+        let Some(root) = &pages.vectors else {
             return Ok(None);
         };
         if p.vectors.get().is_none() {
             match crate::paged::assemble_vectors(
                 &p.cache,
                 root,
-                p.root.dim,
+                pages.dim,
                 self.manifest.counts.chunks,
             )? {
                 Some(v) => {
@@ -690,9 +689,10 @@ impl Bundle {
         self.paged.as_ref().map(|p| &p.cache)
     }
 
-    /// The page roots of a paged bundle.
+    /// The page roots of a paged bundle (the manifest's `pages`: one copy of them, not a
+    /// second in the paged state, whose clone was 0.6 kB of the browser's wasm).
     pub fn pages(&self) -> Option<&PagesRoot> {
-        self.paged.as_ref().map(|p| &p.root)
+        self.paged.as_ref().and(self.manifest.pages.as_ref())
     }
 
     /// Installs into the analyzer the Unicode table pages ([`crate::unicode`]) that are in
@@ -704,7 +704,7 @@ impl Bundle {
         let (Some(p), false) = (&self.paged, tables.is_builtin()) else {
             return Ok(());
         };
-        let Some(u) = &p.root.unicode else {
+        let Some(u) = self.pages().and_then(|r| r.unicode.as_ref()) else {
             return Ok(());
         };
         for t in [crate::unicode::Table::Nfkc, crate::unicode::Table::T2s] {
@@ -732,7 +732,7 @@ impl Bundle {
         match self
             .paged
             .as_ref()
-            .and_then(|p| Some((p, p.root.unicode.as_ref()?)))
+            .and_then(|p| Some((p, self.pages()?.unicode.as_ref()?)))
         {
             Some((p, u)) => {
                 for t in missing {
@@ -759,8 +759,11 @@ impl Bundle {
         if let Some(c) = p.columns.get() {
             return Ok(Some(c.clone()));
         }
-        let body = p.cache.require(&p.root.columns)?;
-        let c = Columns::decode(&format!("p/{}", p.root.columns), &body, p.root.records)?;
+        let Some(root) = self.pages() else {
+            return Ok(None);
+        };
+        let body = p.cache.require(&root.columns)?;
+        let c = Columns::decode(&format!("p/{}", root.columns), &body, root.records)?;
         let _ = p.columns.set(Arc::new(c));
         Ok(p.columns.get().cloned())
     }
@@ -828,7 +831,7 @@ impl Bundle {
 
     fn paged_from_entry(bytes: &[u8], dir: Option<PathBuf>) -> Result<Self> {
         let manifest = Manifest::parse_named(bytes, ENTRY_FILE)?;
-        let Some(root) = manifest.pages.clone() else {
+        let Some(root) = manifest.pages.as_ref() else {
             return Err(FormatError::FormatVersion {
                 file: ENTRY_FILE.into(),
                 found: manifest.format_version,
@@ -836,14 +839,14 @@ impl Bundle {
             });
         };
         let n = manifest.counts.chunks;
-        check_root(&root, n, manifest.parents())?;
+        check_root(root, n, manifest.parents())?;
         #[cfg(feature = "dense")]
         if let Some(q) = &root.query_model {
             q.check(manifest.model.as_ref().map(|m| m.sha256.as_str()))?;
         }
         let cache = Arc::new(PageCache::default());
         let lexical = Lexicon::Paged(crate::paged::lexicon(
-            &root,
+            root,
             &cache,
             n,
             manifest.counts.terms,
@@ -892,7 +895,6 @@ impl Bundle {
             hanja,
             paged: Some(PagedState {
                 cache,
-                root,
                 dir,
                 vectors: OnceLock::new(),
                 columns: OnceLock::new(),
@@ -996,9 +998,10 @@ impl Bundle {
     fn open_v2_whole(dir: &Path) -> Result<Self> {
         let paged = Self::open_paged_dir(dir)?;
         let p = paged.paged.as_ref().expect("a format 2 folder opens paged");
-        paged.load_pages(&crate::paged::all_pages(&p.root))?;
+        let root = paged.pages().expect("a format 2 folder has pages");
+        paged.load_pages(&crate::paged::all_pages(root))?;
         let m = &paged.manifest;
-        let w = crate::paged::whole_parts(&p.root, &p.cache, m.counts.chunks, m.counts.terms)?;
+        let w = crate::paged::whole_parts(root, &p.cache, m.counts.chunks, m.counts.terms)?;
         let mut manifest = paged.manifest.clone();
         manifest.sources = w.sources;
         let entry = |b: &[u8]| FileEntry {
