@@ -51,7 +51,9 @@ fn stored(list: &[(u32, u32, u32)]) -> usize {
     if raw.len() <= 1024 {
         return 0; // inline in its dictionary entry: comes with the bucket page
     }
-    raw.chunks(4096).map(|c| encode(Kind::Postings, c).bytes.len()).sum()
+    raw.chunks(4096)
+        .map(|c| encode(Kind::Postings, c).bytes.len())
+        .sum()
 }
 
 struct Seg {
@@ -78,7 +80,9 @@ fn pct(v: &mut [f64], p: f64) -> f64 {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.len() < 2 {
-        return Err("usage: sim_segments BUNDLE QUERIES.jsonl [LIMIT] [LAYOUTS] [BUDGETS] [RESCORE]".into());
+        return Err(
+            "usage: sim_segments BUNDLE QUERIES.jsonl [LIMIT] [LAYOUTS] [BUDGETS] [RESCORE]".into(),
+        );
     }
     let dir = std::path::Path::new(&args[0]);
     let limit: usize = args.get(2).map(|s| s.parse()).transpose()?.unwrap_or(50);
@@ -215,8 +219,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     while i < order.len() {
                         let j = (i + size).min(order.len());
                         let bound = order[i].0;
-                        let mut p: Vec<(u32, u32, u32)> =
-                            order[i..j].iter().map(|&(_, d, tf, dl)| (d, tf, dl)).collect();
+                        let mut p: Vec<(u32, u32, u32)> = order[i..j]
+                            .iter()
+                            .map(|&(_, d, tf, dl)| (d, tf, dl))
+                            .collect();
                         p.sort_unstable();
                         let mut raw = Vec::new();
                         let mut prev = 0;
@@ -226,7 +232,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                             varint(&mut raw, dl);
                             prev = d;
                         }
-                        let bytes = raw.chunks(4096).map(|c| encode(Kind::Postings, c).bytes.len()).sum();
+                        let bytes = raw
+                            .chunks(4096)
+                            .map(|c| encode(Kind::Postings, c).bytes.len())
+                            .sum();
                         segs.push(Seg {
                             bytes,
                             raw: raw.len(),
@@ -279,7 +288,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             })
         };
         // Check: our exhaustive replay equals the engine's top 10.
-        let plain = search::top_k(touched.iter().map(|&d| (d, full[d as usize])).collect(), PHRASE_DEPTH.max(10));
+        let plain = search::top_k(
+            touched.iter().map(|&d| (d, full[d as usize])).collect(),
+            PHRASE_DEPTH.max(10),
+        );
         let mut fin = Vec::new();
         for &(d, s) in &plain {
             fin.push((d, s + phrase(d)?));
@@ -307,7 +319,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         for &(d, _) in exact_top.iter() {
             pages.insert(d / per_page);
         }
-        today_chunks.push(pages.iter().map(|p| cbytes.get(p).copied().unwrap_or(0)).sum::<usize>() as f64 / 1000.0);
+        today_chunks.push(
+            pages
+                .iter()
+                .map(|p| cbytes.get(p).copied().unwrap_or(0))
+                .sum::<usize>() as f64
+                / 1000.0,
+        );
         for &(s0, ratio, min_kb) in &layouts {
             let key = format!("{s0}:{ratio}:{min_kb}");
             for &budget in &budgets {
@@ -327,8 +345,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
                 if std::env::var("SIM_RARE").is_ok() {
                     // Whole lists first, ascending size (the rarest terms complete), then by w·bound.
-                    let size = |i: usize| terms_cache[&qts[i].0].segs[&key].iter().map(|s| s.raw).sum::<usize>();
-                    let mut order: Vec<usize> = (0..qts.len()).filter(|&i| !terms_cache[&qts[i].0].segs[&key].is_empty()).collect();
+                    let size = |i: usize| {
+                        terms_cache[&qts[i].0].segs[&key]
+                            .iter()
+                            .map(|s| s.raw)
+                            .sum::<usize>()
+                    };
+                    let mut order: Vec<usize> = (0..qts.len())
+                        .filter(|&i| !terms_cache[&qts[i].0].segs[&key].is_empty())
+                        .collect();
                     order.sort_by_key(|&i| (size(i), i));
                     let mut boost = vec![0.0f32; qts.len()];
                     let mut acc_raw = 0usize;
@@ -346,7 +371,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         }
                     }
                 }
-                items.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap().then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+                items.sort_by(|a, b| {
+                    b.0.partial_cmp(&a.0)
+                        .unwrap()
+                        .then(a.1.cmp(&b.1))
+                        .then(a.2.cmp(&b.2))
+                });
                 let mut next = vec![0usize; qts.len()];
                 let mut stop = vec![false; qts.len()];
                 let mut read = vec![0usize; qts.len()]; // segments read per term
@@ -409,7 +439,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     }
                     search::top_k(
                         lb.into_iter()
-                            .map(|(d, x)| (d, x + total_residual - seen_in.get(&d).copied().unwrap_or(0.0)))
+                            .map(|(d, x)| {
+                                (
+                                    d,
+                                    x + total_residual - seen_in.get(&d).copied().unwrap_or(0.0),
+                                )
+                            })
                             .collect(),
                         PHRASE_DEPTH.max(10),
                     )
@@ -417,7 +452,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     search::top_k(lb.into_iter().collect(), PHRASE_DEPTH.max(10))
                 };
                 for &x in &rescores {
-                    let e = acc.entry((layouts.iter().position(|l| *l == (s0, ratio, min_kb)).unwrap(), budget, x)).or_default();
+                    let e = acc
+                        .entry((
+                            layouts
+                                .iter()
+                                .position(|l| *l == (s0, ratio, min_kb))
+                                .unwrap(),
+                            budget,
+                            x,
+                        ))
+                        .or_default();
                     let (top, chunk_kb) = if all {
                         // everything read: today's algorithm, today's chunk pages
                         (fin.clone(), *today_chunks.last().unwrap())
@@ -431,12 +475,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         }
                         (
                             search::top_k(scored, 10),
-                            pg.iter().map(|p| cbytes.get(p).copied().unwrap_or(0)).sum::<usize>() as f64 / 1000.0,
+                            pg.iter()
+                                .map(|p| cbytes.get(p).copied().unwrap_or(0))
+                                .sum::<usize>() as f64
+                                / 1000.0,
                         )
                     };
                     let inter = top.iter().filter(|h| exact_set.contains(&h.0)).count();
                     // Tie-aware: hits whose exact score reaches the exact 10th (ties count).
-                    let exact_score = |d: u32| -> Result<f32, Box<dyn std::error::Error>> { Ok(full[d as usize] + phrase(d)?) };
+                    let exact_score = |d: u32| -> Result<f32, Box<dyn std::error::Error>> {
+                        Ok(full[d as usize] + phrase(d)?)
+                    };
                     let tenth = exact_top.last().map_or(0.0, |x| x.1);
                     let mut reach = 0usize;
                     let mut sum = 0.0f64;
@@ -449,23 +498,50 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     }
                     let esum: f64 = exact_top.iter().map(|x| x.1 as f64).sum();
                     e.5 += if esum > 0.0 { sum / esum } else { 1.0 };
-                    e.6 += if exact_top.is_empty() { 1.0 } else { reach as f64 / exact_top.len() as f64 };
+                    e.6 += if exact_top.is_empty() {
+                        1.0
+                    } else {
+                        reach as f64 / exact_top.len() as f64
+                    };
                     if top.first().map(|x| x.0) == exact_top.first().map(|x| x.0) {
                         e.7 += 1;
                     }
-                    if std::env::var("SIM_DIAG").is_ok() && x == rescores[0] && budget == budgets[0] {
+                    if std::env::var("SIM_DIAG").is_ok() && x == rescores[0] && budget == budgets[0]
+                    {
                         let pos: Vec<String> = exact_top
                             .iter()
-                            .map(|(d, _)| ranked.iter().position(|r| r.0 == *d).map_or("-".into(), |p| p.to_string()))
+                            .map(|(d, _)| {
+                                ranked
+                                    .iter()
+                                    .position(|r| r.0 == *d)
+                                    .map_or("-".into(), |p| p.to_string())
+                            })
                             .collect();
                         let tinfo: Vec<String> = qts
                             .iter()
                             .enumerate()
-                            .map(|(i, (t, w, ex))| format!("{t}{}:df{}:w{:.2}:r{}/{}", if *ex { "" } else { "*" }, terms_cache[t].list.len(), w, read[i], terms_cache[t].segs[&key].len()))
+                            .map(|(i, (t, w, ex))| {
+                                format!(
+                                    "{t}{}:df{}:w{:.2}:r{}/{}",
+                                    if *ex { "" } else { "*" },
+                                    terms_cache[t].list.len(),
+                                    w,
+                                    read[i],
+                                    terms_cache[t].segs[&key].len()
+                                )
+                            })
                             .collect();
-                        eprintln!("\nQ {text} | exact top10 lb ranks {pos:?} | scores {:?} | {}", exact_top.iter().map(|x| x.1).collect::<Vec<_>>(), tinfo.join(" "));
+                        eprintln!(
+                            "\nQ {text} | exact top10 lb ranks {pos:?} | scores {:?} | {}",
+                            exact_top.iter().map(|x| x.1).collect::<Vec<_>>(),
+                            tinfo.join(" ")
+                        );
                     }
-                    e.0 += if exact_top.is_empty() { 1.0 } else { inter as f64 / exact_top.len() as f64 };
+                    e.0 += if exact_top.is_empty() {
+                        1.0
+                    } else {
+                        inter as f64 / exact_top.len() as f64
+                    };
                     if top == exact_top {
                         e.1 += 1;
                     }
