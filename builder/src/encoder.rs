@@ -15,14 +15,15 @@
 //! Both tokenize with the model's `tokenizer.json` (`jikji_embed::EmbedTokenizer`), so token
 //! counts and truncation are identical.
 //!
-//! On a CPU with AMX the pack's encoder can multiply in bf16 ([`Isa::Amx`]: ~2.5× fewer CPU
-//! seconds; cosine ≥ 0.9999 to tract, not ~1 − 1e-7), **only when asked**:
-//! `JIKJI_PASSAGE_ISA=amx` ([`PASSAGE_ISA_ENV`]). Not by default, because its vectors reorder
-//! near-tied neighbours in the top 10 against the f32 engines' (`docs/design/passage-bf16.md`,
-//! "Session 21": 619 of 1,190 xquad-en queries keep an identical top 10; `tests/ray_embed.rs`
-//! fails with it). Its vectors are another **numeric path** ([`Encoder::numerics`]), which the
-//! vector cache's keys carry so that one cache never mixes the two
-//! ([`crate::vector_cache::cache_key`]).
+//! On a CPU with AMX (Intel Sapphire Rapids and later) the pack's encoder multiplies in bf16 by
+//! default ([`Isa::Amx`]: ~2.5× fewer CPU seconds than f32, a cold build of the books in 135 s
+//! instead of 421 s; cosine ≥ 0.9999 to tract, not ~1 − 1e-7). Its vectors can reorder near-tied
+//! neighbours in the top 10 against the f32 engines' (`docs/design/passage-bf16.md`, "Session
+//! 21": top 1 equal for 1,186 of 1,190 xquad-en queries, 619 keep an identical top 10), so
+//! `JIKJI_PASSAGE_ISA=f32` ([`PASSAGE_ISA_ENV`]) asks for the f32 path that onnxruntime's
+//! vectors (`jikji build --vectors`) match. The two are different **numeric paths**
+//! ([`Encoder::numerics`]), which the vector cache's keys carry so that one cache never mixes
+//! them ([`crate::vector_cache::cache_key`]).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -96,16 +97,16 @@ pub const ENCODER_ENV: &str = "JIKJI_ENCODER";
 /// `JIKJI_PASSAGE_ISA=amx|avx512|avx2|portable|f32|best` picks the pack encoder's kernel
 /// ([`Isa`]; `f32` = the best f32 kernel the CPU has, `best` = the best kernel, AMX's bf16
 /// included, [`Isa::detect`]); a kernel the CPU lacks falls back to the best it has
-/// ([`Isa::resolve`]). Unset or empty: `f32` (module docs: why bf16 is opt-in).
+/// ([`Isa::resolve`]). Unset or empty: `best` (module docs: when to ask for `f32`).
 pub const PASSAGE_ISA_ENV: &str = "JIKJI_PASSAGE_ISA";
 
 /// The kernel the pack's encoder runs with in this process ([`PASSAGE_ISA_ENV`]).
 /// Errors: an unknown value ([`BuildError::BadEnv`]).
 pub fn passage_isa() -> Result<Isa> {
     match std::env::var(PASSAGE_ISA_ENV) {
-        Err(_) => Ok(Isa::resolve(Isa::Avx512)),
-        Ok(v) if v.is_empty() || v == "f32" => Ok(Isa::resolve(Isa::Avx512)),
-        Ok(v) if v == "best" => Ok(Isa::detect()),
+        Err(_) => Ok(Isa::detect()),
+        Ok(v) if v.is_empty() || v == "best" => Ok(Isa::detect()),
+        Ok(v) if v == "f32" => Ok(Isa::resolve(Isa::Avx512)),
         Ok(v) => match Isa::parse(&v) {
             Some(i) => Ok(Isa::resolve(i)),
             None => Err(BuildError::BadEnv {

@@ -3,7 +3,10 @@
 //! `target/ray-venv` on first use) → `jikji build --vectors`. The imported bundle's vectors are
 //! checked against Jikji's own embedding of the same chunks (cosine ≥ 0.999 each) and its search
 //! results (identical top 10 in every mode); and `--vectors` files that do not match the
-//! build are refused, naming the field.
+//! build are refused, naming the field. Jikji's own side embeds on its f32 path
+//! (`JIKJI_PASSAGE_ISA=f32`), the numeric path onnxruntime's vectors share: on a CPU with AMX
+//! the default bf16 kernel agrees to cosine ≥ 0.9999 but can swap near-tied neighbours
+//! (`query-model/tests/agree.rs` checks that kernel against tract).
 
 mod common;
 
@@ -35,6 +38,7 @@ const QUERIES: &[&str] = &[
 fn jikji(args: &[&dyn AsRef<std::ffi::OsStr>]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_jikji"))
         .args(args)
+        .env(jikji_builder::encoder::PASSAGE_ISA_ENV, "f32")
         .output()
         .unwrap()
 }

@@ -349,6 +349,9 @@ pub struct FetchStats {
     pub pages: usize,
     /// Bytes of those pages as stored (what a browser transfers).
     pub bytes: u64,
+    /// Per round, in order: the page kinds read and how many of each, e.g. `b:8 y:5`
+    /// (which pages wait for which).
+    pub per_round: Vec<String>,
 }
 
 impl Engine {
@@ -955,6 +958,17 @@ impl Engine {
             #[cfg(not(target_arch = "wasm32"))]
             if native {
                 let sizes = self.bundle.load_pages(&missing)?;
+                let mut kinds = std::collections::BTreeMap::<&str, usize>::new();
+                for name in &missing {
+                    *kinds.entry(&name[..1]).or_default() += 1;
+                }
+                stats.per_round.push(
+                    kinds
+                        .iter()
+                        .map(|(k, n)| format!("{k}:{n}"))
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                );
                 for (name, n) in missing.iter().zip(sizes) {
                     let e = stats.by_kind.entry(name[..1].to_string()).or_default();
                     e.0 += 1;

@@ -168,11 +168,12 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
                 .map(|(k, (n, b))| format!("{k}:{n}/{b}"))
                 .collect();
             eprintln!(
-                "fetch: rounds {} pages {} bytes {} [{}] ({q})",
+                "fetch: rounds {} pages {} bytes {} [{}] ({q}) rounds: [{}]",
                 f.rounds,
                 f.pages,
                 f.bytes,
-                kinds.join(" ")
+                kinds.join(" "),
+                f.per_round.join("] [")
             );
         }
         fetched.push(f.bytes);
