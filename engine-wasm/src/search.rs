@@ -270,7 +270,10 @@ pub fn query_terms(lex: &Lexical, query: &str) -> Result<Vec<QueryTerm>> {
             let mut terms = a.analyze(&w.iter().collect::<String>());
             jikji_format::sort::sort(&mut terms);
             terms.dedup();
-            let wt = (terms.len().max(1) as f32).powf(-lex.expansion.hangul_norm);
+            // n^(-h) as exp(-h·ln n): the browser's wasm already carries expf and logf, and
+            // powf was 1.6 kB more of it (issue 12, ninth round of docs/design/wasm-size.md);
+            // within an ulp or two of powf, the same natively and in wasm.
+            let wt = (-lex.expansion.hangul_norm * (terms.len().max(1) as f32).ln()).exp();
             for t in terms {
                 match word_weight.iter_mut().find(|(k, _)| *k == t) {
                     Some((_, e)) => *e = e.max(wt),
