@@ -6,8 +6,8 @@
 //! serde_json escapes them (`"`, `\`, and control characters: `\b \t \n \f \r`, else
 //! `\u00xx` in lowercase hex; nothing else), floats as serde_json writes them (the `zmij`
 //! crate's shortest round-trip digits, which serde_json uses; NaN and infinities as
-//! `null`), an `f32` inside a `serde_json::Value` (the summary's calibration) widened to
-//! `f64` first, as `serde_json::json!` does.
+//! `null`); the summary's calibration floats are `f32` digits too, where `serde_json::json!`
+//! widened them to `f64` first (the same numbers once read back as `f32`).
 
 use jikji_format::paged::CacheStats;
 use jikji_format::{Calibration, ChunkRecord, Manifest, MarginPlatt, ModelInfo, Platt};
@@ -48,15 +48,6 @@ pub fn string(out: &mut String, s: &str) {
 
 /// Appends an `f32` as serde_json writes one (`null` if not finite).
 pub fn f32(out: &mut String, v: f32) {
-    if v.is_finite() {
-        out.push_str(zmij::Buffer::new().format_finite(v));
-    } else {
-        out.push_str("null");
-    }
-}
-
-/// Appends an `f64` as serde_json writes one (`null` if not finite).
-pub fn f64(out: &mut String, v: f64) {
     if v.is_finite() {
         out.push_str(zmij::Buffer::new().format_finite(v));
     } else {
@@ -345,25 +336,29 @@ pub fn cache_stats(s: &CacheStats) -> String {
     out
 }
 
-// The summary is a `serde_json::Value`: objects with sorted keys, f32 widened to f64.
+// The summary was a `serde_json::Value`: objects with sorted keys. Its calibration floats are
+// written as the `f32`s they are (shortest digits that read back as that `f32`, as in the
+// entry), not widened to `f64` as `serde_json::json!` wrote them: the same numbers once read
+// back as `f32`, and no `f64` formatter in the browser's wasm (~0.8 kB gzip: issue 12, ninth
+// round of docs/design/wasm-size.md).
 
 fn platt(out: &mut String, p: &Platt) {
     out.push('{');
     key(out, "a");
-    f64(out, p.a.into());
+    f32(out, p.a);
     key(out, "b");
-    f64(out, p.b.into());
+    f32(out, p.b);
     out.push('}');
 }
 
 fn margin_platt(out: &mut String, p: &MarginPlatt) {
     out.push('{');
     key(out, "a");
-    f64(out, p.a.into());
+    f32(out, p.a);
     key(out, "b");
-    f64(out, p.b.into());
+    f32(out, p.b);
     key(out, "m");
-    f64(out, p.m.into());
+    f32(out, p.m);
     out.push('}');
 }
 
@@ -376,7 +371,7 @@ fn calibration(out: &mut String, c: &Calibration) {
         platt(out, p);
     }
     key(out, "dense_weight");
-    f64(out, c.dense_weight.into());
+    f32(out, c.dense_weight);
     key(out, "method");
     string(out, &c.method);
     key(out, "pairs");
@@ -601,6 +596,52 @@ mod tests {
         .to_string()
     }
 
+    /// The calibration's floats of a summary, each as the bits of the `f32` it reads back
+    /// as (so `serde_json::json!`'s widened `f64`s and our `f32` digits compare equal).
+    fn narrow_calibration(v: &mut serde_json::Value) {
+        fn narrow(v: &mut serde_json::Value) {
+            match v {
+                serde_json::Value::Number(n) if n.is_f64() => {
+                    *v = ((n.as_f64().unwrap() as f32).to_bits()).into();
+                }
+                serde_json::Value::Object(o) => o.values_mut().for_each(narrow),
+                serde_json::Value::Array(a) => a.iter_mut().for_each(narrow),
+                _ => {}
+            }
+        }
+        if let Some(c) = v.get_mut("calibration") {
+            narrow(c);
+        }
+    }
+
+    /// `ours` is `by_serde` but for the calibration's floats, written as the shortest
+    /// digits of their `f32` (what `jikji.json` holds) where serde widened them to `f64`.
+    fn assert_same_summary(ours: &str, by_serde: &str, path: &str) {
+        let mut a: serde_json::Value = serde_json::from_str(ours).unwrap();
+        let mut b: serde_json::Value = serde_json::from_str(by_serde).unwrap();
+        // Every float of ours is an f32's shortest text: serde's f32 writer gives it back.
+        fn floats(v: &serde_json::Value, out: &mut Vec<f64>) {
+            match v {
+                serde_json::Value::Number(n) if n.is_f64() => out.push(n.as_f64().unwrap()),
+                serde_json::Value::Object(o) => o.values().for_each(|v| floats(v, out)),
+                serde_json::Value::Array(a) => a.iter().for_each(|v| floats(v, out)),
+                _ => {}
+            }
+        }
+        let mut fs = Vec::new();
+        floats(&a["calibration"], &mut fs);
+        for f in fs {
+            let text = serde_json::to_string(&(f as f32)).unwrap();
+            assert!(
+                ours.contains(&format!(":{text},")) || ours.contains(&format!(":{text}}}")),
+                "{path}: {text} (f32 digits) not in {ours}"
+            );
+        }
+        narrow_calibration(&mut a);
+        narrow_calibration(&mut b);
+        assert_eq!(a, b, "{path}");
+    }
+
     #[test]
     fn summaries_are_written_as_serde_json_wrote_them() {
         let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/../format/tests/compat");
@@ -614,11 +655,11 @@ mod tests {
             let mut m = Manifest::parse_named(&bytes, path).unwrap();
             seen_files |= !m.files.is_empty();
             for vectors in [false, true] {
-                assert_eq!(
-                    summary(&m, vectors),
-                    summary_by_serde(&m, vectors),
-                    "{path}"
-                );
+                assert_same_summary(&summary(&m, vectors), &summary_by_serde(&m, vectors), path);
+                // Without a calibration, byte for byte serde_json's.
+                let cal = m.calibration.take();
+                assert_eq!(summary(&m, vectors), summary_by_serde(&m, vectors), "{path}");
+                m.calibration = cal;
             }
             // Every optional fit present, odd floats, a file name to escape.
             let c = m.calibration.get_or_insert_with(|| Calibration {
@@ -652,11 +693,7 @@ mod tests {
                     bytes: u64::MAX,
                 },
             );
-            assert_eq!(
-                summary(&m, true),
-                summary_by_serde(&m, true),
-                "{path}, every field"
-            );
+            assert_same_summary(&summary(&m, true), &summary_by_serde(&m, true), path);
         }
         assert!(seen_files, "the v1 fixture lists its files");
     }
