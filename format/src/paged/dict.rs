@@ -781,8 +781,10 @@ pub struct PagedLexicon {
     buckets: Option<Numbered>,
     expand_buckets: Option<Numbered>,
     /// Entries of expansion candidates read from loaded expansion buckets, so that a
-    /// candidate needs no bucket of its own (at most [`OVERLAY_MAX`]; cleared when full).
-    overlay: std::sync::Mutex<crate::hash::Map<String, super::bucket::Entry>>,
+    /// candidate needs no bucket of its own (at most [`OVERLAY_MAX`]; cleared when full),
+    /// sorted by term, one per term: a sorted list rather than a hash map (a map type was
+    /// ~0.6 kB gzip of the browser's wasm: issue 12, ninth round of docs/design/wasm-size.md).
+    overlay: std::sync::Mutex<Vec<super::bucket::Entry>>,
 }
 
 /// Most expansion candidates' entries a [`PagedLexicon`] keeps between lookups (each holds
@@ -857,7 +859,7 @@ impl PagedLexicon {
         self.expand_buckets.is_some()
     }
 
-    fn overlay(&self) -> std::sync::MutexGuard<'_, crate::hash::Map<String, super::bucket::Entry>> {
+    fn overlay(&self) -> std::sync::MutexGuard<'_, Vec<super::bucket::Entry>> {
         self.overlay.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -889,9 +891,11 @@ impl PagedLexicon {
             overlay.clear();
         }
         let terms = found.iter().map(|e| e.term.clone()).collect();
-        for e in found {
-            overlay.insert(e.term.clone(), e);
-        }
+        overlay.extend(found);
+        // A term of two keys' candidates has the same entry (its own df and postings) in
+        // both: keep one.
+        crate::sort::sort_by(&mut overlay, |a, b| a.term.cmp(&b.term));
+        overlay.dedup_by(|a, b| a.term == b.term);
         Ok(Some(terms))
     }
 
@@ -959,8 +963,11 @@ impl PagedLexicon {
     }
 
     fn place(&self, term: &str, record: bool) -> Result<Place> {
-        if let Some(e) = self.overlay().get(term) {
-            return Ok(Place::Entry(e.clone()));
+        {
+            let overlay = self.overlay();
+            if let Ok(i) = overlay.binary_search_by(|e| e.term.as_str().cmp(term)) {
+                return Ok(Place::Entry(overlay[i].clone()));
+            }
         }
         let Some(name) = self.bucket_name(term) else {
             return self.sorted_place(term, record);

@@ -1177,6 +1177,8 @@ impl Chunks {
 
     /// Asks for the page of record `doc` without decoding it: a paged store records its
     /// page as missing if it is not loaded (so it comes in this round). No-op otherwise.
+    // Without feature `v1` a store is always paged.
+    #[cfg_attr(not(feature = "v1"), allow(irrefutable_let_patterns))]
     pub fn touch(&self, doc: u32) {
         if let Chunks::Paged(p) = self {
             if (doc as usize) < p.len {
