@@ -114,12 +114,16 @@ impl HanjaMap {
         let mut prefix = vec![tag];
         let mut buf = [0u8; 4];
         prefix.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
-        let mut upper = prefix.clone();
-        upper.push(0xFF);
+        let n = prefix.len();
         let mut out = Vec::new();
-        let mut s = self.set.range().ge(&prefix).lt(&upper).into_stream();
+        // The keys under the prefix, through the one automaton type of the engine's fst
+        // searches (crate::lev::Keys: smaller in wasm than a range stream besides it).
+        let mut s = self
+            .set
+            .search(crate::lev::Keys::Prefix(prefix))
+            .into_stream();
         while let Some(k) = s.next() {
-            if let Ok(rest) = std::str::from_utf8(&k[prefix.len()..]) {
+            if let Ok(rest) = std::str::from_utf8(&k[n..]) {
                 out.extend(rest.chars().next());
             }
         }

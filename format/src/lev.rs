@@ -136,6 +136,67 @@ impl Automaton for Lev {
     }
 }
 
+/// The keys an fst search of the engine reads — within a Levenshtein distance ([`Lev`]: the
+/// typo pages) or under a prefix (the Hanja pages' `tag + character` lookups) — as one
+/// automaton type, so that the browser's wasm holds one copy of fst's stream code rather
+/// than one per automaton (~1 kB gzip: issue 12, ninth round of docs/design/wasm-size.md).
+#[derive(Debug, Clone)]
+pub enum Keys {
+    /// The keys [`Lev`] accepts.
+    Lev(Lev),
+    /// Every key that starts with these bytes (the keys of a range `≥ prefix`, `< prefix`
+    /// followed by a byte above every byte of UTF-8).
+    Prefix(Vec<u8>),
+}
+
+/// A state of [`Keys`]: [`Lev`]'s, or the number of prefix bytes matched (`None`: a key
+/// that left the prefix).
+#[derive(Debug, Clone)]
+pub enum KeysState {
+    /// [`Lev`]'s state.
+    Lev(LevState),
+    /// Prefix bytes matched so far.
+    Prefix(Option<usize>),
+}
+
+impl Automaton for Keys {
+    type State = KeysState;
+
+    fn start(&self) -> KeysState {
+        match self {
+            Keys::Lev(l) => KeysState::Lev(l.start()),
+            Keys::Prefix(_) => KeysState::Prefix(Some(0)),
+        }
+    }
+
+    fn is_match(&self, s: &KeysState) -> bool {
+        match (self, s) {
+            (Keys::Lev(l), KeysState::Lev(s)) => l.is_match(s),
+            (Keys::Prefix(p), KeysState::Prefix(Some(i))) => *i == p.len(),
+            _ => false,
+        }
+    }
+
+    fn can_match(&self, s: &KeysState) -> bool {
+        match (self, s) {
+            (Keys::Lev(l), KeysState::Lev(s)) => l.can_match(s),
+            (Keys::Prefix(_), KeysState::Prefix(i)) => i.is_some(),
+            _ => false,
+        }
+    }
+
+    fn accept(&self, s: &KeysState, byte: u8) -> KeysState {
+        match (self, s) {
+            (Keys::Lev(l), KeysState::Lev(s)) => KeysState::Lev(l.accept(s, byte)),
+            (Keys::Prefix(p), KeysState::Prefix(Some(i))) => KeysState::Prefix(match p.get(*i) {
+                None => Some(*i),
+                Some(&b) => (b == byte).then_some(i + 1),
+            }),
+            _ => KeysState::Prefix(None),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,6 +219,41 @@ mod tests {
         let set = fst::Set::from_iter(keys).unwrap();
         let theirs = keys_of(&set, fst::automaton::Levenshtein::new(query, d).unwrap());
         (keys_of(&set, Lev::new(query, d)), theirs)
+    }
+
+    #[test]
+    fn keys_equal_lev_and_prefix_keys_equal_a_range() {
+        let mut keys: Vec<Vec<u8>> = [
+            "h가佳", "h가假", "h가", "h각各", "c佳가", "c佳", "hamlet", "hamlat", "h",
+        ]
+        .iter()
+        .map(|k| k.as_bytes().to_vec())
+        .collect();
+        keys.push(vec![b'h', 0xEA, 0xB0, 0x80, 0xFF]);
+        keys.sort();
+        let set = fst::Set::from_iter(keys).unwrap();
+        for prefix in ["h가", "h", "c佳", "", "x", "hamlet", "h각各x"] {
+            let p = prefix.as_bytes().to_vec();
+            let mut upper = p.clone();
+            upper.push(0xFF);
+            let mut range = Vec::new();
+            let mut s = set.range().ge(&p).lt(&upper).into_stream();
+            while let Some(k) = s.next() {
+                range.push(k.to_vec());
+            }
+            if p.is_empty() {
+                // `< [0xFF]` leaves out keys from 0xFF on; the prefix "" takes every key.
+                assert_eq!(keys_of(&set, Keys::Prefix(p)).len(), set.len());
+                continue;
+            }
+            assert_eq!(keys_of(&set, Keys::Prefix(p)), range, "prefix {prefix:?}");
+        }
+        for (q, d) in [("hamlet", 1), ("h가", 1), ("", 2)] {
+            assert_eq!(
+                keys_of(&set, Keys::Lev(Lev::new(q, d))),
+                keys_of(&set, Lev::new(q, d))
+            );
+        }
     }
 
     #[test]

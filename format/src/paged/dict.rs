@@ -1229,7 +1229,8 @@ impl PagedLexicon {
         }
         let mut found = Vec::new();
         for (name, body) in names.iter().zip(bodies) {
-            let aut = crate::lev::Lev::new(term, distance); // fst's matches, smaller in wasm
+            // fst's matches, smaller in wasm (crate::lev)
+            let aut = crate::lev::Keys::Lev(crate::lev::Lev::new(term, distance));
             let fst_err = |source| FormatError::Fst {
                 file: format!("p/{name}"),
                 source,
