@@ -658,7 +658,11 @@ mod tests {
                 assert_same_summary(&summary(&m, vectors), &summary_by_serde(&m, vectors), path);
                 // Without a calibration, byte for byte serde_json's.
                 let cal = m.calibration.take();
-                assert_eq!(summary(&m, vectors), summary_by_serde(&m, vectors), "{path}");
+                assert_eq!(
+                    summary(&m, vectors),
+                    summary_by_serde(&m, vectors),
+                    "{path}"
+                );
                 m.calibration = cal;
             }
             // Every optional fit present, odd floats, a file name to escape.
