@@ -17,7 +17,9 @@
 //!
 //! On a CPU with AMX (Intel Sapphire Rapids and later) the pack's encoder multiplies in bf16 by
 //! default ([`Isa::Amx`]: ~2.5× fewer CPU seconds than f32, a cold build of the books in 135 s
-//! instead of 421 s; cosine ≥ 0.9999 to tract, not ~1 − 1e-7). Its vectors can reorder near-tied
+//! instead of 421 s; cosine ≥ 0.9999 to tract, not ~1 − 1e-7), and so on a CPU with AVX-512 BF16
+//! but no AMX (AMD Zen 4: [`Isa::Avx512Bf16`], 1.55× the f32 kernel, a cold build in 204 s
+//! instead of 350 s; `docs/design/passage-bf16.md`, "Session 23"). Its vectors can reorder near-tied
 //! neighbours in the top 10 against the f32 engines' (`docs/design/passage-bf16.md`, "Session
 //! 21": top 1 equal for 1,186 of 1,190 xquad-en queries, 619 keep an identical top 10), so
 //! `JIKJI_PASSAGE_ISA=f32` ([`PASSAGE_ISA_ENV`]) asks for the f32 path that onnxruntime's
@@ -94,9 +96,9 @@ pub fn preload_tokenizer(path: &Path) {
 /// `JIKJI_ENCODER=tract` makes [`Encoder::load`] choose tract even when a pack is there.
 pub const ENCODER_ENV: &str = "JIKJI_ENCODER";
 
-/// `JIKJI_PASSAGE_ISA=amx|avx512|avx2|portable|f32|best` picks the pack encoder's kernel
-/// ([`Isa`]; `f32` = the best f32 kernel the CPU has, `best` = the best kernel, AMX's bf16
-/// included, [`Isa::detect`]); a kernel the CPU lacks falls back to the best it has
+/// `JIKJI_PASSAGE_ISA=amx|avx512bf16|avx512|avx2|portable|f32|best` picks the pack encoder's
+/// kernel ([`Isa`]; `f32` = the best f32 kernel the CPU has, `best` = the best kernel, the bf16
+/// ones included, [`Isa::detect`]); a kernel the CPU lacks falls back to the best it has
 /// ([`Isa::resolve`]). Unset or empty: `best` (module docs: when to ask for `f32`).
 pub const PASSAGE_ISA_ENV: &str = "JIKJI_PASSAGE_ISA";
 
@@ -112,7 +114,7 @@ pub fn passage_isa() -> Result<Isa> {
             None => Err(BuildError::BadEnv {
                 name: PASSAGE_ISA_ENV,
                 value: v,
-                expected: "amx, avx512, avx2, portable, f32 or best",
+                expected: "amx, avx512bf16, avx512, avx2, portable, f32 or best",
             }),
         },
     }

@@ -222,6 +222,12 @@ pub enum Isa {
     /// the tile unit with f32 sums, everything else as [`Isa::Avx512`]. Its vectors differ
     /// from the f32 kernels' by bf16 rounding ([`Isa::numerics`]).
     Amx,
+    /// AVX-512 BF16 with AVX-512F (x86_64; AMD Zen 4 and later, Intel from Cooper Lake): the
+    /// linear layers' matmuls in bf16 by `vdpbf16ps` (pairs of bf16 products summed into f32
+    /// lanes), from the same bf16 panels and with the same input rounding as [`Isa::Amx`];
+    /// everything else as [`Isa::Avx512`]. Its vectors differ from the f32 kernels' by bf16
+    /// rounding ([`Isa::numerics`]).
+    Avx512Bf16,
     /// AVX-512F (x86_64).
     Avx512,
     /// AVX2 + FMA (x86_64).
@@ -233,13 +239,16 @@ pub enum Isa {
 impl Isa {
     /// The best the CPU has. The first call with an AMX CPU asks Linux for the tile state
     /// (`arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`, once per process); if that is
-    /// refused, AVX-512 is the best.
+    /// refused, AVX-512 BF16 is the best.
     pub fn detect() -> Self {
         #[cfg(target_arch = "x86_64")]
         {
             if std::arch::is_x86_feature_detected!("avx512f") {
                 if x86::amx_usable() {
                     return Isa::Amx;
+                }
+                if std::arch::is_x86_feature_detected!("avx512bf16") {
+                    return Isa::Avx512Bf16;
                 }
                 return Isa::Avx512;
             }
@@ -254,14 +263,16 @@ impl Isa {
 
     /// The kernel that runs when `want` is asked for: `want` if the CPU has what it needs
     /// ([`Isa::Portable`] always; [`Isa::Avx2`] on AVX-512 and AMX CPUs too; [`Isa::Avx512`]
-    /// on AMX CPUs too), else the best the CPU has ([`Isa::detect`]).
+    /// on AVX-512 BF16 and AMX CPUs too; [`Isa::Avx512Bf16`] on AMX CPUs too), else the best
+    /// the CPU has ([`Isa::detect`]).
     pub fn resolve(want: Isa) -> Isa {
         let have = Isa::detect();
         let rank = |i: Isa| match i {
             Isa::Portable => 0,
             Isa::Avx2 => 1,
             Isa::Avx512 => 2,
-            Isa::Amx => 3,
+            Isa::Avx512Bf16 => 3,
+            Isa::Amx => 4,
         };
         if rank(want) <= rank(have) {
             want
@@ -270,10 +281,11 @@ impl Isa {
         }
     }
 
-    /// The name [`Isa::parse`] reads: `amx`, `avx512`, `avx2`, `portable`.
+    /// The name [`Isa::parse`] reads: `amx`, `avx512bf16`, `avx512`, `avx2`, `portable`.
     pub fn name(self) -> &'static str {
         match self {
             Isa::Amx => "amx",
+            Isa::Avx512Bf16 => "avx512bf16",
             Isa::Avx512 => "avx512",
             Isa::Avx2 => "avx2",
             Isa::Portable => "portable",
@@ -282,26 +294,33 @@ impl Isa {
 
     /// The kernel named `s` ([`Isa::name`]), if any.
     pub fn parse(s: &str) -> Option<Isa> {
-        [Isa::Amx, Isa::Avx512, Isa::Avx2, Isa::Portable]
-            .into_iter()
-            .find(|i| i.name() == s)
+        [
+            Isa::Amx,
+            Isa::Avx512Bf16,
+            Isa::Avx512,
+            Isa::Avx2,
+            Isa::Portable,
+        ]
+        .into_iter()
+        .find(|i| i.name() == s)
     }
 
     /// The arithmetic of the linear layers: `"f32"` (f32 products and sums: [`Isa::Avx512`],
     /// [`Isa::Avx2`], [`Isa::Portable`], whose vectors agree with tract's to ~4e-7) or
-    /// `"bf16"` ([`Isa::Amx`]: bf16 operands, f32 sums; ~1e-3). Vectors made by different
+    /// `"bf16"` ([`Isa::Amx`], [`Isa::Avx512Bf16`]: bf16 operands, f32 sums; ~1e-3). Vectors
+    /// made by different
     /// numerics must not be mixed in one cache or bundle (the builder's vector cache keys
     /// carry this).
     pub fn numerics(self) -> &'static str {
         match self {
-            Isa::Amx => "bf16",
+            Isa::Amx | Isa::Avx512Bf16 => "bf16",
             _ => "f32",
         }
     }
 
     /// The CPU runs the AVX-512F kernels (attention, GELU) with this kernel.
     fn avx512(self) -> bool {
-        matches!(self, Isa::Amx | Isa::Avx512)
+        matches!(self, Isa::Amx | Isa::Avx512Bf16 | Isa::Avx512)
     }
 }
 
@@ -316,7 +335,8 @@ struct Scratch {
     kt: Vec<f32>,
     vh: Vec<f32>,
     scores: Vec<f32>,
-    /// [`Isa::Amx`]: the matmul's input rounded to bf16, in A-tile order.
+    /// [`Isa::Amx`]: the matmul's input rounded to bf16, in A-tile order ([`Isa::Avx512Bf16`]:
+    /// row by row).
     xb: Vec<BLine>,
     /// [`Isa::Amx`]: the attention's bf16 operands.
     amx: AmxAttention,
@@ -348,7 +368,7 @@ impl PassageModel {
         let isa = Isa::resolve(isa);
         let nr = if isa == Isa::Avx2 { NR_AVX2 } else { NR };
         let panels = |parts: &[&(Q4Matrix, Vec<f32>)]| {
-            if isa == Isa::Amx {
+            if isa.numerics() == "bf16" {
                 Panels::from_q4_bf16(parts)
             } else {
                 Panels::from_q4(parts, nr)
@@ -698,7 +718,7 @@ impl PassageModel {
                     #[cfg(target_arch = "x86_64")]
                     // SAFETY: the CPU has these features (`with_isa` checked; AMX implies
                     // AVX-512F).
-                    Isa::Avx512 | Isa::Amx => unsafe {
+                    Isa::Avx512 | Isa::Avx512Bf16 | Isa::Amx => unsafe {
                         x86::attend_row_avx512(qi, &s.kt, &s.vh, scale, &mut s.scores)
                     },
                     #[cfg(target_arch = "x86_64")]
@@ -719,7 +739,7 @@ impl PassageModel {
         match self.isa {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: the CPU has these features (`with_isa` checked; AMX implies AVX-512F).
-            Isa::Avx512 | Isa::Amx => unsafe { x86::gelu_avx512(x) },
+            Isa::Avx512 | Isa::Avx512Bf16 | Isa::Amx => unsafe { x86::gelu_avx512(x) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
             Isa::Avx2 => unsafe { x86::gelu_avx2(x) },
@@ -737,6 +757,10 @@ impl PassageModel {
             // granted the tile state (`Isa::detect` via `with_isa`); `w` has bf16 panels
             // (made for `Isa::Amx`); shapes checked above.
             Isa::Amx => unsafe { x86::matmul_amx(x, w, y, xb) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the CPU has AVX-512F and AVX-512 BF16 (`Isa::detect` via `with_isa`);
+            // `w` has bf16 panels (made for numerics "bf16"); shapes checked above.
+            Isa::Avx512Bf16 => unsafe { x86::matmul_avx512bf16(x, w, y, xb) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: the CPU has AVX-512F (`with_isa` checked); shapes checked above.
             Isa::Avx512 => unsafe { x86::matmul_avx512(x, w, y) },
@@ -1470,6 +1494,122 @@ mod x86 {
         }
     }
 
+    /// [`super::Isa::Avx512Bf16`]'s matmul: `x` (`t × k` f32, `k` a multiple of 32) rounded to
+    /// bf16 (nearest, ties to even: as [`matmul_amx`] rounds it) row by row into `xb`, then,
+    /// panel by panel (the bf16 pair panels of [`super::Panels::from_q4_bf16`], which stay in
+    /// cache while every token tile passes over them), tiles of `M` tokens × 32 outputs
+    /// ([`tile_bf16`]): per pair of `k`, one `vdpbf16ps` per accumulator (each f32 lane `+=`
+    /// two bf16 products; products exact, sums in f32), the bias added at the end.
+    #[target_feature(enable = "avx512f,avx512bf16")]
+    pub(super) fn matmul_avx512bf16(x: &[f32], w: &Panels, y: &mut [f32], xb: &mut Vec<BLine>) {
+        let (n, k) = (w.n, w.k);
+        let t = x.len() / k;
+        assert!(w.nr == NR && k.is_multiple_of(32) && n.is_multiple_of(NR));
+        assert!(x.len() == t * k && y.len() == t * n && w.b().len() == n * k);
+        let kb = k / 32;
+        if xb.len() < t * kb {
+            xb.resize(t * kb, BLine([0; 32]));
+        }
+        for r in 0..t {
+            for b in 0..kb {
+                // SAFETY: r < t and b < k / 32, so x[r·k + 32·b ..][..32] is in bounds and
+                // line r·kb + b < t·kb ≤ xb.len() (a BLine is 64 bytes, 64-aligned).
+                unsafe {
+                    let v = bf16x32(x.as_ptr().add(r * k + b * 32));
+                    _mm512_store_si512(xb.as_mut_ptr().add(r * kb + b).cast(), v);
+                }
+            }
+        }
+        // SAFETY: `BLine` is `repr(C)` around `[u16; 32]`: t·kb lines are t·k u16s.
+        let xs = unsafe { std::slice::from_raw_parts(xb.as_ptr().cast::<u16>(), t * k) };
+        const M: usize = MR_BF16;
+        for p in 0..n / NR {
+            let panel = &w.b()[p * k * NR..(p + 1) * k * NR];
+            let bias = &w.bias[p * NR..(p + 1) * NR];
+            let mut r = 0;
+            while r + M <= t {
+                tile_bf16::<M>(
+                    &xs[r * k..(r + M) * k],
+                    k,
+                    panel,
+                    bias,
+                    y,
+                    r * n + p * NR,
+                    n,
+                );
+                r += M;
+            }
+            let (xr, y0) = (&xs[r * k..], r * n + p * NR);
+            match t - r {
+                0 => {}
+                1 => tile_bf16::<1>(xr, k, panel, bias, y, y0, n),
+                2 => tile_bf16::<2>(xr, k, panel, bias, y, y0, n),
+                3 => tile_bf16::<3>(xr, k, panel, bias, y, y0, n),
+                4 => tile_bf16::<4>(xr, k, panel, bias, y, y0, n),
+                5 => tile_bf16::<5>(xr, k, panel, bias, y, y0, n),
+                6 => tile_bf16::<6>(xr, k, panel, bias, y, y0, n),
+                7 => tile_bf16::<7>(xr, k, panel, bias, y, y0, n),
+                8 => tile_bf16::<8>(xr, k, panel, bias, y, y0, n),
+                9 => tile_bf16::<9>(xr, k, panel, bias, y, y0, n),
+                10 => tile_bf16::<10>(xr, k, panel, bias, y, y0, n),
+                _ => tile_bf16::<11>(xr, k, panel, bias, y, y0, n),
+            }
+        }
+    }
+
+    /// Tokens per tile of [`matmul_avx512bf16`]: 2·12 accumulators + 2 weight vectors + the
+    /// broadcast of 32 zmm registers.
+    const MR_BF16: usize = 12;
+
+    /// `M` tokens (bf16 rows of `x`, `M × k`) × one bf16 pair panel: 2·M accumulators of 16
+    /// f32s, `k / 2` steps of two panel vectors (outputs 0..16 and 16..32, each lane a pair of
+    /// consecutive `k`) against each token's pair broadcast.
+    #[target_feature(enable = "avx512f,avx512bf16")]
+    #[inline]
+    fn tile_bf16<const M: usize>(
+        x: &[u16],
+        k: usize,
+        panel: &[u16],
+        bias: &[f32],
+        y: &mut [f32],
+        y0: usize,
+        ystride: usize,
+    ) {
+        assert!(x.len() >= M * k && panel.len() == k * NR && bias.len() == NR);
+        assert!(y.len() >= y0 + (M - 1) * ystride + NR);
+        let mut acc = [[_mm512_setzero_ps(); 2]; M];
+        let (xp, wp) = (x.as_ptr(), panel.as_ptr());
+        for j in 0..k / 2 {
+            // SAFETY: j < k / 2, so the panel reads (j·64 .. j·64 + 64 u16s) and the pair
+            // reads (r·k + 2j, 2 u16s, r < M) are in bounds (asserted above).
+            unsafe {
+                let w0 = std::mem::transmute::<__m512i, __m512bh>(_mm512_loadu_si512(
+                    wp.add(j * 64).cast(),
+                ));
+                let w1 = std::mem::transmute::<__m512i, __m512bh>(_mm512_loadu_si512(
+                    wp.add(j * 64 + 32).cast(),
+                ));
+                for (r, a) in acc.iter_mut().enumerate() {
+                    let pair = xp.add(r * k + 2 * j).cast::<i32>().read_unaligned();
+                    let xv = std::mem::transmute::<__m512i, __m512bh>(_mm512_set1_epi32(pair));
+                    a[0] = _mm512_dpbf16_ps(a[0], xv, w0);
+                    a[1] = _mm512_dpbf16_ps(a[1], xv, w1);
+                }
+            }
+        }
+        // SAFETY: bias has 32 floats; each output row has 32 floats from y0 + r·ystride
+        // (asserted above).
+        unsafe {
+            let b0 = _mm512_loadu_ps(bias.as_ptr());
+            let b1 = _mm512_loadu_ps(bias.as_ptr().add(16));
+            for (r, a) in acc.iter().enumerate() {
+                let o = y.as_mut_ptr().add(y0 + r * ystride);
+                _mm512_storeu_ps(o, _mm512_add_ps(a[0], b0));
+                _mm512_storeu_ps(o.add(16), _mm512_add_ps(a[1], b1));
+            }
+        }
+    }
+
     #[target_feature(enable = "avx512f,avx2,fma")]
     pub(super) fn gelu_avx512(x: &mut [f32]) {
         gelu_slice(x)
@@ -2083,6 +2223,29 @@ mod tests {
             eprintln!("no AMX (or Linux refused the tile state): the AMX matmul is not used here");
             return;
         }
+        // SAFETY: AMX usable (checked above); the helper passes bf16 panels.
+        bf16_matmul_equals_the_portable_one(|x, w, y, xb| unsafe { x86::matmul_amx(x, w, y, xb) });
+    }
+
+    /// The AVX-512 BF16 matmul, as the AMX one above (1 to 70 tokens: whole and partial
+    /// 12-token tiles).
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx512bf16_matmul_equals_the_portable_one_on_bf16_operands() {
+        if !std::arch::is_x86_feature_detected!("avx512bf16") {
+            eprintln!("no AVX-512 BF16: the AVX-512 BF16 matmul is not used here");
+            return;
+        }
+        // SAFETY: AVX-512F and AVX-512 BF16 present (checked); the helper passes bf16 panels.
+        bf16_matmul_equals_the_portable_one(|x, w, y, xb| unsafe {
+            x86::matmul_avx512bf16(x, w, y, xb)
+        });
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    fn bf16_matmul_equals_the_portable_one(
+        kernel: impl Fn(&[f32], &Panels, &mut [f32], &mut Vec<BLine>),
+    ) {
         let round = |v: f32| f32::from_bits((bf16_bits(v) as u32) << 16);
         let mut rnd = xorshift();
         for (n, k) in [(64usize, 384usize), (64, 1536)] {
@@ -2125,8 +2288,7 @@ mod tests {
                 let xr: Vec<f32> = x.iter().map(|&v| round(v)).collect();
                 let (mut a, mut b) = (vec![0f32; t * n], vec![f32::NAN; t * n]);
                 matmul_portable(&xr, &wr, &mut a);
-                // SAFETY: AMX usable (checked above); `wb` has bf16 panels.
-                unsafe { x86::matmul_amx(&x, &wb, &mut b, &mut xb) };
+                kernel(&x, &wb, &mut b, &mut xb);
                 for (i, (p, q)) in a.iter().zip(&b).enumerate() {
                     assert!(
                         (p - q).abs() <= 2e-5 * (k as f32).sqrt() * (1.0 + p.abs()),
@@ -2160,7 +2322,7 @@ mod tests {
             // relatively: the f32 result differs by ~0.1 somewhere in 70 × 64 outputs.
             assert!(
                 worst_vs_f32 > 1e-3,
-                "k {k}: AMX equals f32 ({worst_vs_f32})?"
+                "k {k}: the bf16 kernel equals f32 ({worst_vs_f32})?"
             );
         }
     }
@@ -2272,15 +2434,22 @@ mod tests {
         assert_eq!(Isa::resolve(Isa::Portable), Isa::Portable);
         assert_eq!(Isa::resolve(have), have);
         assert_eq!(Isa::resolve(Isa::Amx), have);
-        if have == Isa::Amx {
+        if have == Isa::Amx || have == Isa::Avx512Bf16 {
             assert_eq!(Isa::resolve(Isa::Avx512), Isa::Avx512);
             assert_eq!(Isa::resolve(Isa::Avx2), Isa::Avx2);
         }
-        for i in [Isa::Amx, Isa::Avx512, Isa::Avx2, Isa::Portable] {
+        for i in [
+            Isa::Amx,
+            Isa::Avx512Bf16,
+            Isa::Avx512,
+            Isa::Avx2,
+            Isa::Portable,
+        ] {
             assert_eq!(Isa::parse(i.name()), Some(i));
         }
         assert_eq!(Isa::parse("f32"), None);
         assert_eq!(Isa::Amx.numerics(), "bf16");
+        assert_eq!(Isa::Avx512Bf16.numerics(), "bf16");
         assert_eq!(Isa::Avx512.numerics(), "f32");
     }
 
