@@ -201,7 +201,8 @@ pub struct PassageModel {
     layers: Vec<PLayer>,
     rows: RowTable,
     isa: Isa,
-    /// With [`Isa::Amx`]: attention's two products on the tile unit too (else AVX-512F).
+    /// With [`Isa::Amx`] (or [`Isa::Avx512Bf16`]): attention's two products in bf16 too, on
+    /// the tile unit (or by `vdpbf16ps`); else in f32 (AVX-512F).
     amx_attention: bool,
 }
 
@@ -397,9 +398,10 @@ impl PassageModel {
         }
     }
 
-    /// With [`Isa::Amx`], whether attention's products (scores and weighted sums) run on the
-    /// tile unit in bf16 too (the default) or in f32 with AVX-512F (for comparisons: the
-    /// matmuls stay on AMX either way). No effect with other kernels.
+    /// With [`Isa::Amx`] (or [`Isa::Avx512Bf16`]), whether attention's products (scores and
+    /// weighted sums) run in bf16 too, on the tile unit (or by `vdpbf16ps`; the default), or in
+    /// f32 with AVX-512F (for comparisons: the matmuls stay bf16 either way). No effect with
+    /// other kernels.
     pub fn with_amx_attention(mut self, on: bool) -> Self {
         self.amx_attention = on;
         self
@@ -605,14 +607,19 @@ impl PassageModel {
         resize(&mut s.scores, len);
         let w = 3 * h;
         #[cfg(target_arch = "x86_64")]
-        if self.isa == Isa::Amx && hd == 32 && self.amx_attention {
+        if (self.isa == Isa::Amx || self.isa == Isa::Avx512Bf16) && hd == 32 && self.amx_attention {
             for head in 0..c.heads {
                 let (qo, ko, vo) = (head * hd, h + head * hd, 2 * h + head * hd);
                 let rows = &s.qkv[t0 * w..(t0 + len) * w];
-                // SAFETY: AMX usable (`Isa::Amx` from `with_isa`); the kernel asserts the
-                // shapes.
+                let kernel = if self.isa == Isa::Amx {
+                    x86::attend_head_amx
+                } else {
+                    x86::attend_head_bf16
+                };
+                // SAFETY: `Isa::Amx`: AMX usable; `Isa::Avx512Bf16`: AVX-512F and AVX-512
+                // BF16 present (both from `with_isa`); the kernels assert the shapes.
                 unsafe {
-                    x86::attend_head_amx(
+                    kernel(
                         &rows[qo..],
                         &rows[ko..],
                         &rows[vo..],
@@ -1214,50 +1221,9 @@ mod x86 {
         s: &mut AmxAttention,
     ) {
         const HD: usize = 32;
-        assert!(len > 0 && stride >= HD && os >= HD);
-        let need = (len - 1) * stride + HD;
-        assert!(q.len() >= need && k.len() >= need && v.len() >= need);
+        assert!(len > 0 && os >= HD);
         assert!(out.len() >= (len - 1) * os + HD);
-        let lp = len.div_ceil(32) * 32;
-        let zero = BLine([0; 32]);
-        for (buf, lines) in [
-            (&mut s.q, lp),
-            (&mut s.k, lp),
-            (&mut s.v, lp),
-            (&mut s.p, lp),
-        ] {
-            buf.clear();
-            buf.resize(lines, zero);
-        }
-        s.sc.clear();
-        s.sc.resize(32 * lp, 0.0);
-        // Q: one line (32 bf16) per query. K: u32 pairs, [lp / 16][16 dim pairs][16 keys].
-        // V: u16, [lp / 32][16 key pairs][32 dims][2].
-        {
-            let kq = s.k.as_mut_ptr().cast::<u32>();
-            let vq = s.v.as_mut_ptr().cast::<u16>();
-            let mut row = BLine([0; 32]);
-            for j in 0..len {
-                // SAFETY: j < len: q, k and v hold 32 f32s at j·stride (asserted); s.q has lp
-                // > j lines; the K writes (j / 16)·256 + r·16 + j % 16 < lp·16 u32s and the V
-                // writes (j / 32)·1024 + ((j % 32) / 2)·64 + d·2 + j % 2 < lp·32 u16s stay
-                // inside s.k and s.v (lp lines of 64 bytes each).
-                unsafe {
-                    let qj = bf16x32(q.as_ptr().add(j * stride));
-                    _mm512_store_si512(s.q.as_mut_ptr().add(j).cast(), qj);
-                    _mm512_store_si512((&raw mut row).cast(), bf16x32(k.as_ptr().add(j * stride)));
-                    let pairs = (&raw const row).cast::<u32>();
-                    for r in 0..16 {
-                        *kq.add((j / 16) * 256 + r * 16 + j % 16) = *pairs.add(r);
-                    }
-                    _mm512_store_si512((&raw mut row).cast(), bf16x32(v.as_ptr().add(j * stride)));
-                    let base = (j / 32) * 1024 + ((j % 32) / 2) * 64 + j % 2;
-                    for d in 0..HD {
-                        *vq.add(base + d * 2) = row.0[d];
-                    }
-                }
-            }
-        }
+        let lp = bf16_head(q, k, v, stride, len, s);
         let cfg = TileConfig::all_16x64();
         let mut ctx = [0f32; 32 * HD];
         // SAFETY (whole block): tile instructions only with AMX usable (caller) after a valid
@@ -1375,6 +1341,189 @@ mod x86 {
                 }
             }
             asm!("tilerelease", options(nostack, nomem));
+        }
+    }
+
+    /// One head's Q, K and V (rows of 32 f32s at `stride`, `len` of them) rounded to bf16
+    /// (nearest, ties to even) into `s` in the layouts of [`attend_head_amx`] and
+    /// [`attend_head_bf16`] (below); `s.p` and `s.sc` zeroed for `lp` keys. Returns `lp`, `len`
+    /// rounded up to 32.
+    #[target_feature(enable = "avx512f,avx512bf16")]
+    fn bf16_head(
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        stride: usize,
+        len: usize,
+        s: &mut AmxAttention,
+    ) -> usize {
+        const HD: usize = 32;
+        assert!(len > 0 && stride >= HD);
+        let need = (len - 1) * stride + HD;
+        assert!(q.len() >= need && k.len() >= need && v.len() >= need);
+        let lp = len.div_ceil(32) * 32;
+        let zero = BLine([0; 32]);
+        for (buf, lines) in [
+            (&mut s.q, lp),
+            (&mut s.k, lp),
+            (&mut s.v, lp),
+            (&mut s.p, lp),
+        ] {
+            buf.clear();
+            buf.resize(lines, zero);
+        }
+        s.sc.clear();
+        s.sc.resize(32 * lp, 0.0);
+        // Q: one line (32 bf16) per query. K: u32 pairs, [lp / 16][16 dim pairs][16 keys].
+        // V: u16, [lp / 32][16 key pairs][32 dims][2].
+        {
+            let kq = s.k.as_mut_ptr().cast::<u32>();
+            let vq = s.v.as_mut_ptr().cast::<u16>();
+            let mut row = BLine([0; 32]);
+            for j in 0..len {
+                // SAFETY: j < len: q, k and v hold 32 f32s at j·stride (asserted); s.q has lp
+                // > j lines; the K writes (j / 16)·256 + r·16 + j % 16 < lp·16 u32s and the V
+                // writes (j / 32)·1024 + ((j % 32) / 2)·64 + d·2 + j % 2 < lp·32 u16s stay
+                // inside s.k and s.v (lp lines of 64 bytes each).
+                unsafe {
+                    let qj = bf16x32(q.as_ptr().add(j * stride));
+                    _mm512_store_si512(s.q.as_mut_ptr().add(j).cast(), qj);
+                    _mm512_store_si512((&raw mut row).cast(), bf16x32(k.as_ptr().add(j * stride)));
+                    let pairs = (&raw const row).cast::<u32>();
+                    for r in 0..16 {
+                        *kq.add((j / 16) * 256 + r * 16 + j % 16) = *pairs.add(r);
+                    }
+                    _mm512_store_si512((&raw mut row).cast(), bf16x32(v.as_ptr().add(j * stride)));
+                    let base = (j / 32) * 1024 + ((j % 32) / 2) * 64 + j % 2;
+                    for d in 0..HD {
+                        *vq.add(base + d * 2) = row.0[d];
+                    }
+                }
+            }
+        }
+        lp
+    }
+
+    /// [`super::Isa::Avx512Bf16`]'s attention of one head (`HD` = 32): the bf16 operands of
+    /// [`attend_head_amx`] ([`bf16_head`]), its products by `vdpbf16ps` instead of tiles —
+    /// per block of up to 8 queries, the scores against 32 keys at a time (16 dimension pairs
+    /// per key block of 16), the softmax in f32 ([`softmax_weights_scaled_avx512`]), its
+    /// weights rounded to bf16, then the context as Σ over key pairs of the weight pair
+    /// times the two keys' values — so its results are the AMX kernel's up to the order of
+    /// f32 sums. `out` rows at stride `os`.
+    #[target_feature(enable = "avx512f,avx512bf16")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn attend_head_bf16(
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        stride: usize,
+        len: usize,
+        scale: f32,
+        out: &mut [f32],
+        os: usize,
+        s: &mut AmxAttention,
+    ) {
+        const HD: usize = 32;
+        assert!(len > 0 && os >= HD);
+        assert!(out.len() >= (len - 1) * os + HD);
+        let lp = bf16_head(q, k, v, stride, len, s);
+        let mut i = 0;
+        while i < len {
+            let m = (len - i).min(8);
+            match m {
+                1 => head_rows_bf16::<1>(i, len, lp, scale, out, os, s),
+                2 => head_rows_bf16::<2>(i, len, lp, scale, out, os, s),
+                3 => head_rows_bf16::<3>(i, len, lp, scale, out, os, s),
+                4 => head_rows_bf16::<4>(i, len, lp, scale, out, os, s),
+                5 => head_rows_bf16::<5>(i, len, lp, scale, out, os, s),
+                6 => head_rows_bf16::<6>(i, len, lp, scale, out, os, s),
+                7 => head_rows_bf16::<7>(i, len, lp, scale, out, os, s),
+                _ => head_rows_bf16::<8>(i, len, lp, scale, out, os, s),
+            }
+            i += m;
+        }
+    }
+
+    /// Queries `i0 .. i0 + M` of [`attend_head_bf16`] (`s` filled by [`bf16_head`]).
+    #[target_feature(enable = "avx512f,avx512bf16")]
+    #[inline]
+    fn head_rows_bf16<const M: usize>(
+        i0: usize,
+        len: usize,
+        lp: usize,
+        scale: f32,
+        out: &mut [f32],
+        os: usize,
+        s: &mut AmxAttention,
+    ) {
+        const HD: usize = 32;
+        assert!(i0 + M <= len && len <= lp && lp.is_multiple_of(32));
+        assert!(s.q.len() >= lp && s.k.len() >= lp && s.v.len() >= lp && s.p.len() >= lp);
+        assert!(s.sc.len() >= M * lp && out.len() >= (i0 + M - 1) * os + HD);
+        let bh = |x: __m512i| unsafe { std::mem::transmute::<__m512i, __m512bh>(x) };
+        // SAFETY (whole block): Q pairs are read at u32 (i0 + i)·16 + r < lp·16 (s.q holds lp
+        // lines of 16 u32); K at u32 b·256 + r·16 (+16) for key blocks b < lp / 16 (s.k holds
+        // lp lines = lp·16 u32); scores written to s.sc[i·lp + 32·c ..][..32] (i < M, c < lp /
+        // 32) and weights to s.p's u16 i·lp + 32·c (s.p holds lp lines = 32·lp u16 ≥ M·lp);
+        // weight pairs read at u32 i·lp / 2 + jp and V pairs at u16 jp·64 (+32) for jp <
+        // ⌈len / 2⌉ ≤ lp / 2 (s.v holds lp lines = 32·lp u16); out rows (i0 + i)·os (asserted).
+        unsafe {
+            let qq = s.q.as_ptr().cast::<u32>();
+            let kq = s.k.as_ptr().cast::<u32>();
+            for c in 0..lp / 32 {
+                let mut a0 = [_mm512_setzero_ps(); M];
+                let mut a1 = [_mm512_setzero_ps(); M];
+                for r in 0..16 {
+                    let k0 = bh(_mm512_loadu_si512(kq.add(2 * c * 256 + r * 16).cast()));
+                    let k1 = bh(_mm512_loadu_si512(
+                        kq.add((2 * c + 1) * 256 + r * 16).cast(),
+                    ));
+                    for i in 0..M {
+                        let qb = bh(_mm512_set1_epi32(*qq.add((i0 + i) * 16 + r) as i32));
+                        a0[i] = _mm512_dpbf16_ps(a0[i], qb, k0);
+                        a1[i] = _mm512_dpbf16_ps(a1[i], qb, k1);
+                    }
+                }
+                for i in 0..M {
+                    let at = s.sc.as_mut_ptr().add(i * lp + 32 * c);
+                    _mm512_storeu_ps(at, a0[i]);
+                    _mm512_storeu_ps(at.add(16), a1[i]);
+                }
+            }
+            let mut inv = [0f32; M];
+            let p16 = s.p.as_mut_ptr().cast::<u16>();
+            for (i, f) in inv.iter_mut().enumerate() {
+                let row = &mut s.sc[i * lp..(i + 1) * lp];
+                *f = softmax_weights_scaled_avx512(&mut row[..len], scale);
+                // Keys past `len` weigh nothing.
+                row[len..].fill(0.0);
+                for c in 0..lp / 32 {
+                    _mm512_storeu_si512(
+                        p16.add(i * lp + 32 * c).cast(),
+                        bf16x32(row.as_ptr().add(32 * c)),
+                    );
+                }
+            }
+            let pq = s.p.as_ptr().cast::<u32>();
+            let vq = s.v.as_ptr().cast::<u16>();
+            let mut c0 = [_mm512_setzero_ps(); M];
+            let mut c1 = [_mm512_setzero_ps(); M];
+            for jp in 0..len.div_ceil(2) {
+                let v0 = bh(_mm512_loadu_si512(vq.add(jp * 64).cast()));
+                let v1 = bh(_mm512_loadu_si512(vq.add(jp * 64 + 32).cast()));
+                for i in 0..M {
+                    let pb = bh(_mm512_set1_epi32(*pq.add(i * lp / 2 + jp) as i32));
+                    c0[i] = _mm512_dpbf16_ps(c0[i], pb, v0);
+                    c1[i] = _mm512_dpbf16_ps(c1[i], pb, v1);
+                }
+            }
+            for i in 0..M {
+                let f = _mm512_set1_ps(inv[i]);
+                let o = out.as_mut_ptr().add((i0 + i) * os);
+                _mm512_storeu_ps(o, _mm512_mul_ps(c0[i], f));
+                _mm512_storeu_ps(o.add(16), _mm512_mul_ps(c1[i], f));
+            }
         }
     }
 
@@ -2340,6 +2489,32 @@ mod tests {
             );
             return;
         }
+        // SAFETY: AMX usable (checked above).
+        bf16_attention_equals_the_row_kernel(|q, k, v, stride, len, scale, out, os, sc| unsafe {
+            x86::attend_head_amx(q, k, v, stride, len, scale, out, os, sc)
+        });
+    }
+
+    /// The AVX-512 BF16 attention of one head, as the AMX one above (ragged lengths around
+    /// its 8-query and 32-key blocks).
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx512bf16_attention_equals_the_row_kernel_on_bf16_operands() {
+        if !std::arch::is_x86_feature_detected!("avx512bf16") {
+            eprintln!("no AVX-512 BF16: the AVX-512 BF16 attention is not used here");
+            return;
+        }
+        // SAFETY: AVX-512F and AVX-512 BF16 present (checked above).
+        bf16_attention_equals_the_row_kernel(|q, k, v, stride, len, scale, out, os, sc| unsafe {
+            x86::attend_head_bf16(q, k, v, stride, len, scale, out, os, sc)
+        });
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[allow(clippy::type_complexity)]
+    fn bf16_attention_equals_the_row_kernel(
+        kernel: impl Fn(&[f32], &[f32], &[f32], usize, usize, f32, &mut [f32], usize, &mut AmxAttention),
+    ) {
         let round = |v: f32| f32::from_bits((bf16_bits(v) as u32) << 16);
         let mut rnd = xorshift();
         let hd = 32;
@@ -2347,13 +2522,14 @@ mod tests {
         let os = hd + 7;
         let mut sc = AmxAttention::default();
         let (mut worst_r, mut worst_f) = (0f32, 0f32);
-        for len in [1usize, 5, 15, 16, 17, 31, 32, 33, 48, 100, 257, 512] {
+        for len in [
+            1usize, 2, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 48, 100, 257, 512,
+        ] {
             let rows: Vec<f32> = (0..len * stride).map(|_| rnd()).collect();
             let (q, k, v) = (&rows[..], &rows[hd..], &rows[2 * hd..]);
             let mut out = vec![f32::NAN; (len - 1) * os + hd];
             let scale = 1.0 / (hd as f32).sqrt();
-            // SAFETY: AMX usable (checked above).
-            unsafe { x86::attend_head_amx(q, k, v, stride, len, scale, &mut out, os, &mut sc) };
+            kernel(q, k, v, stride, len, scale, &mut out, os, &mut sc);
             let part = |src: &[f32], j: usize, r: bool| -> Vec<f32> {
                 src[j * stride..j * stride + hd]
                     .iter()

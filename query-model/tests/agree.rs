@@ -153,6 +153,9 @@ fn passage_encoder_agrees_with_tract_on_eval_passages() {
     if Isa::detect() == Isa::Amx {
         runs.push((Isa::Amx, false));
     }
+    if Isa::resolve(Isa::Avx512Bf16) == Isa::Avx512Bf16 {
+        runs.push((Isa::Avx512Bf16, false));
+    }
     for (isa, amx_attention) in runs {
         let pm = PassageModel::with_isa(&m, rows.clone(), isa).with_amx_attention(amx_attention);
         // The f32 kernels: cosine ≥ 0.999 and max abs diff ≤ 1e-3 (they measure ~1 − 1e-7
