@@ -18,7 +18,7 @@
 //! On a CPU with AMX (Intel Sapphire Rapids and later) the pack's encoder multiplies in bf16 by
 //! default ([`Isa::Amx`]: ~2.5× fewer CPU seconds than f32, a cold build of the books in 135 s
 //! instead of 421 s; cosine ≥ 0.9999 to tract, not ~1 − 1e-7), and so on a CPU with AVX-512 BF16
-//! but no AMX (AMD Zen 4: [`Isa::Avx512Bf16`], 1.55× the f32 kernel, a cold build in 204 s
+//! but no AMX (AMD Zen 4: [`Isa::Avx512Bf16`], ~1.8× the f32 kernel, a cold build in 176 s
 //! instead of 350 s; `docs/design/passage-bf16.md`, "Session 23"). Its vectors can reorder near-tied
 //! neighbours in the top 10 against the f32 engines' (`docs/design/passage-bf16.md`, "Session
 //! 21": top 1 equal for 1,186 of 1,190 xquad-en queries, 619 keep an identical top 10), so
