@@ -14,6 +14,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::bytes::Bytes;
 use crate::codec::{put_header, Reader};
 use crate::error::{FormatError, Result};
 
@@ -190,10 +191,7 @@ impl ChunkRecord {
 pub fn write_chunks(records: &[ChunkRecord]) -> Result<Vec<u8>> {
     let mut json = Vec::with_capacity(records.len());
     for r in records {
-        json.push(serde_json::to_vec(r).map_err(|source| FormatError::Json {
-            file: CHUNKS_FILE.into(),
-            source,
-        })?);
+        json.push(record_json(r)?);
     }
     Ok(write_raw_records(json.iter().map(Vec::as_slice)))
 }
@@ -219,9 +217,152 @@ pub fn write_raw_records<'a>(records: impl Iterator<Item = &'a [u8]>) -> Vec<u8>
     out
 }
 
-/// Read side of the chunk store; records are decoded on access.
+/// Writes `chunks.bin` to a file as records come, holding only the offsets (8 bytes per
+/// record): records and parent sections go to two temporary files (the caller's, e.g. in a
+/// temp folder), and [`ChunksFileWriter::finish`] writes the store, each record passed
+/// through a patch (fields only known once every record is in: `parent_doc`, conflict
+/// notes). Its bytes equal [`write_chunks`]'s of the same (patched) records.
+#[cfg(not(target_arch = "wasm32"))]
+pub struct ChunksFileWriter {
+    records: std::io::BufWriter<std::fs::File>,
+    parents: std::io::BufWriter<std::fs::File>,
+    lens: Vec<u32>,
+    parent_lens: Vec<u32>,
+    path: std::path::PathBuf,
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+impl ChunksFileWriter {
+    /// A writer whose records and parents are held in `records` and `parents` (empty,
+    /// writable and readable files: e.g. `tempfile::tempfile()`); `path` names them in
+    /// errors.
+    pub fn new(
+        records: std::fs::File,
+        parents: std::fs::File,
+        path: impl Into<std::path::PathBuf>,
+    ) -> Self {
+        ChunksFileWriter {
+            records: std::io::BufWriter::with_capacity(1 << 20, records),
+            parents: std::io::BufWriter::with_capacity(1 << 16, parents),
+            lens: Vec::new(),
+            parent_lens: Vec::new(),
+            path: path.into(),
+        }
+    }
+
+    /// Appends the next indexed chunk (doc id = the number of records before it). Errors:
+    /// I/O, or a record whose JSON is over 4 GiB.
+    pub fn push(&mut self, r: &ChunkRecord) -> Result<()> {
+        let json = record_json(r)?;
+        Self::put(&mut self.records, &mut self.lens, &json, &self.path)
+    }
+
+    /// Appends the next parent section (stored after every indexed chunk, in order).
+    pub fn push_parent(&mut self, r: &ChunkRecord) -> Result<()> {
+        let json = record_json(r)?;
+        Self::put(&mut self.parents, &mut self.parent_lens, &json, &self.path)
+    }
+
+    fn put(
+        w: &mut std::io::BufWriter<std::fs::File>,
+        lens: &mut Vec<u32>,
+        json: &[u8],
+        path: &std::path::Path,
+    ) -> Result<()> {
+        use std::io::Write;
+        let len = u32::try_from(json.len()).map_err(|_| {
+            FormatError::InvalidInput(format!("a chunk record of {} bytes", json.len()))
+        })?;
+        w.write_all(json).map_err(|e| FormatError::io(path, e))?;
+        lens.push(len);
+        Ok(())
+    }
+
+    /// Indexed chunks pushed so far.
+    pub fn len(&self) -> usize {
+        self.lens.len()
+    }
+
+    /// True before the first [`ChunksFileWriter::push`].
+    pub fn is_empty(&self) -> bool {
+        self.lens.is_empty()
+    }
+
+    /// Parent sections pushed so far.
+    pub fn parents(&self) -> usize {
+        self.parent_lens.len()
+    }
+
+    /// Writes `chunks.bin` into `out` (an empty file, from its start): records in order,
+    /// then the parents, each record's JSON replaced by what `patch(doc, json)` returns
+    /// when it returns `Some` (doc ids of parents follow the records'). Returns `out`,
+    /// flushed. Reads the two temporary files back once, sequentially. Errors: I/O
+    /// (naming `path`), what `patch` returns, a store over the format's limits.
+    pub fn finish(
+        self,
+        out: std::fs::File,
+        patch: &mut dyn FnMut(u32, &[u8]) -> Result<Option<Vec<u8>>>,
+    ) -> Result<std::fs::File> {
+        use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+        let path = self.path;
+        let io = |e| FormatError::io(&path, e);
+        let count = self.lens.len() + self.parent_lens.len();
+        let count32 = u32::try_from(count)
+            .map_err(|_| FormatError::InvalidInput(format!("{count} chunk records")))?;
+        let table_end = 12 + 8 * (count as u64 + 1);
+        let mut offsets = Vec::with_capacity(count + 1);
+        let mut w = BufWriter::with_capacity(1 << 20, out);
+        w.seek(SeekFrom::Start(table_end)).map_err(io)?;
+        let mut at = 0u64;
+        let mut doc = 0u32;
+        let mut buf = Vec::new();
+        for (file, lens) in [
+            (self.records, &self.lens),
+            (self.parents, &self.parent_lens),
+        ] {
+            let mut file = file.into_inner().map_err(|e| io(e.into_error()))?;
+            file.seek(SeekFrom::Start(0)).map_err(io)?;
+            let mut r = BufReader::with_capacity(1 << 20, file);
+            for &len in lens {
+                buf.resize(len as usize, 0);
+                r.read_exact(&mut buf).map_err(io)?;
+                offsets.push(at);
+                let rec = match patch(doc, &buf)? {
+                    Some(p) => p,
+                    None => std::mem::take(&mut buf),
+                };
+                w.write_all(&rec).map_err(io)?;
+                at += rec.len() as u64;
+                buf = rec;
+                doc += 1;
+            }
+        }
+        offsets.push(at);
+        w.seek(SeekFrom::Start(0)).map_err(io)?;
+        let mut head = Vec::with_capacity(12);
+        put_header(&mut head, MAGIC, VERSION);
+        head.extend_from_slice(&count32.to_le_bytes());
+        w.write_all(&head).map_err(io)?;
+        for o in offsets {
+            w.write_all(&o.to_le_bytes()).map_err(io)?;
+        }
+        w.flush().map_err(io)?;
+        w.into_inner().map_err(|e| io(e.into_error()))
+    }
+}
+
+/// A record's JSON as [`write_chunks`] stores it.
+pub fn record_json(r: &ChunkRecord) -> Result<Vec<u8>> {
+    serde_json::to_vec(r).map_err(|source| FormatError::Json {
+        file: CHUNKS_FILE.into(),
+        source,
+    })
+}
+
+/// Read side of the chunk store; records are decoded on access. Its bytes are in memory
+/// or a mapped file ([`Bytes`]).
 pub struct ChunkStore {
-    bytes: Vec<u8>,
+    bytes: Bytes,
     offsets: Vec<u64>,
     body_start: usize,
 }
@@ -230,7 +371,8 @@ impl ChunkStore {
     /// Parses the header and offset table of `chunks.bin`. Errors on bad magic, version,
     /// a chunk count whose offset table the file cannot hold (checked before allocating),
     /// non-monotonic offsets or offsets past the end of the file.
-    pub fn open(bytes: Vec<u8>) -> Result<Self> {
+    pub fn open(bytes: impl Into<Bytes>) -> Result<Self> {
+        let bytes = bytes.into();
         let mut r = Reader::new(CHUNKS_FILE, &bytes, 0);
         r.header(MAGIC, VERSION)?;
         let count = r.u32()? as usize;
@@ -323,6 +465,60 @@ impl ChunkStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The streaming writer's file equals `write_chunks` of the patched records, parents
+    /// after the records; a patch may change a record's length.
+    #[test]
+    fn chunks_file_writer_equals_write_chunks() {
+        let rec = |i: usize| ChunkRecord {
+            id: format!("c{i}"),
+            source: "論語.md".into(),
+            text: "學而時習之".repeat(i % 5),
+            ..ChunkRecord::default()
+        };
+        for (n, p) in [(0, 0), (1, 0), (7, 3), (300, 2)] {
+            let records: Vec<ChunkRecord> = (0..n).map(rec).collect();
+            let parents: Vec<ChunkRecord> = (0..p).map(|i| rec(1000 + i)).collect();
+            let mut w = ChunksFileWriter::new(
+                tempfile::tempfile().unwrap(),
+                tempfile::tempfile().unwrap(),
+                "chunks.tmp",
+            );
+            for r in &records {
+                w.push(r).unwrap();
+            }
+            for r in &parents {
+                w.push_parent(r).unwrap();
+            }
+            assert_eq!((w.len(), w.parents()), (n, p));
+            // Every third record gets a parent doc (the patch of a parent-child build).
+            let mut expected = records.clone();
+            for (i, r) in expected.iter_mut().enumerate() {
+                if i % 3 == 0 {
+                    r.parent_doc = Some((n + i % p.max(1)) as u32);
+                }
+            }
+            let mut out = w
+                .finish(tempfile::tempfile().unwrap(), &mut |doc, json| {
+                    let mut r: ChunkRecord = serde_json::from_slice(json).unwrap();
+                    let i = doc as usize;
+                    if i < n && i % 3 == 0 {
+                        r.parent_doc = Some((n + i % p.max(1)) as u32);
+                        return Ok(Some(record_json(&r).unwrap()));
+                    }
+                    Ok(None)
+                })
+                .unwrap();
+            use std::io::{Read, Seek};
+            out.rewind().unwrap();
+            let mut got = Vec::new();
+            out.read_to_end(&mut got).unwrap();
+            let want = write_chunks(&[expected, parents].concat()).unwrap();
+            assert_eq!(got, want, "{n} records, {p} parents");
+            let mapped = ChunkStore::open(crate::bytes::Bytes::map(&out).unwrap()).unwrap();
+            assert_eq!(mapped.len(), n + p);
+        }
+    }
 
     #[test]
     fn indexed_text_adds_title_and_headings_not_in_text() {

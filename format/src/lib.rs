@@ -19,6 +19,7 @@
 
 pub mod analyzer;
 pub mod bundle;
+pub mod bytes;
 pub mod chunks;
 pub mod codec;
 pub mod error;

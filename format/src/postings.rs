@@ -107,7 +107,7 @@ pub fn write_lists(
 /// Read side of the term dictionary and postings.
 pub struct LexicalIndex {
     terms: fst::Map<Vec<u8>>,
-    postings: Vec<u8>,
+    postings: crate::bytes::Bytes,
     doc_lens: Vec<u32>,
     avg_doc_len: f32,
 }
@@ -116,7 +116,9 @@ impl LexicalIndex {
     /// Opens the two files' bytes. Errors: [`FormatError::Fst`] for a bad `terms.fst`
     /// (its CRC32C checksum is verified: fst lookups on corrupt nodes can panic),
     /// [`FormatError::DataCorruption`] / [`FormatError::FormatVersion`] for `postings.bin`.
-    pub fn open(terms_fst: Vec<u8>, postings: Vec<u8>) -> Result<Self> {
+    /// `postings` may be a mapped file ([`crate::bytes::Bytes::map`]).
+    pub fn open(terms_fst: Vec<u8>, postings: impl Into<crate::bytes::Bytes>) -> Result<Self> {
+        let postings = postings.into();
         let fst_err = |source| FormatError::Fst {
             file: TERMS_FILE.into(),
             source,

@@ -370,27 +370,62 @@ pub fn typo_term(term: &str) -> bool {
 
 /// Lays out `terms` (sorted by bytes, each with its `(doc, tf)` postings in doc order) as
 /// dictionary blocks and postings pages. `doc_lens[doc]` is each chunk's length in terms.
-/// Errors only if the typo fst cannot be built.
+/// Errors only if the typo fst cannot be built. Holds every page: [`write_into`] streams
+/// them.
 pub fn write<'a>(
     terms: impl Iterator<Item = (&'a str, Vec<(u32, u32)>)>,
     doc_lens: &[u32],
 ) -> Result<Written> {
-    // Pass 1: encode every list; long ones go to postings pages.
+    let (keys, lists): (Vec<&str>, Vec<Vec<(u32, u32)>>) = terms.unzip();
+    let mut pages = Vec::new();
+    let mut w = write_into(
+        &keys,
+        &|i| Ok(lists[i].clone()),
+        doc_lens,
+        &mut super::FnSink(&mut |p| {
+            pages.push(p);
+            Ok(())
+        }),
+    )?;
+    w.pages = pages;
+    Ok(w)
+}
+
+/// [`write`] handing each page to `sink` as soon as it is made (unless `sink` reuses the
+/// previous bundle's page of that name), so the postings pages are never all in memory:
+/// `list(i)` gives the postings of `terms[i]` (sorted by bytes) and is called twice for a
+/// list longer than [`INLINE_MAX`] encoded bytes (once to size it, once for its pages, a
+/// group of pages at a time), once otherwise. Held at once: the inline lists, the block
+/// bodies and one group of postings pages. The returned [`Written`] has no `pages`; pages
+/// and roots are identical to [`write`]'s. Errors: what `list` or `sink` return, the typo
+/// fst.
+pub fn write_into(
+    terms: &[&str],
+    list: &dyn Fn(usize) -> Result<Vec<(u32, u32)>>,
+    doc_lens: &[u32],
+    sink: &mut dyn super::PageSink,
+) -> Result<Written> {
+    // Pass 1: encode every list; long ones are laid out on postings pages (each starts a
+    // page) and dropped, to be encoded again page group by page group.
     struct Term<'a> {
         term: &'a str,
         df: u32,
         inline: Option<Vec<u8>>,
         long: Option<(usize, usize)>, // (page × POSTINGS_PAGE, len)
     }
-    let mut post_bodies: Vec<Vec<u8>> = Vec::new();
-    let mut all: Vec<Term> = Vec::new();
+    let mut post_pages = 0usize;
+    // (first page, term index) of each long list, in page order.
+    let mut longs: Vec<(usize, usize)> = Vec::new();
+    let mut all: Vec<Term> = Vec::with_capacity(terms.len());
     let mut typo: Vec<fst::MapBuilder<Vec<u8>>> = (0..TYPO_BUCKETS)
         .map(|_| fst::MapBuilder::memory())
         .collect();
     let mut any_typo = false;
-    for (term, list) in terms {
+    for (i, &term) in terms.iter().enumerate() {
+        let list = list(i)?;
         let bytes = encode_list(&list, doc_lens);
         let df = list.len() as u32;
+        drop(list);
         if typo_term(term) {
             typo[typo_bucket(term.chars().count())]
                 .insert(term.as_bytes(), u64::from(df))
@@ -409,8 +444,9 @@ pub fn write<'a>(
             });
         } else {
             // Page-aligned: the list starts a page; only its last page is short.
-            let at = post_bodies.len() * POSTINGS_PAGE;
-            post_bodies.extend(bytes.chunks(POSTINGS_PAGE).map(<[u8]>::to_vec));
+            let at = post_pages * POSTINGS_PAGE;
+            longs.push((post_pages, i));
+            post_pages += bytes.len().div_ceil(POSTINGS_PAGE);
             all.push(Term {
                 term,
                 df,
@@ -419,7 +455,28 @@ pub fn write<'a>(
             });
         }
     }
-    let (postings, mut pages) = super::grouped(Kind::Postings, post_bodies, POSTINGS_PAGE);
+    // The postings pages: page `n` is a slice of one long list, encoded again when its
+    // first page is asked for (pages are asked for in order).
+    let last: std::cell::RefCell<(usize, Vec<u8>)> =
+        std::cell::RefCell::new((usize::MAX, Vec::new()));
+    let postings = super::grouped_to(
+        Kind::Postings,
+        post_pages,
+        POSTINGS_PAGE,
+        &|n| {
+            let k = longs.partition_point(|&(first, _)| first <= n) - 1;
+            let (first, i) = longs[k];
+            let mut last = last.borrow_mut();
+            if last.0 != i {
+                *last = (i, encode_list(&list(i)?, doc_lens));
+            }
+            let from = (n - first) * POSTINGS_PAGE;
+            let to = (from + POSTINGS_PAGE).min(last.1.len());
+            Ok(last.1[from..to].to_vec())
+        },
+        sink,
+    )?;
+    drop((last, longs));
     // Pass 2: blocks.
     let mut keys = Vec::new();
     let mut block_bodies = Vec::new();
@@ -501,11 +558,11 @@ pub fn write<'a>(
                 .collect(),
         );
     }
-    let (blocks, block_pages) = super::grouped(Kind::Dict, block_bodies, 0);
-    pages.extend(block_pages);
+    let blocks = super::put_numbered(Kind::Dict, &block_bodies, 0, sink)?;
+    drop(block_bodies);
     let index = if keys.len() > INLINE_KEYS_MAX {
         let (index, index_pages) = index_pages(std::mem::take(&mut keys), block_longs);
-        pages.extend(index_pages);
+        put_all(index_pages, sink)?;
         Some(index)
     } else {
         None
@@ -529,7 +586,7 @@ pub fn write<'a>(
             .collect();
         let bodies = super::bucket::write_terms(&entries);
         let (root, bp) = super::grouped(Kind::TermBuckets, bodies, 0);
-        pages.extend(bp);
+        put_all(bp, sink)?;
         Some(root)
     } else {
         None
@@ -543,13 +600,13 @@ pub fn write<'a>(
             })?);
         }
         let (root, tp) = super::grouped(Kind::Typo, bodies, 0);
-        pages.extend(tp);
+        put_all(tp, sink)?;
         Some(root)
     } else {
         None
     };
     Ok(Written {
-        pages,
+        pages: Vec::new(),
         keys,
         blocks,
         postings,
@@ -558,6 +615,16 @@ pub fn write<'a>(
         buckets,
         entries,
     })
+}
+
+/// Hands `pages` to `sink` in order (each unless `sink` reuses its name).
+fn put_all(pages: Vec<Encoded>, sink: &mut dyn super::PageSink) -> Result<()> {
+    for p in pages {
+        if !sink.reuse(&p.name, &p.name)? {
+            sink.put(p)?;
+        }
+    }
+    Ok(())
 }
 
 /// Cuts the blocks (first `keys`, `longs` per block) into dictionary index pages of about

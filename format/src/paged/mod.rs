@@ -581,23 +581,14 @@ pub fn write_pages_into(parts: &Parts, sink: &mut dyn PageSink) -> Result<PagesR
     let lex = parts.lexical;
     let doc_lens = lex.doc_lens();
     let terms = lex.term_list();
-    let mut bad = None;
-    let lists = terms.iter().map_while(|t| match lex.postings(t) {
-        Ok(list) => Some((t.as_str(), list.unwrap_or_default())),
-        Err(e) => {
-            bad = Some(e);
-            None
-        }
-    });
-    let written = dict::write(lists, doc_lens)?;
-    if let Some(e) = bad {
-        return Err(e);
-    }
-    for p in written.pages {
-        if !sink.reuse(&p.name, &p.name)? {
-            sink.put(p)?;
-        }
-    }
+    let keys: Vec<&str> = terms.iter().map(String::as_str).collect();
+    // Each list decoded when its pages are made; the pages go to `sink` as they are made.
+    let written = dict::write_into(
+        &keys,
+        &|i| Ok(lex.postings(keys[i])?.unwrap_or_default()),
+        doc_lens,
+        sink,
+    )?;
 
     // Chunk pages: D records each, D chosen so the median page is ~4 kB raw.
     let n = parts.chunks.len();
