@@ -70,38 +70,202 @@ impl LexicalIndexWriter {
 /// ascending doc order, with the chunk lengths `doc_lens`, into `(terms.fst bytes,
 /// postings.bin bytes)`: what [`LexicalIndexWriter::finish`] writes, and how a paged
 /// bundle's dictionary is turned back into these files. Errors: [`FormatError::Fst`] if
-/// terms are not in order.
+/// terms are not in order, [`FormatError::InvalidInput`] if a list's docs descend.
+/// The same bytes as [`ListsWriter`] into a `Vec`.
 pub fn write_lists(
     doc_lens: &[u32],
     lists: impl Iterator<Item = (String, Vec<(u32, u32)>)>,
 ) -> Result<(Vec<u8>, Vec<u8>)> {
-    let mut post = Vec::new();
-    put_header(&mut post, MAGIC, VERSION);
-    post.extend_from_slice(&(doc_lens.len() as u32).to_le_bytes());
-    for l in doc_lens {
-        post.extend_from_slice(&l.to_le_bytes());
-    }
-    let mut builder = fst::MapBuilder::memory();
+    let mut w = ListsWriter::new(Vec::new(), doc_lens)?;
     for (term, list) in lists {
-        builder
-            .insert(term.as_bytes(), post.len() as u64)
+        w.push(term.as_bytes(), &list)?;
+    }
+    let (fst_bytes, post, _) = w.finish()?;
+    Ok((fst_bytes, post))
+}
+
+/// Streams `postings.bin` to `out` term by term (format 1 layout above) while building
+/// `terms.fst` in memory, so a writer holds one list at a time, not the whole postings.
+/// The bytes are those of [`write_lists`] for the same terms and lists.
+///
+/// `out` gets many small writes: give it a `BufWriter` (or a `Vec`). I/O errors are
+/// [`FormatError::Io`] with the path `postings.bin`.
+pub struct ListsWriter<W: std::io::Write> {
+    out: W,
+    terms: fst::MapBuilder<Vec<u8>>,
+    /// Bytes written to `out` so far (= the offset of the next list).
+    written: u64,
+    n_docs: u32,
+    scratch: Vec<u8>,
+}
+
+impl<W: std::io::Write> ListsWriter<W> {
+    /// Writes the header and `doc_lens` (terms per chunk, by doc id: 4 bytes each) to
+    /// `out`. Errors: [`FormatError::InvalidInput`] for more than `u32::MAX` docs,
+    /// [`FormatError::Io`].
+    pub fn new(out: W, doc_lens: &[u32]) -> Result<Self> {
+        let n_docs = u32::try_from(doc_lens.len()).map_err(|_| {
+            FormatError::InvalidInput(format!("{} documents, over u32", doc_lens.len()))
+        })?;
+        let mut w = ListsWriter {
+            out,
+            terms: fst::MapBuilder::memory(),
+            written: 0,
+            n_docs,
+            scratch: Vec::new(),
+        };
+        let mut head = Vec::with_capacity(12);
+        put_header(&mut head, MAGIC, VERSION);
+        head.extend_from_slice(&n_docs.to_le_bytes());
+        w.write(&head)?;
+        let mut lens = Vec::with_capacity(4 * doc_lens.len().min(16 * 1024));
+        for part in doc_lens.chunks(16 * 1024) {
+            lens.clear();
+            for l in part {
+                lens.extend_from_slice(&l.to_le_bytes());
+            }
+            w.write(&lens)?;
+        }
+        Ok(w)
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> Result<()> {
+        self.out
+            .write_all(bytes)
+            .map_err(|e| FormatError::io(POSTINGS_FILE, e))?;
+        self.written += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Adds `term` (after every term added before it, in byte order) with its list
+    /// already coded: `list` is `df` varint `(doc_delta, tf)` pairs, the first delta from
+    /// doc 0 (exactly the bytes after the `df` varint in `postings.bin`; not checked).
+    /// Errors: [`FormatError::Fst`] if `term` is not after the previous term,
+    /// [`FormatError::Io`].
+    pub fn push_encoded(&mut self, term: &[u8], df: u32, list: &[u8]) -> Result<()> {
+        self.terms
+            .insert(term, self.written)
             .map_err(|source| FormatError::Fst {
                 file: TERMS_FILE.into(),
                 source,
             })?;
-        put_varint(&mut post, list.len() as u64);
+        let mut head = std::mem::take(&mut self.scratch);
+        head.clear();
+        put_varint(&mut head, u64::from(df));
+        let r = self.write(&head).and_then(|()| self.write(list));
+        self.scratch = head;
+        r
+    }
+
+    /// Adds `term` (after every term added before it, in byte order) with its `(doc, tf)`
+    /// pairs in ascending doc order. Errors: [`FormatError::Fst`] if `term` is not after
+    /// the previous term, [`FormatError::InvalidInput`] if the docs descend or a doc is
+    /// not below the doc count, [`FormatError::Io`].
+    pub fn push(&mut self, term: &[u8], list: &[(u32, u32)]) -> Result<()> {
+        let df = u32::try_from(list.len())
+            .map_err(|_| FormatError::InvalidInput(format!("{} postings", list.len())))?;
+        let mut bytes = std::mem::take(&mut self.scratch);
+        bytes.clear();
         let mut prev = 0u32;
-        for &(doc, tf) in &list {
-            put_varint(&mut post, u64::from(doc - prev));
-            put_varint(&mut post, u64::from(tf));
+        for &(doc, tf) in list {
+            if doc < prev || doc >= self.n_docs {
+                self.scratch = bytes;
+                return Err(FormatError::InvalidInput(format!(
+                    "postings of {:?}: doc {doc} after doc {prev} of {} docs",
+                    String::from_utf8_lossy(term),
+                    self.n_docs
+                )));
+            }
+            put_varint(&mut bytes, u64::from(doc - prev));
+            put_varint(&mut bytes, u64::from(tf));
             prev = doc;
         }
+        let r = self.push_encoded(term, df, &bytes);
+        self.scratch = bytes;
+        r
     }
-    let fst_bytes = builder.into_inner().map_err(|source| FormatError::Fst {
-        file: TERMS_FILE.into(),
-        source,
-    })?;
-    Ok((fst_bytes, post))
+
+    /// Bytes written to `out` so far: the header, the doc lengths and the lists added.
+    pub fn bytes_written(&self) -> u64 {
+        self.written
+    }
+
+    /// Ends the dictionary and flushes `out`. Returns `(terms.fst bytes, out, bytes
+    /// written to out)`. Errors: [`FormatError::Fst`], [`FormatError::Io`] (flush).
+    pub fn finish(mut self) -> Result<(Vec<u8>, W, u64)> {
+        self.out
+            .flush()
+            .map_err(|e| FormatError::io(POSTINGS_FILE, e))?;
+        let fst_bytes = self.terms.into_inner().map_err(|source| FormatError::Fst {
+            file: TERMS_FILE.into(),
+            source,
+        })?;
+        Ok((fst_bytes, self.out, self.written))
+    }
+}
+
+#[cfg(test)]
+mod lists_writer_tests {
+    use super::*;
+
+    fn lists() -> Vec<(String, Vec<(u32, u32)>)> {
+        vec![
+            ("a".into(), vec![(0, 2), (2, 1), (300, 7)]),
+            ("b".into(), vec![(1, 1)]),
+            ("가".into(), vec![(0, 1), (299, 1)]),
+        ]
+    }
+
+    #[test]
+    fn streams_the_bytes_of_write_lists() {
+        let doc_lens: Vec<u32> = (0..301).map(|i| i % 5).collect();
+        let (f, p) = write_lists(&doc_lens, lists().into_iter()).unwrap();
+        // push and push_encoded, into a BufWriter over a Vec.
+        let mut w = ListsWriter::new(std::io::BufWriter::new(Vec::new()), &doc_lens).unwrap();
+        let l = lists();
+        w.push(l[0].0.as_bytes(), &l[0].1).unwrap();
+        // "b": doc 1 tf 1.
+        w.push_encoded(b"b", 1, &[1, 1]).unwrap();
+        w.push(l[2].0.as_bytes(), &l[2].1).unwrap();
+        assert_eq!(w.bytes_written(), p.len() as u64);
+        let (f2, out, n) = w.finish().unwrap();
+        assert_eq!(
+            (f2, out.into_inner().unwrap(), n),
+            (f.clone(), p.clone(), p.len() as u64)
+        );
+        let idx = LexicalIndex::open(f, p).unwrap();
+        assert_eq!(idx.postings("a").unwrap().unwrap(), l[0].1);
+    }
+
+    #[test]
+    fn out_of_order_terms_and_descending_docs_are_errors() {
+        let mut w = ListsWriter::new(Vec::new(), &[1, 1]).unwrap();
+        w.push(b"b", &[(0, 1)]).unwrap();
+        let err = w.push(b"a", &[(0, 1)]).unwrap_err();
+        assert!(matches!(err, FormatError::Fst { .. }), "{err}");
+        let err = w.push(b"c", &[(1, 1), (0, 1)]).unwrap_err();
+        assert!(matches!(err, FormatError::InvalidInput(_)), "{err}");
+        let err = w.push(b"d", &[(2, 1)]).unwrap_err();
+        assert!(matches!(err, FormatError::InvalidInput(_)), "{err}");
+    }
+
+    #[test]
+    fn io_errors_name_postings_bin() {
+        struct Full;
+        impl std::io::Write for Full {
+            fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+                Err(std::io::Error::other("disk full"))
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let err = ListsWriter::new(Full, &[1]).err().unwrap();
+        assert!(
+            matches!(&err, FormatError::Io { path, .. } if path.as_os_str() == POSTINGS_FILE),
+            "{err}"
+        );
+    }
 }
 
 /// Read side of the term dictionary and postings.
