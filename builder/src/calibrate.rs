@@ -701,8 +701,9 @@ pub fn fit(
     Ok(cal)
 }
 
-/// Fits the bundle's score calibration on the bundle's files in memory (`terms.fst` and
-/// `postings.bin` copied, `chunks.bin` of the indexed chunks taken over, `vectors.bin` if any,
+/// Fits the bundle's score calibration on the bundle's files (`terms.fst` copied,
+/// `postings.bin` shared when it is a mapped file and copied otherwise, `chunks.bin` taken
+/// over (its indexed chunks: parent sections after them are left out), `vectors.bin` if any,
 /// and the analyzer options and BM25 parameters of its manifest): [`PSEUDO_QUERIES`]
 /// pseudo-queries from its chunks ([`pseudo_queries`]), embedded with the `query: ` prefix
 /// on `threads` threads when an embedder is given and the bundle has vectors, then
@@ -721,8 +722,8 @@ pub fn fit(
 #[allow(clippy::too_many_arguments)]
 pub fn calibrate(
     terms_fst: &[u8],
-    postings: &[u8],
-    chunks_bin: Vec<u8>,
+    postings: &jikji_format::bytes::Bytes,
+    chunks_bin: jikji_format::bytes::Bytes,
     vectors_bin: Option<Vec<u8>>,
     embedder: Option<&Encoder>,
     centring: Option<&Centring>,
@@ -761,8 +762,8 @@ pub struct Calibrated {
 #[allow(clippy::too_many_arguments)]
 pub fn calibrate_with_queries(
     terms_fst: &[u8],
-    postings: &[u8],
-    chunks_bin: Vec<u8>,
+    postings: &jikji_format::bytes::Bytes,
+    chunks_bin: jikji_format::bytes::Bytes,
     vectors_bin: Option<Vec<u8>>,
     embedder: Option<&Encoder>,
     centring: Option<&Centring>,
@@ -770,9 +771,11 @@ pub fn calibrate_with_queries(
     analyzer: AnalyzerOptions,
     bm25: Bm25Params,
 ) -> Result<Calibrated> {
-    let lexical = LexicalIndex::open(terms_fst.to_vec(), postings.to_vec())?;
+    // A mapped file's bytes are shared, not copied.
+    let lexical = LexicalIndex::open(terms_fst.to_vec(), postings.clone())?;
     let vectors = vectors_bin.map(|b| Vectors::open(&b)).transpose()?;
-    let chunks = ChunkStore::open(chunks_bin)?;
+    // The indexed chunks only: parent sections (after them) are not searched.
+    let chunks = ChunkStore::open(chunks_bin)?.first(lexical.num_docs());
     let manifest = Manifest {
         format_version: jikji_format::FORMAT_VERSION,
         analyzer_version: analyzer::ANALYZER_VERSION,

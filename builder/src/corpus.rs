@@ -112,6 +112,91 @@ pub struct SourceFile {
     pub source_url: Option<String>,
     /// Parsed front matter.
     pub front: FrontMatter,
+    /// `Some` when the scan dropped the body to save memory
+    /// ([`CheckOptions::drop_bodies`]): `text` then holds only the front matter
+    /// (`..body_byte`), and [`SourceFile::whole`] reads the file again.
+    pub dropped: Option<DroppedBody>,
+}
+
+/// What is kept of a file whose body was dropped: its length and SHA-256, checked when it
+/// is read again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DroppedBody {
+    /// The whole file's length in bytes.
+    pub bytes: u64,
+    /// The whole file's SHA-256.
+    pub sha256: [u8; 32],
+}
+
+impl SourceFile {
+    /// Drops the body (`text[body_byte..]`), keeping the front matter, the whole file's
+    /// length and `sha256` (the SHA-256 of `text`).
+    pub fn drop_body(&mut self, sha256: [u8; 32]) {
+        if self.dropped.is_none() {
+            self.dropped = Some(DroppedBody {
+                bytes: self.text.len() as u64,
+                sha256,
+            });
+            self.text.truncate(self.body_byte);
+            self.text.shrink_to_fit();
+        }
+    }
+
+    /// The whole file's length in bytes.
+    pub fn len(&self) -> u64 {
+        self.dropped
+            .as_ref()
+            .map_or(self.text.len() as u64, |d| d.bytes)
+    }
+
+    /// True for an empty file.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The whole file's SHA-256 in hex (the sources table's `sha256`).
+    pub fn sha256_hex(&self) -> String {
+        match &self.dropped {
+            Some(d) => hex::encode(d.sha256),
+            None => jikji_format::sha256_hex(self.text.as_bytes()),
+        }
+    }
+
+    /// This file with its whole text: itself, or (body dropped) read again from `path`.
+    /// Errors: I/O naming the file; [`BuildError::Corpus`] when the file changed since
+    /// the scan (other length or SHA-256: build again).
+    pub fn whole(&self) -> Result<std::borrow::Cow<'_, SourceFile>> {
+        let Some(d) = &self.dropped else {
+            return Ok(std::borrow::Cow::Borrowed(self));
+        };
+        let changed = || {
+            BuildError::Corpus {
+            path: self.path.clone(),
+            message: "changed while the bundle was being built (its length or SHA-256 is not what the corpus check read); build again".into(),
+        }
+        };
+        let bytes = match read_regular(&self.path) {
+            Ok(Ok(b)) => b,
+            Ok(Err(_)) => return Err(changed()),
+            Err(e) => return Err(BuildError::io("reading", &self.path, e)),
+        };
+        let sha: [u8; 32] = Sha256::digest(&bytes).into();
+        if bytes.len() as u64 != d.bytes || sha != d.sha256 {
+            return Err(changed());
+        }
+        let text = String::from_utf8(bytes).map_err(|_| changed())?;
+        Ok(std::borrow::Cow::Owned(SourceFile {
+            path: self.path.clone(),
+            rel: self.rel.clone(),
+            tier: self.tier,
+            text,
+            body_byte: self.body_byte,
+            body_char: self.body_char,
+            source_url: self.source_url.clone(),
+            front: self.front.clone(),
+            dropped: None,
+        }))
+    }
 }
 
 /// What to accept.
@@ -119,6 +204,9 @@ pub struct SourceFile {
 pub struct CheckOptions {
     /// Accept files whose front matter says `provenance: ai-draft`.
     pub allow_ai_draft: bool,
+    /// Keep only the front matter of accepted files ([`SourceFile::drop_body`]): a build
+    /// reads each body again when it chunks it, so the corpus is never all in memory.
+    pub drop_bodies: bool,
 }
 
 /// The result of scanning a corpus folder.
@@ -239,6 +327,9 @@ pub fn scan(root: &Path, opts: CheckOptions) -> Result<Scan> {
                 seen_hash.insert(hash, rel.clone());
             }
             file.path = path.to_path_buf();
+            if opts.drop_bodies {
+                file.drop_body(hash);
+            }
             file.tier = rel_path.parent().and_then(|p| {
                 p.components()
                     .rev()
@@ -586,6 +677,7 @@ fn check_file(
         body_char,
         source_url,
         front,
+        dropped: None,
     })
 }
 

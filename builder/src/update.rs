@@ -355,6 +355,7 @@ pub fn update_with(opts: &IngestOptions, u: &UpdateOptions) -> Result<UpdateRepo
     let t = Instant::now();
     let check = CheckOptions {
         allow_ai_draft: settings.allow_ai_draft,
+        drop_bodies: false,
     };
     let (scanned, _quarantined) = checked_corpus(opts, check)?;
     report.findings = scanned.findings.clone();
@@ -470,7 +471,7 @@ pub fn update_with(opts: &IngestOptions, u: &UpdateOptions) -> Result<UpdateRepo
         let c = crate::calibrate::calibrate_with_queries(
             &indexed.terms_fst,
             &indexed.postings,
-            chunks_bin.clone(),
+            chunks_bin.clone().into(),
             vectors.as_ref().map(|(_, bytes)| bytes.clone()),
             embedder.as_ref(),
             vectors.as_ref().and_then(|(m, _)| m.centring.as_ref()),
@@ -506,7 +507,7 @@ pub fn update_with(opts: &IngestOptions, u: &UpdateOptions) -> Result<UpdateRepo
         probe_queries = crate::calibrate::calibrate_with_queries(
             &indexed.terms_fst,
             &indexed.postings,
-            chunks_bin,
+            chunks_bin.clone().into(),
             vectors.as_ref().map(|(_, bytes)| bytes.clone()),
             embedder.as_ref(),
             vectors.as_ref().and_then(|(m, _)| m.centring.as_ref()),
@@ -543,8 +544,8 @@ pub fn update_with(opts: &IngestOptions, u: &UpdateOptions) -> Result<UpdateRepo
     let (_, _, pages) = write_bundle(
         &opts.bundle,
         BundleParts {
-            records: &records,
-            parents: &[],
+            chunks: chunks_bin.into(),
+            n_chunks: records.len(),
             chunking: chunking.info(0),
             indexed,
             vectors,

@@ -233,6 +233,7 @@ mod tests {
             body_char: 0,
             source_url: None,
             front,
+            dropped: None,
         }
     }
 

@@ -56,6 +56,7 @@ fn ai_draft_is_included_and_tagged_when_allowed() {
         &fixture(),
         CheckOptions {
             allow_ai_draft: true,
+            drop_bodies: false,
         },
     )
     .unwrap();

@@ -232,6 +232,7 @@ pub fn run(dir: &Path, o: &EvalOptions) -> Result<EvalReport> {
                 title: (!d.title.is_empty()).then(|| d.title.clone()),
                 ..FrontMatter::default()
             },
+            dropped: None,
         })
         .collect();
     let out = std::env::temp_dir().join(format!("jikji-eval-{}", std::process::id()));

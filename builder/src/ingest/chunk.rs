@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use jikji_embed::{EmbedTokenizer, Prefix};
-use jikji_format::{sha256_hex, ChunkRecord, ChunkingInfo, Manifest, SourceEntry};
+use jikji_format::{ChunkRecord, ChunkingInfo, Manifest, SourceEntry};
 use sha2::{Digest, Sha256};
 
 use crate::chunker::{ChunkParams, Limits, Sizer, Strategy, TokenLimit};
@@ -12,71 +12,67 @@ use crate::corpus::SourceFile;
 use crate::error::{BuildError, Result};
 use crate::versions::VersionInfo;
 
-/// What the chunk stage makes of a corpus: records in corpus order (doc id = index).
-pub struct Chunked {
-    /// Indexed chunk records.
-    pub records: Vec<ChunkRecord>,
-    /// Parent sections (`parent-child`), stored after `records`, not indexed; linked.
-    pub parents: Vec<ChunkRecord>,
-    /// The sources table: one entry per file, in order.
-    pub sources: Vec<SourceEntry>,
-}
+/// Corpus bytes chunked per window by [`chunk_windows`]: the records of one window are
+/// held at once (about twice its text).
+pub const CHUNK_WINDOW_BYTES: usize = 16 << 20;
 
-/// Chunks every file with `chunking` (`versions[i]` are the version facts of `files[i]`,
-/// from [`crate::versions::resolve`]) and links children to their parents.
-pub fn chunk_files(files: &[SourceFile], versions: &[VersionInfo], chunking: &Chunking) -> Chunked {
-    let mut records = Vec::new();
-    let mut parents = Vec::new();
-    let mut parent_of = Vec::new();
-    let mut sources = Vec::with_capacity(files.len());
-    for ((f, v), fc) in files
-        .iter()
-        .zip(versions)
-        .zip(chunk_all(files, versions, chunking))
-    {
-        sources.push(source_entry(f, v, fc.chunks.len()));
-        let first = parents.len();
-        parent_of.extend(fc.parent_of.iter().map(|p| p.map(|i| first + i)));
-        records.extend(fc.chunks);
-        parents.extend(fc.parents);
-    }
-    link_parents(&mut records, &parent_of);
-    Chunked {
-        records,
-        parents,
-        sources,
-    }
-}
-
-/// [`chunk_file`] of every file, in file order, the files shared out to all cores
-/// ([`super::default_threads`]), largest first as each thread finishes its last (chunking
-/// a file does not depend on the others, so the records do not depend on the number of
-/// threads).
-fn chunk_all(
+/// Chunks the files in order, a window of files at a time (at least one file, then files
+/// until [`CHUNK_WINDOW_BYTES`] of text, read again if the scan dropped their bodies; each window on all cores), and
+/// hands each window's file range and chunks (in file order) to `each`, so a corpus of
+/// any size is chunked holding one window's records. Stops at `each`'s first error.
+pub fn chunk_windows(
     files: &[SourceFile],
     versions: &[VersionInfo],
     chunking: &Chunking,
-) -> Vec<FileChunks> {
+    mut each: impl FnMut(std::ops::Range<usize>, Vec<FileChunks>) -> Result<()>,
+) -> Result<()> {
+    let n = files.len().min(versions.len());
+    let mut start = 0;
+    while start < n {
+        let mut end = start;
+        let mut bytes = 0;
+        while end < n && (end == start || bytes < CHUNK_WINDOW_BYTES) {
+            bytes += files[end].len() as usize;
+            end += 1;
+        }
+        let window = chunk_range(files, versions, chunking, start..end)?;
+        each(start..end, window)?;
+        start = end;
+    }
+    Ok(())
+}
+
+/// [`chunk_file`] of `files[range]`, in order, on all cores; a file whose body the scan
+/// dropped is read again ([`SourceFile::whole`]). Errors: the first file that cannot be
+/// read again or changed since the scan.
+fn chunk_range(
+    files: &[SourceFile],
+    versions: &[VersionInfo],
+    chunking: &Chunking,
+    range: std::ops::Range<usize>,
+) -> Result<Vec<FileChunks>> {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Mutex;
-    let n = files.len().min(versions.len());
+    let one = |i: usize| -> Result<FileChunks> {
+        Ok(chunk_file(&*files[i].whole()?, chunking, &versions[i]))
+    };
+    let base = range.start;
+    let n = range.len();
     let threads = super::default_threads().clamp(1, 64).min(n.max(1));
     if threads <= 1 {
-        return (0..n)
-            .map(|i| chunk_file(&files[i], chunking, &versions[i]))
-            .collect();
+        return range.map(one).collect();
     }
     let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse(files[i].text.len()));
+    order.sort_by_key(|&i| std::cmp::Reverse(files[base + i].len()));
     let next = AtomicUsize::new(0);
-    let out: Mutex<Vec<Option<FileChunks>>> = Mutex::new((0..n).map(|_| None).collect());
+    let out: Mutex<Vec<Option<Result<FileChunks>>>> = Mutex::new((0..n).map(|_| None).collect());
     std::thread::scope(|s| {
         for _ in 0..threads {
             s.spawn(|| loop {
                 let Some(&i) = order.get(next.fetch_add(1, Ordering::Relaxed)) else {
                     return;
                 };
-                let fc = chunk_file(&files[i], chunking, &versions[i]);
+                let fc = one(base + i);
                 out.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(fc);
             });
         }
@@ -197,7 +193,7 @@ pub struct FileChunks {
     /// Indexed chunks, in order.
     pub chunks: Vec<ChunkRecord>,
     /// Parent sections (`parent-child`), in order; the chunks' `parent_id` names them,
-    /// `parent_doc` is set by [`link_parents`] once every file is chunked.
+    /// `parent_doc` is set when the chunk store is written ([`super::chunk_stage`]).
     pub parents: Vec<ChunkRecord>,
     /// For each chunk, the index of its parent in `parents`.
     pub parent_of: Vec<Option<usize>>,
@@ -267,15 +263,6 @@ pub fn chunk_file(f: &SourceFile, chunking: &Chunking, v: &VersionInfo) -> FileC
     }
 }
 
-/// Sets `parent_doc` of every chunk that has a parent: parents are stored after the
-/// `records.len()` indexed chunks, in order; `parent_of[i]` indexes them.
-pub fn link_parents(records: &mut [ChunkRecord], parent_of: &[Option<usize>]) {
-    let n = records.len();
-    for (r, p) in records.iter_mut().zip(parent_of) {
-        r.parent_doc = p.map(|i| (n + i) as u32);
-    }
-}
-
 /// Stable id of a parent section (`parent-child`): as [`chunk_id`] in its own namespace.
 pub fn parent_id(rel: &str, section: u32, position: u32) -> String {
     chunk_id(&format!("{rel}\0parent"), section, position)
@@ -296,8 +283,8 @@ pub fn source_entry(f: &SourceFile, v: &VersionInfo, chunks: usize) -> SourceEnt
         .map(|d| d.as_secs());
     SourceEntry {
         path: f.rel.clone(),
-        sha256: sha256_hex(f.text.as_bytes()),
-        bytes: f.text.len() as u64,
+        sha256: f.sha256_hex(),
+        bytes: f.len(),
         modified,
         chunks,
         doc_id: v.doc_id.clone(),

@@ -27,8 +27,8 @@ use crate::error::{BuildError, Result};
 pub struct Indexed {
     /// `terms.fst` bytes.
     pub terms_fst: Vec<u8>,
-    /// `postings.bin` bytes.
-    pub postings: Vec<u8>,
+    /// `postings.bin` bytes (a mapped temporary file in a streamed build).
+    pub postings: jikji_format::bytes::Bytes,
     /// Number of distinct terms.
     pub terms: usize,
     /// `hanja.fst` bytes: `None` when `settings.hanja` is off or the corpus has no Han or
@@ -48,7 +48,7 @@ pub fn index(records: &[ChunkRecord], settings: &BundleSettings) -> Result<Index
     };
     Ok(Indexed {
         terms_fst,
-        postings,
+        postings: postings.into(),
         terms,
         hanja,
     })
@@ -64,28 +64,10 @@ pub fn index_records(
     records: &[ChunkRecord],
     analyzer: &Analyzer,
 ) -> Result<(Vec<u8>, Vec<u8>, usize)> {
-    let threads = super::default_threads().max(1);
     let mut index = PostingsWriter::new();
     for batch in records.chunks(ANALYZE_BATCH) {
-        let per = batch.len().div_ceil(threads).max(1);
-        let analyzed: Vec<Vec<Vec<String>>> = std::thread::scope(|s| {
-            let handles: Vec<_> = batch
-                .chunks(per)
-                .map(|part| {
-                    s.spawn(move || {
-                        part.iter()
-                            .map(|r| analyzer.analyze(&r.indexed_text()))
-                            .collect::<Vec<_>>()
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-                .collect()
-        });
-        for terms in analyzed.iter().flatten() {
-            index.add_doc(terms);
+        for terms in analyze_records(batch, analyzer) {
+            index.add_doc(&terms);
         }
     }
     let (terms_fst, terms, postings) = index.finish_to(Vec::new())?;
@@ -622,23 +604,67 @@ fn merge(
     Ok(terms)
 }
 
+/// The analyzed terms of each of `records` (under [`ChunkRecord::indexed_text`]), in order,
+/// the records shared out to all cores ([`crate::ingest::default_threads`]) in equal runs.
+pub fn analyze_records(records: &[ChunkRecord], analyzer: &Analyzer) -> Vec<Vec<String>> {
+    let threads = super::default_threads().max(1);
+    let per = records.len().div_ceil(threads).max(1);
+    let analyzed: Vec<Vec<Vec<String>>> = std::thread::scope(|s| {
+        let handles: Vec<_> = records
+            .chunks(per)
+            .map(|part| {
+                s.spawn(move || {
+                    part.iter()
+                        .map(|r| analyzer.analyze(&r.indexed_text()))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    });
+    analyzed.into_iter().flatten().collect()
+}
+
+/// The Han and Hangul characters of a corpus, gathered chunk by chunk for [`hanja_table`]
+/// (a streamed build sees each chunk once).
+#[derive(Default)]
+pub struct ScriptChars {
+    han: std::collections::HashSet<char>,
+    hangul: std::collections::HashSet<char>,
+}
+
+impl ScriptChars {
+    /// Adds the characters of `text` as `analyzer` normalizes it.
+    pub fn add(&mut self, analyzer: &Analyzer, text: &str) {
+        for ch in analyzer.normalize(text).chars() {
+            match analyzer::script_of(ch) {
+                Script::Han => self.han.insert(ch),
+                Script::Hangul => self.hangul.insert(ch),
+                _ => false,
+            };
+        }
+    }
+}
+
 /// The `hanja.fst` bytes `records` need, or `None` for a corpus without Han or Hangul
 /// text. Reading pairs come from the `hanja` crate's table (libhangul's `hanja.txt`,
 /// BSD-3-Clause; the crate is MIT), each Hanja folded as `analyzer` folds text: Hangul →
 /// Hanja pairs only for Han characters the corpus has, Hanja → Hangul pairs only for
 /// Hangul syllables the corpus has, so the table holds only expansions that can match.
 pub fn hanja_table(records: &[ChunkRecord], analyzer: &Analyzer) -> Result<Option<Vec<u8>>> {
-    let mut han = std::collections::HashSet::new();
-    let mut hangul = std::collections::HashSet::new();
+    let mut chars = ScriptChars::default();
     for r in records {
-        for ch in analyzer.normalize(&r.text).chars() {
-            match analyzer::script_of(ch) {
-                Script::Han => han.insert(ch),
-                Script::Hangul => hangul.insert(ch),
-                _ => false,
-            };
-        }
+        chars.add(analyzer, &r.text);
     }
+    hanja_table_of(&chars, analyzer)
+}
+
+/// [`hanja_table`] of the characters gathered in `chars`.
+pub fn hanja_table_of(chars: &ScriptChars, analyzer: &Analyzer) -> Result<Option<Vec<u8>>> {
+    let (han, hangul) = (&chars.han, &chars.hangul);
     if han.is_empty() && hangul.is_empty() {
         return Ok(None);
     }

@@ -4,15 +4,16 @@
 //! | stage | function | in → out |
 //! |---|---|---|
 //! | scan + check | [`scan_corpus`] | corpus folder → [`Scan`]: checked [`SourceFile`]s, findings (strict: errors fail) |
-//! | chunk | [`chunk::chunk_files`] | files + [`Chunking`] → [`chunk::Chunked`]: chunk records, parents, sources table |
-//! | index | [`index::index`] | records + [`BundleSettings`] → [`index::Indexed`]: `terms.fst`, `postings.bin`, `hanja.fst` |
+//! | chunk + index | [`chunk_stage`] | files + [`BundleSettings`] → [`ChunkStage`]: `chunks.bin` and [`index::Indexed`] (`terms.fst`, `postings.bin`, `hanja.fst`), streamed through a temporary folder ([`Spill`]), the sources table |
 //! | embed | [`embed::embed_passages`] | chunk texts → passage vectors (through the [`crate::vector_cache`]) |
 //! | conflicts | [`annotate_conflicts`] | records + vectors → records noting their contradiction candidates (bundles with vectors) |
 //! | calibrate | [`crate::calibrate`] | the bundle's data files (+ embedder) → score calibration |
 //! | write | [`write::write_bundle`] | [`write::BundleParts`] → the bundle, atomically; manifest records the settings |
 //!
 //! [`build`] runs them all on a folder, [`build_files`] on files already read (eval sets);
-//! [`crate::update::update`] runs the same stages, taking chunk records and vectors of
+//! a build holds one window of chunk records at a time, never the corpus's
+//! (`docs/design/scale-1m.md` "Streamed build"). [`crate::update::update`] indexes the
+//! records it holds with [`index::index`] and runs the same later stages, taking chunk records and vectors of
 //! unchanged files from the old bundle and every [`BundleSettings`] from its manifest
 //! ([`BundleSettings::of_manifest`]), so an update equals a full build with the same
 //! settings (`builder/tests/update_settings.rs` checks it switch by switch).
@@ -164,11 +165,15 @@ pub struct IngestOptions {
     /// carries for the browser ([`jikji_query_model::paged::write_pages`]); `None`: none.
     /// The CLI's default is [`default_query_model`].
     pub query_model: Option<PathBuf>,
+    /// Bytes of postings a build holds before it writes a sorted run to its temporary
+    /// folder ([`index::PostingsWriter::with_spill`]; default [`POSTINGS_BUDGET`]). The
+    /// bundle's bytes do not depend on it.
+    pub index_budget: usize,
 }
 
 impl IngestOptions {
     /// Options with no model, no cache, one thread, no progress bar, not strict, no
-    /// quarantine.
+    /// quarantine, the default index budget.
     pub fn new(corpus: impl Into<PathBuf>, bundle: impl Into<PathBuf>) -> Self {
         IngestOptions {
             corpus: corpus.into(),
@@ -182,6 +187,7 @@ impl IngestOptions {
             lang_means: None,
             vectors: None,
             query_model: None,
+            index_budget: POSTINGS_BUDGET,
         }
     }
 }
@@ -281,6 +287,8 @@ pub fn build(opts: &IngestOptions, settings: &BundleSettings) -> Result<BuildRep
     let t = Instant::now();
     let check = CheckOptions {
         allow_ai_draft: settings.allow_ai_draft,
+        // Each body is read again when it is chunked ([`chunk::chunk_windows`]).
+        drop_bodies: true,
     };
     let (scanned, quarantined) = checked_corpus(opts, check)?;
     let mut seconds = vec![("read".to_string(), t.elapsed().as_secs_f64())];
@@ -309,27 +317,97 @@ pub fn build_files(
     build_chunked(chunk_stage(files, opts, settings)?, opts, settings)
 }
 
-/// What [`chunk_stage`] hands to the later stages: the chunks and what the report says of
-/// the files (the files themselves are no longer needed).
+/// A build's temporary folder beside the bundle (`.jikji-build-*`, removed when dropped):
+/// the chunk store and postings are written there as the corpus is chunked and indexed and
+/// read back mapped ([`jikji_format::bytes::Bytes::map`]), so a build holds neither in
+/// memory (`docs/design/scale-1m.md` "Streamed build").
+pub struct Spill {
+    dir: tempfile::TempDir,
+}
+
+impl Spill {
+    /// A new temporary folder in the bundle's parent folder (the same file system as the
+    /// bundle). Errors: I/O, naming the parent folder.
+    pub fn beside(bundle: &Path) -> Result<Spill> {
+        let parent = bundle
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        std::fs::create_dir_all(parent).map_err(|e| BuildError::io("creating", parent, e))?;
+        let dir = tempfile::Builder::new()
+            .prefix(".jikji-build-")
+            .tempdir_in(parent)
+            .map_err(|e| BuildError::io("creating a temporary folder in", parent, e))?;
+        Ok(Spill { dir })
+    }
+
+    /// The folder.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Creates (or truncates) the file `name` in the folder, readable and writable.
+    pub fn create(&self, name: &str) -> Result<std::fs::File> {
+        let path = self.dir.path().join(name);
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .map_err(|e| BuildError::io("creating", &path, e))
+    }
+
+    /// Maps the file `file` (created by [`Spill::create`] as `name`, fully written).
+    fn map(&self, file: &std::fs::File, name: &str) -> Result<jikji_format::bytes::Bytes> {
+        jikji_format::bytes::Bytes::map(file)
+            .map_err(|e| BuildError::io("mapping", self.dir.path().join(name), e))
+    }
+}
+
+/// Bytes of postings a build holds in memory by default before it writes a sorted run to
+/// its temporary folder ([`IngestOptions::index_budget`]).
+pub const POSTINGS_BUDGET: usize = 256 << 20;
+
+/// What [`chunk_stage`] hands to the later stages: the chunk store and the lexical index,
+/// both written to the build's temporary folder, and what the report says of the files
+/// (the files themselves are no longer needed).
 pub struct ChunkStage {
     chunking: Chunking,
-    chunked: chunk::Chunked,
+    /// `chunks.bin` (indexed chunks, then parents), mapped from the temporary folder.
+    chunks: jikji_format::bytes::Bytes,
+    /// Indexed chunks (the parents follow them in `chunks`).
+    n_chunks: usize,
+    parents: usize,
+    sources: Vec<jikji_format::SourceEntry>,
+    indexed: index::Indexed,
+    chunk_chars: Vec<usize>,
     version_notes: Vec<crate::versions::VersionNote>,
     files: usize,
     corpus_bytes: u64,
-    seconds: f64,
-    /// CPU seconds from the start of the chunk stage (the build's first lap, `chunk`).
+    /// Wall seconds of chunking and of indexing (the two alternate window by window).
+    seconds: (f64, f64),
+    /// CPU seconds of the same two.
+    cpu_seconds: (f64, f64),
     cpu: report::CpuLaps,
+    /// Holds the temporary files (removed when dropped, after the write).
+    spill: Spill,
 }
 
-/// The chunk stage of a build: versions resolved, every file chunked with `settings`.
+/// The chunk and index stages of a build, streamed: versions resolved, the files chunked
+/// with `settings` a window at a time ([`chunk::chunk_windows`]), each window's records
+/// written to the temporary chunk store and analyzed into the postings (which spill sorted
+/// runs past [`IngestOptions::index_budget`]), so the peak memory is one window of records, the
+/// postings budget and the term keys, not the corpus's records. Errors: the model's
+/// tokenizer, I/O on the temporary folder.
 pub fn chunk_stage(
     files: &[SourceFile],
     opts: &IngestOptions,
     settings: &BundleSettings,
 ) -> Result<ChunkStage> {
-    let t = Instant::now();
     let cpu = report::CpuLaps::start();
+    let cpu0 = report::cpu_seconds();
+    let t = Instant::now();
     let chunking = Chunking::new(
         settings.strategy,
         settings.params,
@@ -337,19 +415,132 @@ pub fn chunk_stage(
     )?;
     let versions = crate::versions::resolve(files);
     let version_notes = crate::versions::notes(files, &versions);
-    let chunked = chunk::chunk_files(files, &versions, &chunking);
+    let spill = Spill::beside(&opts.bundle)?;
+    let mut store = jikji_format::chunks::ChunksFileWriter::new(
+        spill.create("records.tmp")?,
+        spill.create("parents.tmp")?,
+        spill.path().join("records.tmp"),
+    );
+    let analyzer = jikji_format::analyzer::Analyzer::new(
+        jikji_format::analyzer::ANALYZER_VERSION,
+        settings.analyzer,
+    )?;
+    let runs = spill.path().join("runs");
+    std::fs::create_dir_all(&runs).map_err(|e| BuildError::io("creating", &runs, e))?;
+    let mut postings = index::PostingsWriter::with_spill(opts.index_budget, runs);
+    let mut chars = index::ScriptChars::default();
+    let mut chunk_chars = Vec::new();
+    let mut sources = Vec::with_capacity(files.len());
+    // Each chunk's parent (an index into the parents), for its `parent_doc`.
+    let mut parent_of: Vec<Option<u32>> = Vec::new();
+    let (mut wall, mut cpu_s) = (
+        (t.elapsed().as_secs_f64(), 0.0),
+        (report::cpu_seconds() - cpu0, 0.0),
+    );
+    let mut at = (Instant::now(), report::cpu_seconds());
+    chunk::chunk_windows(files, &versions, &chunking, |range, window| {
+        let lap = |at: &mut (Instant, f64), w: &mut f64, c: &mut f64| {
+            let now = (Instant::now(), report::cpu_seconds());
+            *w += now.0.duration_since(at.0).as_secs_f64();
+            *c += now.1 - at.1;
+            *at = now;
+        };
+        lap(&mut at, &mut wall.0, &mut cpu_s.0);
+        let mut records = Vec::new();
+        for (i, fc) in range.zip(window) {
+            sources.push(chunk::source_entry(
+                &files[i],
+                &versions[i],
+                fc.chunks.len(),
+            ));
+            let first = store.parents();
+            for p in &fc.parents {
+                store.push_parent(p)?;
+            }
+            for (c, p) in fc.chunks.iter().zip(&fc.parent_of) {
+                parent_of.push(p.map(|j| (first + j) as u32));
+                chunk_chars.push(c.text.chars().count());
+                store.push(c)?;
+            }
+            records.extend(fc.chunks);
+        }
+        lap(&mut at, &mut wall.0, &mut cpu_s.0);
+        if settings.hanja {
+            for r in &records {
+                chars.add(&analyzer, &r.text);
+            }
+        }
+        for batch in records.chunks(index::ANALYZE_BATCH) {
+            for terms in index::analyze_records(batch, &analyzer) {
+                postings.add_doc(&terms);
+            }
+        }
+        lap(&mut at, &mut wall.1, &mut cpu_s.1);
+        Ok::<(), BuildError>(())
+    })?;
+    let n_chunks = store.len();
+    let parents = store.parents();
+    // The chunk store, each chunk with a parent given its doc id (parents follow the chunks).
+    let chunks_file = store.finish(
+        spill.create("chunks.bin")?,
+        &mut |doc, json| match parent_of.get(doc as usize).copied().flatten() {
+            Some(p) => {
+                let mut r: jikji_format::ChunkRecord =
+                    serde_json::from_slice(json).map_err(|source| {
+                        jikji_format::FormatError::Json {
+                            file: "chunks.bin".into(),
+                            source,
+                        }
+                    })?;
+                r.parent_doc = Some(n_chunks as u32 + p);
+                Ok(Some(jikji_format::chunks::record_json(&r)?))
+            }
+            None => Ok(None),
+        },
+    )?;
+    drop(parent_of);
+    let chunks = spill.map(&chunks_file, "chunks.bin")?;
+    let t_write = (Instant::now(), report::cpu_seconds());
+    wall.0 += t_write.0.duration_since(at.0).as_secs_f64();
+    cpu_s.0 += t_write.1 - at.1;
+    let postings_file = spill.create("postings.bin")?;
+    let (terms_fst, terms, postings_file) =
+        postings.finish_to(std::io::BufWriter::with_capacity(1 << 20, postings_file))?;
+    let postings_file = postings_file.into_inner().map_err(|e| {
+        BuildError::io("writing", spill.path().join("postings.bin"), e.into_error())
+    })?;
+    let hanja = if settings.hanja {
+        index::hanja_table_of(&chars, &analyzer)?
+    } else {
+        None
+    };
+    let indexed = index::Indexed {
+        terms_fst,
+        postings: spill.map(&postings_file, "postings.bin")?,
+        terms,
+        hanja,
+    };
+    wall.1 += t_write.0.elapsed().as_secs_f64();
+    cpu_s.1 += report::cpu_seconds() - t_write.1;
     Ok(ChunkStage {
         chunking,
-        chunked,
+        chunks,
+        n_chunks,
+        parents,
+        sources,
+        indexed,
+        chunk_chars,
         version_notes,
         files: files.len(),
-        corpus_bytes: files.iter().map(|f| f.text.len() as u64).sum(),
-        seconds: t.elapsed().as_secs_f64(),
+        corpus_bytes: files.iter().map(SourceFile::len).sum(),
+        seconds: wall,
+        cpu_seconds: cpu_s,
         cpu,
+        spill,
     })
 }
 
-/// The stages after chunking (index, embed, conflicts, calibrate, write) of a build.
+/// The stages after chunking and indexing (embed, conflicts, calibrate, write) of a build.
 fn build_chunked(
     stage: ChunkStage,
     opts: &IngestOptions,
@@ -357,47 +548,52 @@ fn build_chunked(
 ) -> Result<BuildReport> {
     let ChunkStage {
         chunking,
-        mut chunked,
+        mut chunks,
+        n_chunks,
+        parents,
+        sources,
+        indexed,
+        mut chunk_chars,
         version_notes,
         files,
         corpus_bytes,
-        seconds: chunk_seconds,
+        seconds: (chunk_seconds, index_seconds),
+        cpu_seconds: (chunk_cpu, index_cpu),
         mut cpu,
+        spill,
     } = stage;
-    let mut seconds = Vec::new();
-    let t = Instant::now();
-    let mut chunk_chars: Vec<usize> = chunked
-        .records
-        .iter()
-        .map(|r| r.text.chars().count())
-        .collect();
+    let mut seconds = vec![
+        ("chunk".to_string(), chunk_seconds),
+        ("index".to_string(), index_seconds),
+    ];
     let chunk_chars = Dist::of(&mut chunk_chars);
-    seconds.push((
-        "chunk".to_string(),
-        chunk_seconds + t.elapsed().as_secs_f64(),
-    ));
-    cpu.lap("chunk");
-
-    let t = Instant::now();
-    let indexed = index::index(&chunked.records, settings)?;
+    cpu.measured("chunk", chunk_cpu);
+    cpu.measured("index", index_cpu);
     let terms = indexed.terms;
-    seconds.push(("index".to_string(), t.elapsed().as_secs_f64()));
-    cpu.lap("index");
 
     let t = Instant::now();
     let mut embedder = None;
     let mut embedded = None;
     let mut imported = 0;
-    let texts: Vec<&str> = chunked.records.iter().map(|r| r.text.as_str()).collect();
-    let sources: Vec<&str> = chunked.records.iter().map(|r| r.source.as_str()).collect();
+    // The embedding and conflict stages need every chunk's record: read back from the
+    // store (a BM25-only build never holds them).
+    let mut records: Vec<jikji_format::ChunkRecord> = Vec::new();
+    if opts.model_dir.is_some() || opts.vectors.is_some() {
+        let store = jikji_format::chunks::ChunkStore::open(chunks.clone())?;
+        records = (0..n_chunks as u32)
+            .map(|d| store.get(d))
+            .collect::<std::result::Result<_, _>>()?;
+    }
+    let texts: Vec<&str> = records.iter().map(|r| r.text.as_str()).collect();
+    let srcs: Vec<&str> = records.iter().map(|r| r.source.as_str()).collect();
     match (&opts.model_dir, &opts.vectors) {
         (Some(dir), Some(npy)) => {
-            let im = import::import_vectors(npy, &chunked.records, dir)?;
+            let im = import::import_vectors(npy, &records, dir)?;
             imported = im.embedded.vectors.len();
             embedded = Some(embed::pack_vectors(
                 im.embedded,
                 &texts,
-                &sources,
+                &srcs,
                 dir,
                 opts,
                 settings.centring,
@@ -406,7 +602,7 @@ fn build_chunked(
         (Some(dir), None) => {
             embedded = Some(embed::embed_vectors(
                 &texts,
-                &sources,
+                &srcs,
                 dir,
                 opts,
                 settings.centring,
@@ -422,14 +618,29 @@ fn build_chunked(
         }
         (None, None) => {}
     }
+    drop((texts, srcs));
     seconds.push(("embed".to_string(), t.elapsed().as_secs_f64()));
     cpu.lap("embed");
 
     let t = Instant::now();
     let conflicts = match &embedded {
-        Some(e) => Some(annotate_conflicts(&mut chunked.records, &e.vectors_bin)?),
+        Some(e) => {
+            let found = annotate_conflicts(&mut records, &e.vectors_bin)?;
+            if records.iter().any(|r| !r.conflicts.is_empty()) {
+                // The notes go into the records: the store is written again (in memory,
+                // as a bundle with vectors holds its records here anyway).
+                let store = jikji_format::chunks::ChunkStore::open(chunks.clone())?;
+                let parent_records = (n_chunks..n_chunks + parents)
+                    .map(|d| store.get(d as u32))
+                    .collect::<std::result::Result<Vec<_>, _>>()?;
+                records.extend(parent_records);
+                chunks = jikji_format::chunks::write_chunks(&records)?.into();
+            }
+            Some(found)
+        }
         None => None,
     };
+    drop(records);
     seconds.push(("conflicts".to_string(), t.elapsed().as_secs_f64()));
     cpu.lap("conflicts");
 
@@ -443,7 +654,7 @@ fn build_chunked(
     let calibrated = crate::calibrate::calibrate_with_queries(
         &indexed.terms_fst,
         &indexed.postings,
-        jikji_format::chunks::write_chunks(&chunked.records)?,
+        chunks.clone(),
         embedded.as_ref().map(|e| e.vectors_bin.clone()),
         embedder.as_ref(),
         embedded.as_ref().and_then(|e| e.model.centring.as_ref()),
@@ -468,12 +679,12 @@ fn build_chunked(
     let (_, file_bytes, pages) = write::write_bundle(
         &opts.bundle,
         write::BundleParts {
-            records: &chunked.records,
-            parents: &chunked.parents,
-            chunking: chunking.info(chunked.parents.len()),
+            chunks,
+            n_chunks,
+            chunking: chunking.info(parents),
             indexed,
             vectors: embedded.map(|e| (e.model, e.vectors_bin)),
-            sources: chunked.sources,
+            sources,
             calibration: calibrated.calibration,
             probe_queries: &calibrated.query_vectors,
             settings: *settings,
@@ -486,6 +697,7 @@ fn build_chunked(
             row_map: jikji_query_model::paged::RowMapChoice::Count,
         },
     )?;
+    drop(spill);
     seconds.push(("write".to_string(), t.elapsed().as_secs_f64()));
     cpu.lap("write");
     seconds.extend(pages.seconds);
@@ -495,8 +707,8 @@ fn build_chunked(
         quarantined: Vec::new(),
         corpus_bytes,
         strategy: chunking.strategy.name().to_string(),
-        chunks: chunked.records.len(),
-        parents: chunked.parents.len(),
+        chunks: n_chunks,
+        parents,
         chunk_chars,
         chunk_tokens,
         terms,

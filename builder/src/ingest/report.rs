@@ -185,4 +185,11 @@ impl CpuLaps {
         self.laps.push((name.to_string(), now - self.at));
         self.at = now;
     }
+
+    /// Records `seconds` measured apart (phases that alternate, such as a streamed
+    /// build's chunking and indexing) as phase `name`; the next lap counts from now.
+    pub fn measured(&mut self, name: &str, seconds: f64) {
+        self.laps.push((name.to_string(), seconds));
+        self.at = cpu_seconds();
+    }
 }

@@ -5,14 +5,14 @@
 use std::path::Path;
 
 use jikji_format::bundle::PreviousPages;
-use jikji_format::chunks::{write_chunks, ChunkStore};
+use jikji_format::chunks::ChunkStore;
 use jikji_format::hanja::HanjaMap;
 use jikji_format::paged::page::Encoded;
 use jikji_format::paged::{PageSink, ENTRY_FILE};
 use jikji_format::postings::LexicalIndex;
 use jikji_format::vectors::Vectors;
 use jikji_format::{
-    analyzer, BundleWriter, ChunkRecord, ChunkingInfo, Counts, Manifest, ModelInfo, SourceEntry,
+    analyzer, BundleWriter, ChunkingInfo, Counts, Manifest, ModelInfo, SourceEntry,
 };
 
 use super::index::Indexed;
@@ -21,10 +21,11 @@ use crate::error::Result;
 
 /// Everything a bundle holds, ready to write.
 pub struct BundleParts<'a> {
-    /// Chunk records (doc id = index).
-    pub records: &'a [ChunkRecord],
-    /// Parent sections (`parent-child`), stored after `records`, not indexed.
-    pub parents: &'a [ChunkRecord],
+    /// `chunks.bin`: the chunk records (doc id = index), then the parent sections
+    /// (`parent-child`, not indexed); in memory or a build's mapped temporary file.
+    pub chunks: jikji_format::bytes::Bytes,
+    /// The number of indexed chunks (the records before the parents).
+    pub n_chunks: usize,
     /// How the chunks were cut ([`super::Chunking::info`]).
     pub chunking: ChunkingInfo,
     /// The lexical files ([`super::index::index`]).
@@ -351,16 +352,12 @@ fn write_kept_index(
 /// dictionary, `p/o-*` postings, …; linked pages count their size) and how many pages were
 /// written and linked. Errors: I/O on the temp folder or the swap; corrupt parts.
 pub fn write_bundle(out: &Path, p: BundleParts) -> Result<Written> {
-    let chunks_bin = if p.parents.is_empty() {
-        write_chunks(p.records)?
-    } else {
-        write_chunks(&[p.records, p.parents].concat())?
-    };
     // The parts are moved, not copied, and each page goes to disk as soon as it is made
     // (peak memory at 1M chunks: docs/design/scale-1m.md).
     let n_terms = p.indexed.terms;
     let lexical = LexicalIndex::open(p.indexed.terms_fst, p.indexed.postings)?;
-    let store = ChunkStore::open(chunks_bin)?;
+    let store = ChunkStore::open(p.chunks)?;
+    let n_chunks = p.n_chunks;
     let hanja = p.indexed.hanja.map(HanjaMap::open).transpose()?;
     let vectors = p
         .vectors
@@ -398,13 +395,17 @@ pub fn write_bundle(out: &Path, p: BundleParts) -> Result<Written> {
     let previous = p.previous;
     let threads = p.threads;
     let row_map = p.row_map;
-    let records = p.records;
+    let store_ref = &store;
     let (pages, qm) = std::thread::scope(|s| {
         let qm = query_model.map(|dir| {
             let qstore = &mut qstore;
             s.spawn(move || {
                 let t = std::time::Instant::now();
-                let texts: Vec<&str> = records.iter().map(|r| r.text.as_str()).collect();
+                // The chunks' texts, read back from the store.
+                let texts = (0..n_chunks as u32)
+                    .map(|d| store_ref.get_as::<ChunkText>(d).map(|c| c.text))
+                    .collect::<std::result::Result<Vec<String>, _>>()?;
+                let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
                 let mut qsink = WriterSink {
                     w: qstore,
                     previous,
@@ -510,9 +511,9 @@ pub fn write_bundle(out: &Path, p: BundleParts) -> Result<Written> {
         bm25: s.bm25,
         counts: Counts {
             files: p.sources.len(),
-            chunks: p.records.len(),
+            chunks: n_chunks,
             terms: n_terms,
-            vectors: if model.is_some() { p.records.len() } else { 0 },
+            vectors: if model.is_some() { n_chunks } else { 0 },
         },
         model,
         files: Default::default(),
@@ -543,6 +544,12 @@ pub fn write_bundle(out: &Path, p: BundleParts) -> Result<Written> {
     let mut file_bytes = vec![(ENTRY_FILE.to_string(), elen)];
     file_bytes.extend(per_kind);
     Ok((manifest, file_bytes, pages))
+}
+
+/// A chunk record's text alone (the rest of its JSON is skipped unparsed).
+#[derive(serde::Deserialize)]
+struct ChunkText {
+    text: String,
 }
 
 /// What writing a bundle returns: its manifest, each file's `(name, bytes)`, and the pages written / linked.

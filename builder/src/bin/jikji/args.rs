@@ -292,6 +292,7 @@ impl CheckArgs {
     pub fn options(&self) -> CheckOptions {
         CheckOptions {
             allow_ai_draft: self.allow_ai_draft,
+            drop_bodies: false,
         }
     }
 }

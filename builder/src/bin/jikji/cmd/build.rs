@@ -51,6 +51,11 @@ pub struct Args {
     /// elsewhere".
     #[arg(long, value_name = "FILE.npy", conflicts_with = "no_embed")]
     vectors: Option<PathBuf>,
+    /// Memory for the postings being built, in MB: past it, sorted runs go to a temporary
+    /// folder beside the bundle and are merged at the end (the bundle's bytes do not
+    /// change).
+    #[arg(long, value_name = "MB", default_value_t = jikji_builder::ingest::POSTINGS_BUDGET >> 20, value_parser = clap::value_parser!(usize))]
+    index_memory: usize,
 }
 
 /// Builds the bundle and prints the summary.
@@ -80,6 +85,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         quarantine: a.check.quarantine,
         lang_means: a.index.lang_means.clone(),
         vectors: a.vectors,
+        index_budget: a.index_memory.max(1) << 20,
         ..IngestOptions::new(a.dir, &a.out)
     };
     let report = build(&opts, &settings)?;
