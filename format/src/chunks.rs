@@ -407,6 +407,13 @@ impl ChunkStore {
         })
     }
 
+    /// The store of its first `n` records only (all of them if it has `n` or fewer): a
+    /// parent-child store's indexed chunks, without the parent sections after them.
+    pub fn first(mut self, n: usize) -> Self {
+        self.offsets.truncate(n + 1);
+        self
+    }
+
     /// Number of chunks.
     pub fn len(&self) -> usize {
         self.offsets.len() - 1
