@@ -298,11 +298,7 @@ impl ChunksFileWriter {
     /// when it returns `Some` (doc ids of parents follow the records'). Returns `out`,
     /// flushed. Reads the two temporary files back once, sequentially. Errors: I/O
     /// (naming `path`), what `patch` returns, a store over the format's limits.
-    pub fn finish(
-        self,
-        out: std::fs::File,
-        patch: &mut dyn FnMut(u32, &[u8]) -> Result<Option<Vec<u8>>>,
-    ) -> Result<std::fs::File> {
+    pub fn finish(self, out: std::fs::File, patch: &mut RecordPatch<'_>) -> Result<std::fs::File> {
         use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
         let path = self.path;
         let io = |e| FormatError::io(&path, e);
@@ -350,6 +346,11 @@ impl ChunksFileWriter {
         w.into_inner().map_err(|e| io(e.into_error()))
     }
 }
+
+/// What [`ChunksFileWriter::finish`] calls on each record: `(doc, its JSON)` → the JSON to
+/// store instead, or `None` to keep it.
+#[cfg(not(target_arch = "wasm32"))]
+pub type RecordPatch<'a> = dyn FnMut(u32, &[u8]) -> Result<Option<Vec<u8>>> + 'a;
 
 /// A record's JSON as [`write_chunks`] stores it.
 pub fn record_json(r: &ChunkRecord) -> Result<Vec<u8>> {
@@ -501,7 +502,7 @@ mod tests {
             // Every third record gets a parent doc (the patch of a parent-child build).
             let mut expected = records.clone();
             for (i, r) in expected.iter_mut().enumerate() {
-                if i % 3 == 0 {
+                if i.is_multiple_of(3) {
                     r.parent_doc = Some((n + i % p.max(1)) as u32);
                 }
             }
@@ -509,7 +510,7 @@ mod tests {
                 .finish(tempfile::tempfile().unwrap(), &mut |doc, json| {
                     let mut r: ChunkRecord = serde_json::from_slice(json).unwrap();
                     let i = doc as usize;
-                    if i < n && i % 3 == 0 {
+                    if i < n && i.is_multiple_of(3) {
                         r.parent_doc = Some((n + i % p.max(1)) as u32);
                         return Ok(Some(record_json(&r).unwrap()));
                     }

@@ -376,7 +376,12 @@ pub fn write<'a>(
     terms: impl Iterator<Item = (&'a str, Vec<(u32, u32)>)>,
     doc_lens: &[u32],
 ) -> Result<Written> {
-    let (keys, lists): (Vec<&str>, Vec<Vec<(u32, u32)>>) = terms.unzip();
+    let mut keys = Vec::new();
+    let mut lists = Vec::new();
+    for (k, l) in terms {
+        keys.push(k);
+        lists.push(l);
+    }
     let mut pages = Vec::new();
     let mut w = write_into(
         &keys,
