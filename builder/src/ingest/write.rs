@@ -63,7 +63,7 @@ pub struct BundleParts<'a> {
     /// e.g. `refitted: 30 of 100 vectors new, changed or dropped (> 20%)`), recorded as
     /// `update: <it>; <how the index was chosen>` in the entry. `None` otherwise.
     pub refit_note: Option<String>,
-    /// Where the query model's row map comes from: counted from `records` (a build), or the
+    /// Where the query model's row map comes from: counted from the chunks' texts (a build), or the
     /// previous bundle's kept (`jikji update` after a small edit, [`crate::update`] "row
     /// map"; [`jikji_query_model::paged::RowMapChoice`]).
     pub row_map: jikji_query_model::paged::RowMapChoice,
