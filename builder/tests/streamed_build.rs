@@ -11,7 +11,9 @@ use std::path::Path;
 use jikji_builder::chunker::Strategy;
 use jikji_builder::ingest::{build, BundleSettings, IngestOptions};
 
-/// Every file of a bundle folder with its bytes (`jikji.json` without `built_at`).
+/// Every file a bundle serves with its bytes: `jikji.json` (without `built_at`) and the
+/// pages; not the writer's own `.jikji-pages` (each page file's inode and modification
+/// time, for the next update).
 fn files_of(bundle: &Path) -> BTreeMap<String, Vec<u8>> {
     let mut out = BTreeMap::new();
     for e in walkdir::WalkDir::new(bundle) {
@@ -25,6 +27,9 @@ fn files_of(bundle: &Path) -> BTreeMap<String, Vec<u8>> {
             .unwrap()
             .to_string_lossy()
             .into_owned();
+        if rel == jikji_format::bundle::PAGE_RECORDS_FILE {
+            continue;
+        }
         let mut bytes = std::fs::read(e.path()).unwrap();
         if rel == "jikji.json" {
             let mut v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
