@@ -11,7 +11,7 @@ use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 
 use jikji_format::analyzer::{self, Analyzer, Script};
@@ -289,7 +289,7 @@ impl PostingsWriter {
         let (terms_fst, out, _) = writer.finish()?;
         if let Some(spill) = &mut self.spill {
             for path in std::mem::take(&mut spill.runs) {
-                std::fs::remove_file(&path).map_err(|e| io_err("removing", &path, e))?;
+                std::fs::remove_file(&path).map_err(|e| BuildError::io("removing", &path, e))?;
             }
         }
         Ok((terms_fst, terms, out))
@@ -313,14 +313,6 @@ const RUN_BUF: usize = 64 * 1024;
 /// Run files read at once (open files, [`RUN_BUF`] each): past it, runs are merged in
 /// groups first.
 const MAX_FAN_IN: usize = 128;
-
-fn io_err(action: &'static str, path: &Path, source: std::io::Error) -> BuildError {
-    BuildError::Io {
-        action,
-        path: path.to_path_buf(),
-        source,
-    }
-}
 
 /// `ids`' terms in byte order with their lists (taken out of `lists`).
 fn sorted_terms(
@@ -363,7 +355,7 @@ fn write_run(
         }
         Err(e) => {
             let _ = std::fs::remove_file(&path);
-            Err(io_err("writing", &path, e))
+            Err(BuildError::io("writing", &path, e))
         }
     }
 }
@@ -379,7 +371,7 @@ fn create_run(spill: &mut Spill) -> Result<(PathBuf, BufWriter<File>)> {
         .write(true)
         .create_new(true)
         .open(&path)
-        .map_err(|e| io_err("creating", &path, e))?;
+        .map_err(|e| BuildError::io("creating", &path, e))?;
     Ok((path, BufWriter::with_capacity(RUN_BUF, file)))
 }
 
@@ -417,12 +409,12 @@ fn merge_pass(spill: &mut Spill) -> Result<()> {
         let mut sources = open_runs(group)?;
         merge(&mut sources, |term, df, first, last, list| {
             write_entry(&mut w, term, df, first, last, list)
-                .map_err(|e| io_err("writing", &path, e))
+                .map_err(|e| BuildError::io("writing", &path, e))
         })?;
-        w.flush().map_err(|e| io_err("writing", &path, e))?;
+        w.flush().map_err(|e| BuildError::io("writing", &path, e))?;
         drop(sources);
         for p in group {
-            std::fs::remove_file(p).map_err(|e| io_err("removing", p, e))?;
+            std::fs::remove_file(p).map_err(|e| BuildError::io("removing", p, e))?;
         }
         next.push(path);
     }
@@ -434,7 +426,7 @@ fn merge_pass(spill: &mut Spill) -> Result<()> {
 fn open_runs(runs: &[PathBuf]) -> Result<Vec<Source>> {
     runs.iter()
         .map(|path| {
-            let file = File::open(path).map_err(|e| io_err("opening", path, e))?;
+            let file = File::open(path).map_err(|e| BuildError::io("opening", path, e))?;
             Ok(Source::Run {
                 reader: BufReader::with_capacity(RUN_BUF, file),
                 path: path.clone(),
@@ -479,7 +471,7 @@ impl Source {
                 None => false,
             }),
             Source::Run { reader, path } => {
-                read_entry(reader, into).map_err(|e| io_err("reading", path, e))
+                read_entry(reader, into).map_err(|e| BuildError::io("reading", path.as_path(), e))
             }
         }
     }
