@@ -381,6 +381,8 @@ pub struct ChunkStage {
     parents: usize,
     sources: Vec<jikji_format::SourceEntry>,
     indexed: index::Indexed,
+    /// Sorted runs the postings spilled ([`BuildReport::postings_runs`]).
+    postings_runs: usize,
     chunk_chars: Vec<usize>,
     version_notes: Vec<crate::versions::VersionNote>,
     files: usize,
@@ -503,6 +505,7 @@ pub fn chunk_stage(
     let t_write = (Instant::now(), report::cpu_seconds());
     wall.0 += t_write.0.duration_since(at.0).as_secs_f64();
     cpu_s.0 += t_write.1 - at.1;
+    let postings_runs = postings.num_runs();
     let postings_file = spill.create("postings.bin")?;
     let (terms_fst, terms, postings_file) =
         postings.finish_to(std::io::BufWriter::with_capacity(1 << 20, postings_file))?;
@@ -529,6 +532,7 @@ pub fn chunk_stage(
         parents,
         sources,
         indexed,
+        postings_runs,
         chunk_chars,
         version_notes,
         files: files.len(),
@@ -553,6 +557,7 @@ fn build_chunked(
         parents,
         sources,
         indexed,
+        postings_runs,
         mut chunk_chars,
         version_notes,
         files,
@@ -712,6 +717,7 @@ fn build_chunked(
         chunk_chars,
         chunk_tokens,
         terms,
+        postings_runs,
         tokens,
         truncated,
         cached,

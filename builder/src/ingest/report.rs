@@ -31,6 +31,9 @@ pub struct BuildReport {
     pub chunk_tokens: Option<Dist>,
     /// Distinct terms.
     pub terms: usize,
+    /// Sorted postings runs written to the temporary folder because the postings passed
+    /// the index budget ([`super::IngestOptions::index_budget`]); 0 when they fit.
+    pub postings_runs: usize,
     /// Model tokens over all chunks (with the `passage: ` prefix and specials), if embedded.
     pub tokens: usize,
     /// Chunks longer than the model's maximum tokens (truncated when embedded).
@@ -74,6 +77,12 @@ pub fn print_report(r: &BuildReport, out: &Path) {
             String::new()
         }
     );
+    if r.postings_runs > 0 {
+        eprintln!(
+            "  postings: {} sorted runs spilled past --index-memory and merged",
+            r.postings_runs
+        );
+    }
     let parents = if r.parents > 0 {
         format!(" (+{} parent sections, returned as results)", r.parents)
     } else {
