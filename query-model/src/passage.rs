@@ -2213,6 +2213,24 @@ mod x86 {
 mod tests {
     use super::*;
 
+    /// Whether this CPU runs the kernel a test checks (`present`: its features detected).
+    /// On a CPU without them the test **fails** unless `JIKJI_SKIP_MISSING_ISA=1` says that
+    /// skipping is intended: `scripts/test` sets it and first prints which kernels this CPU
+    /// lacks, so a kernel left untested is named in every run's log, never skipped quietly.
+    #[cfg(target_arch = "x86_64")]
+    fn runs_here(present: bool, features: &str, kernel: &str) -> bool {
+        if present {
+            return true;
+        }
+        assert!(
+            std::env::var_os("JIKJI_SKIP_MISSING_ISA").is_some_and(|v| v == "1"),
+            "this CPU lacks {features}, so this test cannot check {kernel}; set \
+             JIKJI_SKIP_MISSING_ISA=1 to skip the kernels a CPU lacks (scripts/test does, and names them)"
+        );
+        eprintln!("skipped: this CPU lacks {features}, so {kernel} is not checked here");
+        false
+    }
+
     #[test]
     fn exp_approx_relative_error_below_4e_7() {
         let mut worst = 0f64;
@@ -2233,8 +2251,11 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn tiled_attention_equals_the_row_kernel() {
-        if !std::arch::is_x86_feature_detected!("avx512f") {
-            eprintln!("no AVX-512F: the tiled kernel is not used here");
+        if !runs_here(
+            std::arch::is_x86_feature_detected!("avx512f"),
+            "AVX-512F",
+            "the tiled kernel",
+        ) {
             return;
         }
         let mut state = 0x9e3779b97f4a7c15u64;
@@ -2278,10 +2299,12 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn tiled_avx2_attention_equals_the_row_kernel() {
-        if !(std::arch::is_x86_feature_detected!("avx2")
-            && std::arch::is_x86_feature_detected!("fma"))
-        {
-            eprintln!("no AVX2 + FMA: the AVX2 tiled kernel is not used here");
+        if !runs_here(
+            std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma"),
+            "AVX2 + FMA",
+            "the AVX2 tiled kernel",
+        ) {
             return;
         }
         let mut rnd = xorshift();
@@ -2325,10 +2348,12 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn avx2_matmul_equals_the_portable_one() {
-        if !(std::arch::is_x86_feature_detected!("avx2")
-            && std::arch::is_x86_feature_detected!("fma"))
-        {
-            eprintln!("no AVX2 + FMA: the AVX2 matmul is not used here");
+        if !runs_here(
+            std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma"),
+            "AVX2 + FMA",
+            "the AVX2 matmul",
+        ) {
             return;
         }
         let mut rnd = xorshift();
@@ -2368,8 +2393,11 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn amx_matmul_equals_the_portable_one_on_bf16_operands() {
-        if !x86::amx_usable() {
-            eprintln!("no AMX (or Linux refused the tile state): the AMX matmul is not used here");
+        if !runs_here(
+            x86::amx_usable(),
+            "AMX (or Linux refused the tile state)",
+            "the AMX matmul",
+        ) {
             return;
         }
         // SAFETY: AMX usable (checked above); the helper passes bf16 panels.
@@ -2381,8 +2409,11 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn avx512bf16_matmul_equals_the_portable_one_on_bf16_operands() {
-        if !std::arch::is_x86_feature_detected!("avx512bf16") {
-            eprintln!("no AVX-512 BF16: the AVX-512 BF16 matmul is not used here");
+        if !runs_here(
+            std::arch::is_x86_feature_detected!("avx512bf16"),
+            "AVX-512 BF16",
+            "the AVX-512 BF16 matmul",
+        ) {
             return;
         }
         // SAFETY: AVX-512F and AVX-512 BF16 present (checked); the helper passes bf16 panels.
@@ -2483,10 +2514,11 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn amx_attention_equals_the_row_kernel_on_bf16_operands() {
-        if !x86::amx_usable() {
-            eprintln!(
-                "no AMX (or Linux refused the tile state): the AMX attention is not used here"
-            );
+        if !runs_here(
+            x86::amx_usable(),
+            "AMX (or Linux refused the tile state)",
+            "the AMX attention",
+        ) {
             return;
         }
         // SAFETY: AMX usable (checked above).
@@ -2500,8 +2532,11 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn avx512bf16_attention_equals_the_row_kernel_on_bf16_operands() {
-        if !std::arch::is_x86_feature_detected!("avx512bf16") {
-            eprintln!("no AVX-512 BF16: the AVX-512 BF16 attention is not used here");
+        if !runs_here(
+            std::arch::is_x86_feature_detected!("avx512bf16"),
+            "AVX-512 BF16",
+            "the AVX-512 BF16 attention",
+        ) {
             return;
         }
         // SAFETY: AVX-512F and AVX-512 BF16 present (checked above).
@@ -2572,8 +2607,11 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn avx512_softmax_equals_the_scalar_one_bit_for_bit() {
-        if !std::arch::is_x86_feature_detected!("avx512f") {
-            eprintln!("no AVX-512F: the vector softmax is not used here");
+        if !runs_here(
+            std::arch::is_x86_feature_detected!("avx512f"),
+            "AVX-512F",
+            "the vector softmax",
+        ) {
             return;
         }
         let mut rnd = xorshift();
