@@ -101,7 +101,7 @@ def stage_data(a):
     b = len(base)
     mu = base.mean(0)
     rng = np.random.Generator(np.random.PCG64(0x314D))
-    n = a.n
+    n = a.n or b  # 0: the real passages only, no perturbation
     q8 = np.empty((n, DIM), dtype=np.int8)
     scale = np.empty(n, dtype=np.float32)
     cos_sum = 0.0
@@ -448,9 +448,27 @@ def stage_eval(a):
         firsts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
         for cv in a.centroids.split(","):
             t = time.time()
-            Ch, once_c = centroid_variant(cv, cents)
-            qc = Q @ Ch.T  # nq × L
-            ranked = np.argsort(-qc, axis=1, kind="stable")[:, :pmax]
+            two = None
+            if cv.startswith("2l"):  # 2lK1xC: K1 coarse centroids cached (int8), the fine
+                # centroids (int8) of the C best coarse cells fetched per query (one more round)
+                K1, C1 = (int(x) for x in cv[2:].split("x"))
+                Ch, _ = centroid_variant("int8", cents)
+                km = faiss.Kmeans(DIM, K1, niter=20, spherical=True, seed=3, verbose=False)
+                km.train(np.ascontiguousarray(cents))
+                cell = np.argmax(cents @ km.centroids.T, axis=1)
+                coarse, once_c = centroid_variant("int8", km.centroids)
+                cell_page = np.array([HEADER + 16 + int((cell == c).sum()) * (DIM + 4) + 2 * int((cell == c).sum())
+                                      for c in range(K1)])
+                qc = Q @ Ch.T
+                qrank = np.argsort(-(Q @ coarse.T), axis=1, kind="stable")[:, :C1]
+                allowed = np.isin(cell[None, :], qrank[:, :, None]).reshape(nq, -1) if False else \
+                    np.array([np.isin(cell, qrank[r]) for r in range(nq)])
+                two = np.array([cell_page[qrank[r]].sum() for r in range(nq)])
+                ranked = np.argsort(-np.where(allowed, qc, -np.inf), axis=1, kind="stable")[:, :pmax]
+            else:
+                Ch, once_c = centroid_variant(cv, cents)
+                qc = Q @ Ch.T  # nq × L
+                ranked = np.argsort(-qc, axis=1, kind="stable")[:, :pmax]
             # rows of the first pmax lists of each query, in probe order
             probe_rows, cum = [], []
             for r in range(nq):
@@ -493,29 +511,46 @@ def stage_eval(a):
                         page[j] = stored(body)
                     est_of = lambda r, rows: ph[rows] * qc[r, assign[rows]] + ah[rows] * (sg[rows].astype(np.float32) @ Q[r])
                     m_lookups, bpr = DIM // 8, 51
-                else:  # pqMxB
-                    m, bits = (int(x) for x in lay[2:].split("x"))
+                else:  # pqMxB, pqMxBr: residuals (and queries) rotated by a seeded random
+                    # orthogonal matrix before the split into sub-vectors (no bytes: the engine
+                    # regenerates it from the seed)
+                    rot = lay.endswith("r")
+                    m, bits = (int(x) for x in lay[2:].rstrip("r").split("x"))
                     R = X - Ch[assign]
+                    Rot = np.linalg.qr(np.random.default_rng(11).standard_normal((DIM, DIM)))[0].astype(np.float32) if rot else None
+                    if rot:
+                        R = R @ Rot
                     tr = R[(np.arange(65536) * n) // 65536]
                     pq = PQ(m, bits, tr)
                     codes = pq.encode(R)
                     # q·(ĉ_j + decode(code)) = q·ĉ_j + Σ_m T_m[code_m]: the tables are list-independent
                     chk = np.arange(0, n, n // 50)
-                    direct = ((Ch[assign[chk]] + pq.decode(codes[chk])) @ Q[0])
-                    T0 = pq.tables(Q[0])
+                    QR = Q @ Rot if rot else Q
+                    direct = Ch[assign[chk]] @ Q[0] + pq.decode(codes[chk]) @ QR[0]
+                    T0 = pq.tables(QR[0])
                     via = qc[0, assign[chk]] + T0[np.arange(m), codes[chk]].sum(1)
                     err = float(np.abs(direct - via).max())
                     rmse = float(np.sqrt(((R[chk] - pq.decode(codes[chk])) ** 2).sum(1).mean()))
                     rn = float(np.linalg.norm(R[chk], axis=1).mean())
                     del R
                     page = np.array([stored(id_head(l, firsts[j]) + pq.packed(codes[l])) for j, l in enumerate(lists)])
-                    tabs = [pq.tables(q) for q in Q]
+                    tabs = [pq.tables(q) for q in QR]
                     ar = np.arange(m)
                     est_of = lambda r, rows: qc[r, assign[rows]] + tabs[r][ar, codes[rows]].sum(1)
                     m_lookups, bpr = m, pq.code_bytes()
                     log(f"  {lay}: trained + encoded {time.time() - t1:.0f} s; codebook {pq.codebook_bytes() / 1e3:.1f} kB; "
                         f"residual norm {rn:.3f}, PQ error {rmse:.3f}; table identity max err {err:.2e}")
                 once = once_c + (pq.codebook_bytes() if lay.startswith("pq") else 0)
+                if lay != "int8":
+                    smp = (np.arange(256) * n) // 256
+                    dm, ds = [], []
+                    for r in range(nq):
+                        xs_, es_ = S[smp, r], est_of(r, smp)
+                        dm.append(abs(xs_.mean() - es_.mean()) / xs_.std())
+                        ds.append(abs(xs_.std() - es_.std()) / xs_.std())
+                    sb = stored(varints(assign[smp]) + (pq.packed(codes[smp]) if lay.startswith("pq") else bytes(51 * 256)))
+                    log(f"  {lay}: background sample (256 rows) coded as the lists are: {sb / 1e3:.1f} kB; "
+                        f"|Δ mean| / std p50 {pct(dm, .5):.3f} p90 {pct(dm, .9):.3f}, |Δ std| / std p50 {pct(ds, .5):.3f} p90 {pct(ds, .9):.3f}")
                 res = {}
                 for r in range(nq):
                     rows = probe_rows[r]
@@ -536,6 +571,8 @@ def stage_eval(a):
                                 top = rows[cand[np.argsort(-ex_s, kind="stable")[:10]]]
                                 nb = lb + c * ROW_PAGE
                                 ncand = c
+                            if two is not None:
+                                nb += int(two[r])
                             hit = len(exs[r] & set(top.tolist())) / 10
                             d = res.setdefault((P, rs), [[], [], [], []])
                             d[0].append(hit)
@@ -549,7 +586,7 @@ def stage_eval(a):
                                warm_kB_p90=pct(d[1], 0.9) / 1e3, warm_kB_mean=float(np.mean(d[1])) / 1e3,
                                rows_p50=pct(d[2], 0.5), rows_p90=pct(d[2], 0.9), bytes_per_row=bpr,
                                lookups_p50=pct(d[2], 0.5) * m_lookups,
-                               rounds_warm=(3 if rs else 2), load=load())
+                               rounds_warm=(3 if rs else 2) + (two is not None), load=load())
                     out.append(rec)
                     print(f"  {name:>10} {cv:>7} {lay:>8} P={P:<3} resc={rs:<2} recall {rec['recall']:.4f} "
                           f"(cover {rec['coverage']:.3f}) once {rec['once_kB']:7.1f} kB warm p50 {rec['warm_kB_p50']:7.1f} "
@@ -558,9 +595,46 @@ def stage_eval(a):
                 json.dump(out, open(os.path.join(a.work, a.out), "w"), indent=0)
 
 
+# ---------------------------------------------------------------- table
+
+NS_PER_LOOKUP = 3.0  # native, page decoding included: the h14 binary scan's 4.12 ms p50 for
+# ~27k rows × 48 byte-table lookups at 1M (docs/performance.md, "1M vectors")
+
+
+def stage_table(a):
+    """Markdown rows from eval JSON files (--out, comma-separated): for each layout and
+    oversampling, the fewest lists reaching recall@10 ≥ --target, and the best recall within
+    --warm-budget kB (warm p50)."""
+    recs = []
+    for f in a.out.split(","):
+        recs += json.load(open(os.path.join(a.work, f)))
+    groups = {}
+    for r in recs:
+        groups.setdefault((r["index"], r["lists"], r["centroids"], r["layout"], r["rescore"]), []).append(r)
+    print("| index | lists | centroids | codes | resc | nprobe | recall@10 | once kB | warm kB p50 / p90 | first kB p50 | rounds warm | rows p50 | lookups p50 | scan ms est. | why |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for key, rs in groups.items():
+        rs.sort(key=lambda r: r["nprobe"])
+        picks = []
+        ok = [r for r in rs if r["recall"] >= a.target]
+        if ok:
+            picks.append((ok[0], f"fewest lists ≥ {a.target}"))
+        fit = [r for r in rs if r["warm_kB_p50"] <= a.warm_budget]
+        if fit:
+            best = max(fit, key=lambda r: r["recall"])
+            if not ok or best is not ok[0]:
+                picks.append((best, f"best ≤ {a.warm_budget:.0f} kB"))
+        for r, why in picks:
+            ms = r["lookups_p50"] * NS_PER_LOOKUP / 1e6 + r["lists"] * DIM / 2e6
+            print(f"| {r['index']} | {r['lists']} | {r['centroids']} | {r['layout']} | {r['rescore'] or '–'} | {r['nprobe']} | "
+                  f"{r['recall']:.4f} | {r['once_kB']:.0f} | {r['warm_kB_p50']:.0f} / {r['warm_kB_p90']:.0f} | "
+                  f"{r['once_kB'] + r['warm_kB_p50']:.0f} | {r['rounds_warm']} | {r['rows_p50']:.0f} | "
+                  f"{r['lookups_p50'] / 1e3:.0f}k | {ms:.1f} | {why} |")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("stage", choices=["data", "index", "eval"])
+    p.add_argument("stage", choices=["data", "index", "eval", "table"])
     p.add_argument("--work", default="/work/pq")
     p.add_argument("--cache", default="/work/evalcache/vectors-92ddd8e92dce2dc0.bin")
     p.add_argument("--model", default="/work/main/models/e5-small")
@@ -579,11 +653,13 @@ def main():
     p.add_argument("--nprobe", default="2,4,8,16,32")
     p.add_argument("--rescore", default="0,2,4,8")
     p.add_argument("--out", default="eval.json")
+    p.add_argument("--target", type=float, default=0.90)
+    p.add_argument("--warm-budget", type=float, default=200.0)
     a, rest = p.parse_known_args()
     a.rest = rest
     os.makedirs(a.work, exist_ok=True)
     log(f"stage {a.stage}; load {load()}")
-    {"data": stage_data, "index": stage_index, "eval": stage_eval}[a.stage](a)
+    {"data": stage_data, "index": stage_index, "eval": stage_eval, "table": stage_table}[a.stage](a)
     log(f"done; load {load()}")
 
 
