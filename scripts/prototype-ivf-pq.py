@@ -390,8 +390,15 @@ class PQ:
 # ---------------------------------------------------------------- eval
 
 def centroid_variant(kind, cents, seed=7):
-    """Stored (dequantized) centroids the engine would rank lists by, and their once bytes."""
+    """Stored (dequantized) centroids the engine would rank lists by, and their once bytes.
+    A kind ending in "m" codes the centroids minus their mean (the mean stored int8, 388 B
+    more): e5's common direction otherwise spends the code (4-bit scales, signs, PQ cells)."""
     L = len(cents)
+    if kind.endswith("m") and kind != "int8":
+        mu = cents.mean(0, keepdims=True)
+        Ch, once = centroid_variant(kind[:-1], cents - mu, seed)
+        muh = quant_int8(mu)
+        return Ch + muh, once + DIM + 4
     if kind == "int8":
         return quant_int8(cents), centroid_pages(cents, lambda b: bytes(16 + len(b) * (DIM + 4)) if False else
                                                   (np.clip(np.round(b / (np.abs(b).max(1, keepdims=True) / 127)), -127, 127)
@@ -407,6 +414,21 @@ def centroid_variant(kind, cents, seed=7):
         Ch = (np.where(cents > 0, 1.0, -1.0) * al).astype(np.float32)
         return Ch, centroid_pages(cents, lambda b: np.packbits(b > 0, axis=1).tobytes() +
                                   np.abs(b).mean(1).astype(np.float32).tobytes())
+    if kind.startswith("rc"):  # rcK1pqMxB: every centroid = its coarse centroid (K1 of them,
+        # k-means over the centroids, int8) + a PQ code of the difference; all cached
+        import faiss
+        k1, rest = kind[2:].split("pq")
+        k1 = int(k1)
+        km = faiss.Kmeans(DIM, k1, niter=20, spherical=True, seed=3, verbose=False)
+        km.train(np.ascontiguousarray(cents))
+        cell = np.argmax(cents @ km.centroids.T, axis=1)
+        coarse, once_c = centroid_variant("int8", km.centroids)
+        D = cents - coarse[cell]
+        m, bits = (int(x) for x in rest.split("x"))
+        pq = PQ(m, bits, D, seed=seed)
+        codes = pq.encode(D)
+        Ch = coarse[cell] + pq.decode(codes)
+        return Ch, once_c + pq.codebook_bytes() + centroid_pages(codes, lambda b: pq.packed(b), per_page=4096) + 2 * L
     if kind.startswith("pq"):  # e.g. pq48x8c: the centroids PQ-coded with a codebook of their own
         m, bits = (int(x) for x in kind[2:].rstrip("c").split("x"))
         pq = PQ(m, bits, cents, seed=seed)
@@ -476,11 +498,22 @@ def stage_eval(a):
                 probe_rows.append(np.concatenate([lists[j] for j in ls]))
                 cum.append(np.cumsum(sizes[ls]))
             exs = [set(e.tolist()) for e in ex]
+            # the passages (originals) behind the exact top 10: copy i of base row i % b
+            nbase = json.load(open(os.path.join(a.work, "data.json")))["base"]
+            exo = [set((e % nbase).tolist()) for e in ex]
             cover = {P: np.mean([len(exs[r] & set(probe_rows[r][:cum[r][P - 1]].tolist())) / 10
                                  for r in range(nq)]) for P in nprobes}
             log(f"{name} ({L} lists) centroids {cv}: once {once_c / 1e3:.1f} kB; coverage "
                 + " ".join(f"{P}:{cover[P]:.3f}" for P in nprobes) + f"; load {load()}")
+            out.append(dict(index=name, lists=L, centroids=cv, layout="routing", once_kB=once_c / 1e3,
+                            coverage={str(P): float(cover[P]) for P in nprobes},
+                            rows_p50={str(P): pct([c_[P - 1] for c_ in cum], .5) for P in nprobes},
+                            extra_kB_p50=(pct(two, .5) / 1e3 if two is not None else 0.0)))
+            json.dump(out, open(os.path.join(a.work, a.out), "w"), indent=0)
+            r4 = None
             for lay in a.layouts.split(","):
+                if lay == "none":
+                    continue
                 t1 = time.time()
                 if lay == "int8":
                     page = np.array([HEADER + len(id_head(l, 0)) + 16 + len(l) * (DIM + 4) for l in lists])
@@ -541,6 +574,16 @@ def stage_eval(a):
                     log(f"  {lay}: trained + encoded {time.time() - t1:.0f} s; codebook {pq.codebook_bytes() / 1e3:.1f} kB; "
                         f"residual norm {rn:.3f}, PQ error {rmse:.3f}; table identity max err {err:.2e}")
                 once = once_c + (pq.codebook_bytes() if lay.startswith("pq") else 0)
+                if "int4" in a.row_codes and lay != "int8" and r4 is None:
+                    r4 = {}
+                    for s_ in range(0, n, 131072):
+                        e = min(n, s_ + 131072)
+                        Rb = X[s_:e] - Ch[assign[s_:e]]
+                        mx = np.abs(Rb).max(1, keepdims=True)
+                        scl = np.where(mx > 0, mx / 7.0, 1.0).astype(np.float32)
+                        r4.setdefault("q", []).append(np.clip(np.round(Rb / scl), -7, 7).astype(np.int8))
+                        r4.setdefault("s", []).append(scl[:, 0])
+                    r4 = (np.concatenate(r4["q"]), np.concatenate(r4["s"]))
                 if lay != "int8":
                     smp = (np.arange(256) * n) // 256
                     dm, ds = [], []
@@ -558,7 +601,8 @@ def stage_eval(a):
                     for P in nprobes:
                         k = int(cum[r][P - 1])
                         lb = int(page[ranked[r][:P]].sum())
-                        for rs in (rescs if lay != "int8" else [0]):
+                        for rs, rc in ([(x, y) for x in rescs for y in a.row_codes.split(",") if x or y == "int8"]
+                                       if lay != "int8" else [(0, "int8")]):
                             e_ = est[:k]
                             if rs == 0:
                                 top = rows[:k][np.argsort(-e_, kind="stable")[:10]]
@@ -567,29 +611,37 @@ def stage_eval(a):
                             else:
                                 c = min(k, rs * 10)
                                 cand = np.argpartition(-e_, c - 1)[:c] if c < k else np.arange(k)
-                                ex_s = S[rows[cand], r]
+                                if rc == "int8":
+                                    ex_s = S[rows[cand], r]
+                                    nb = lb + c * ROW_PAGE
+                                else:  # int4 residual rows: q·ĉ_j + scale·(q4·q)
+                                    cr = rows[cand]
+                                    ex_s = qc[r, assign[cr]] + (r4[0][cr].astype(np.float32) @ Q[r]) * r4[1][cr]
+                                    nb = lb + c * (HEADER + 12 + 4 + DIM // 2)
                                 top = rows[cand[np.argsort(-ex_s, kind="stable")[:10]]]
-                                nb = lb + c * ROW_PAGE
                                 ncand = c
                             if two is not None:
                                 nb += int(two[r])
                             hit = len(exs[r] & set(top.tolist())) / 10
-                            d = res.setdefault((P, rs), [[], [], [], []])
+                            ohit = len(exo[r] & set((top % nbase).tolist())) / len(exo[r])
+                            d = res.setdefault((P, rs, rc), [[], [], [], [], []])
+                            d[4].append(ohit)
                             d[0].append(hit)
                             d[1].append(nb)
                             d[2].append(k)
                             d[3].append(ncand)
-                for (P, rs), d in sorted(res.items()):
-                    rec = dict(index=name, lists=L, centroids=cv, layout=lay, nprobe=P, rescore=rs,
+                for (P, rs, rc), d in sorted(res.items()):
+                    rec = dict(index=name, lists=L, centroids=cv, layout=lay, nprobe=P, rescore=rs, row_codes=rc,
                                recall=float(np.mean(d[0])), coverage=float(cover[P]),
+                               passage_recall=float(np.mean(d[4])),
                                once_kB=once / 1e3, warm_kB_p50=pct(d[1], 0.5) / 1e3,
                                warm_kB_p90=pct(d[1], 0.9) / 1e3, warm_kB_mean=float(np.mean(d[1])) / 1e3,
                                rows_p50=pct(d[2], 0.5), rows_p90=pct(d[2], 0.9), bytes_per_row=bpr,
                                lookups_p50=pct(d[2], 0.5) * m_lookups,
                                rounds_warm=(3 if rs else 2) + (two is not None), load=load())
                     out.append(rec)
-                    print(f"  {name:>10} {cv:>7} {lay:>8} P={P:<3} resc={rs:<2} recall {rec['recall']:.4f} "
-                          f"(cover {rec['coverage']:.3f}) once {rec['once_kB']:7.1f} kB warm p50 {rec['warm_kB_p50']:7.1f} "
+                    print(f"  {name:>10} {cv:>7} {lay:>8} P={P:<3} resc={rs:<2}{rc if rs else '':>5} recall {rec['recall']:.4f} "
+                          f"(passages {rec['passage_recall']:.3f}, cover {rec['coverage']:.3f}) once {rec['once_kB']:7.1f} kB warm p50 {rec['warm_kB_p50']:7.1f} "
                           f"p90 {rec['warm_kB_p90']:7.1f} rows p50 {rec['rows_p50']:.0f}", flush=True)
                 log(f"  {lay}: {time.time() - t1:.0f} s")
                 json.dump(out, open(os.path.join(a.work, a.out), "w"), indent=0)
@@ -610,15 +662,17 @@ def stage_table(a):
         recs += json.load(open(os.path.join(a.work, f)))
     groups = {}
     for r in recs:
-        groups.setdefault((r["index"], r["lists"], r["centroids"], r["layout"], r["rescore"]), []).append(r)
+        if r["layout"] == "routing":
+            continue
+        groups.setdefault((r["index"], r["lists"], r["centroids"], r["layout"]), []).append(r)
     print("| index | lists | centroids | codes | resc | nprobe | recall@10 | once kB | warm kB p50 / p90 | first kB p50 | rounds warm | rows p50 | lookups p50 | scan ms est. | why |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for key, rs in groups.items():
-        rs.sort(key=lambda r: r["nprobe"])
+        rs.sort(key=lambda r: r["warm_kB_p50"])
         picks = []
         ok = [r for r in rs if r["recall"] >= a.target]
         if ok:
-            picks.append((ok[0], f"fewest lists ≥ {a.target}"))
+            picks.append((ok[0], f"fewest kB ≥ {a.target}"))
         fit = [r for r in rs if r["warm_kB_p50"] <= a.warm_budget]
         if fit:
             best = max(fit, key=lambda r: r["recall"])
@@ -626,7 +680,7 @@ def stage_table(a):
                 picks.append((best, f"best ≤ {a.warm_budget:.0f} kB"))
         for r, why in picks:
             ms = r["lookups_p50"] * NS_PER_LOOKUP / 1e6 + r["lists"] * DIM / 2e6
-            print(f"| {r['index']} | {r['lists']} | {r['centroids']} | {r['layout']} | {r['rescore'] or '–'} | {r['nprobe']} | "
+            print(f"| {r['index']} | {r['lists']} | {r['centroids']} | {r['layout']} | {(str(r['rescore']) + ('' if r.get('row_codes', 'int8') == 'int8' else ' int4')) if r['rescore'] else '–'} | {r['nprobe']} | "
                   f"{r['recall']:.4f} | {r['once_kB']:.0f} | {r['warm_kB_p50']:.0f} / {r['warm_kB_p90']:.0f} | "
                   f"{r['once_kB'] + r['warm_kB_p50']:.0f} | {r['rounds_warm']} | {r['rows_p50']:.0f} | "
                   f"{r['lookups_p50'] / 1e3:.0f}k | {ms:.1f} | {why} |")
@@ -653,6 +707,7 @@ def main():
     p.add_argument("--nprobe", default="2,4,8,16,32")
     p.add_argument("--rescore", default="0,2,4,8")
     p.add_argument("--out", default="eval.json")
+    p.add_argument("--row-codes", default="int8")
     p.add_argument("--target", type=float, default=0.90)
     p.add_argument("--warm-budget", type=float, default=200.0)
     a, rest = p.parse_known_args()
