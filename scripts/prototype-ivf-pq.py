@@ -591,7 +591,8 @@ def stage_eval(a):
                         xs_, es_ = S[smp, r], est_of(r, smp)
                         dm.append(abs(xs_.mean() - es_.mean()) / xs_.std())
                         ds.append(abs(xs_.std() - es_.std()) / xs_.std())
-                    sb = stored(varints(assign[smp]) + (pq.packed(codes[smp]) if lay.startswith("pq") else bytes(51 * 256)))
+                    sb = stored(varints(assign[smp]) + (pq.packed(codes[smp]) if lay.startswith("pq") else
+                                 np.packbits(sg[smp] > 0, axis=1).tobytes() + bytes(2 * 256)))
                     log(f"  {lay}: background sample (256 rows) coded as the lists are: {sb / 1e3:.1f} kB; "
                         f"|Δ mean| / std p50 {pct(dm, .5):.3f} p90 {pct(dm, .9):.3f}, |Δ std| / std p50 {pct(ds, .5):.3f} p90 {pct(ds, .9):.3f}")
                 res = {}
