@@ -26,6 +26,13 @@ Stages (each caches its output under --work, default /work/pq):
          as pages would store them (48-byte page header, body deflated with zlib level 9 when
          that saves ≥ 1/16, as format/src/paged/page.rs does), rounds, table lookups.
 
+  table  markdown from eval JSON files (--out a.json,b.json): per index, centroids and codes, the cheapest
+         point reaching --target recall and the best point within --warm-budget kB.
+
+Eval options: --indexes k4000c125,... --centroids int8,4bit,4bitm,bin,pq48x8c,2l128x4,rc256pq96x4,...
+--layouts int8,binary,pq24x8,pq48x4,...,none (none: routing only) --nprobe 8,16 --rescore 0,8,16
+--row-codes int8,int4. The runs behind docs/design/dense-pq.md and their output: docs/bench/h25pq-ivf-pq-1m.txt.
+
 Requires numpy, faiss-cpu (k-means and PQ training/encoding), python ≥ 3.9.
 """
 
