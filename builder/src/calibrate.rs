@@ -51,7 +51,8 @@ pub const PSEUDO_QUERIES: usize = 300;
 /// v3: adds the margin-aware fits for reported scores ([`ScoreFits`]).
 /// v4: the weighted fusion's cross-lingual rule ([`jikji_engine::fusion::fused_logit`]),
 /// which the engine applies to v4 bundles only, so older bundles rank as they were built.
-pub const METHOD: &str = jikji_engine::fusion::CROSS_LINGUAL_METHOD;
+/// v5: adds the null cap ([`jikji_format::NullCap`], [`null_cap`]); v4's fusion.
+pub const METHOD: &str = "platt-pseudo-queries-v5";
 /// A query made from a span of chunk `doc`'s text (see [`pseudo_query`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PseudoQuery {
@@ -605,6 +606,7 @@ pub fn fit(
             weighted: None,
             rrf: None,
         }),
+        null_cap: None,
     };
     if let Some(e) = failed.borrow_mut().take() {
         return Err(e);
@@ -845,7 +847,20 @@ pub fn calibrate_with_queries(
         }
         _ => None,
     };
-    let calibration = fit(&bundle, &queries, qvecs.as_deref(), DEFAULT_DENSE_WEIGHT)?;
+    let mut calibration = fit(&bundle, &queries, qvecs.as_deref(), DEFAULT_DENSE_WEIGHT)?;
+    // The null cap: off-topic queries searched with the fits just made.
+    let null = off_topic_queries(&bundle, NULL_QUERIES)?;
+    let null_vecs = match (embedder, bundle.vectors()) {
+        (Some(e), Some(_)) if !null.is_empty() => {
+            let texts: Vec<&str> = null.iter().map(String::as_str).collect();
+            Some(
+                e.embed_many(&texts, Prefix::Query, threads, "null-cap queries", &|_| {})?
+                    .vectors,
+            )
+        }
+        _ => None,
+    };
+    calibration.null_cap = null_cap(bundle, &calibration, &null, null_vecs.as_deref(), threads)?;
     Ok(Calibrated {
         calibration: Some(calibration),
         query_vectors: qvecs.unwrap_or_default(),
@@ -855,6 +870,332 @@ pub fn calibrate_with_queries(
 /// Fewest distinct chunks that must yield pseudo-queries for a bundle to be calibrated
 /// (see [`calibrate`]).
 pub const MIN_CALIBRATION_CHUNKS: usize = 10;
+
+// ---------------------------------------------------------------------------------------
+// The null cap (issue 19, docs/quality.md sessions 17 and 25): off-topic queries drawn from
+// the bundle's own chunks, searched like any query; the Q-quantile of their top hits'
+// calibrated scores per fit is the threshold under which the engine caps a reported score
+// at 0.59 ([`jikji_format::NullCap`]).
+
+/// Off-topic queries drawn per bundle for the null cap (`study-bands.py pseudo SET OUT 900`
+/// drew 450: one per other of its 900 slots).
+pub const NULL_QUERIES: usize = 450;
+/// The quantile of the off-topic queries' top-1 scores a [`jikji_format::NullCap`]'s
+/// thresholds are (unless [`NULL_Q_ENV`] says otherwise).
+pub const NULL_Q: f32 = 0.95;
+/// Environment variable that sets the null cap's quantile for a build, a number in (0, 1]
+/// (unset or empty: [`NULL_Q`]); for measuring another quantile (docs/quality.md, session
+/// 25). The bundle records the one used (`null_cap.q`).
+pub const NULL_Q_ENV: &str = "JIKJI_NULL_Q";
+
+/// The null cap's quantile in this process ([`NULL_Q_ENV`], else [`NULL_Q`]).
+/// Errors: a value that is not a number in (0, 1] ([`BuildError::BadEnv`]).
+pub fn null_q() -> Result<f32> {
+    match std::env::var(NULL_Q_ENV) {
+        Err(_) => Ok(NULL_Q),
+        Ok(v) if v.is_empty() => Ok(NULL_Q),
+        Ok(v) => match v.parse::<f32>() {
+            Ok(q) if q > 0.0 && q <= 1.0 => Ok(q),
+            _ => Err(BuildError::BadEnv {
+                name: NULL_Q_ENV,
+                value: v,
+                expected: "a number in (0, 1]",
+            }),
+        },
+    }
+}
+/// The most a capped hit reports: under the 0.6 "reliable" band.
+pub const NULL_CAP: f32 = 0.59;
+/// Fewest off-topic top-1 scores a threshold is taken from; a mode with fewer gets none
+/// (and no threshold for BM25 means no null cap).
+pub const MIN_NULL_SCORES: usize = 20;
+
+/// The question templates of `study-bands.py` (prefix, suffix) per language family.
+const TEMPLATES_EN: &[(&str, &str)] = &[
+    ("What ", "?"),
+    ("Which ", "?"),
+    ("Who ", "?"),
+    ("When did ", "?"),
+    ("How many ", "?"),
+    ("Where ", "?"),
+    ("Why ", "?"),
+    ("What is the ", "?"),
+    ("", "."),
+    ("", "?"),
+];
+const TEMPLATES_ZH: &[(&str, &str)] = &[
+    ("", "是什么？"),
+    ("", "是哪个？"),
+    ("", "是谁？"),
+    ("", "有多少？"),
+    ("", "在哪里？"),
+    ("为什么", "？"),
+    ("", "的是什么？"),
+    ("", "。"),
+];
+const TEMPLATES_KO: &[(&str, &str)] = &[
+    ("", "은 무엇인가?"),
+    ("", "은 누구인가?"),
+    ("", "은 언제인가?"),
+    ("", "은?"),
+    ("", "는 어디인가?"),
+    ("", " 몇 개인가?"),
+];
+
+/// The language family of a text as `study-bands.py`'s `lang_of` reads its first 400
+/// characters: 0 English (and every other script), 1 Chinese (Han characters more than
+/// half of the letters and digits), 2 Korean (Hangul syllables more than half).
+pub fn null_lang(text: &str) -> u8 {
+    let (mut han, mut hangul, mut alnum) = (0usize, 0usize, 0usize);
+    for c in text.chars().take(400) {
+        han += usize::from(matches!(c as u32,
+            0x3400..=0x9FFF | 0xF900..=0xFAFF | 0x20000..=0x2FA1F));
+        hangul += usize::from(matches!(c as u32, 0xAC00..=0xD7A3));
+        alnum += usize::from(c.is_alphanumeric());
+    }
+    let alnum = alnum.max(1);
+    if han * 2 > alnum {
+        1
+    } else if hangul * 2 > alnum {
+        2
+    } else {
+        0
+    }
+}
+
+/// `study-bands.py`'s `Rng`, the off-topic queries' generator: splitmix64 of the seed, then
+/// each draw the next splitmix64 step.
+pub struct NullRng(u64);
+
+impl NullRng {
+    /// A generator seeded with `seed`.
+    pub fn new(seed: u64) -> Self {
+        NullRng(mix(seed))
+    }
+    /// The next draw in `0..max(n, 1)` (the state's splitmix64 step modulo `max(n, 1)`).
+    pub fn r(&mut self, n: usize) -> usize {
+        self.0 = mix(self.0);
+        (self.0 % n.max(1) as u64) as usize
+    }
+}
+
+/// `study-bands.py`'s `words_of`: whitespace-separated words with `.,;:!?()[]"'“”‘’`
+/// trimmed from both ends, empty ones left out.
+fn null_words(t: &str) -> impl Iterator<Item = &str> {
+    t.split_whitespace()
+        .map(|w| w.trim_matches(|c: char| ".,;:!?()[]\"'“”‘’".contains(c)))
+        .filter(|w| !w.is_empty())
+}
+
+/// An off-topic query (a port of `study-bands.py`'s `off_topic`): a question template of
+/// language family `lang` ([`null_lang`]) around 3–6 pieces, each from one of `texts` drawn
+/// at random (Chinese: 2–3 consecutive Han characters; else a word of 3+ characters), one
+/// piece reversed so the dictionary does not know it. `None` when fewer than two pieces
+/// were found.
+pub fn off_topic_query(texts: &[&str], lang: u8, r: &mut NullRng) -> Option<String> {
+    let mut pieces: Vec<String> = Vec::new();
+    for _ in 0..3 + r.r(4) {
+        let t = texts[r.r(texts.len())];
+        if lang == 1 {
+            let h: Vec<char> = t
+                .chars()
+                .filter(|&c| {
+                    matches!(c as u32,
+                    0x3400..=0x9FFF | 0xF900..=0xFAFF | 0x20000..=0x2FA1F)
+                })
+                .collect();
+            if h.len() >= 3 {
+                let b = r.r(h.len() - 2);
+                let e = (b + 2 + r.r(2)).min(h.len());
+                pieces.push(h[b..e].iter().collect());
+            }
+        } else {
+            let w: Vec<&str> = null_words(t).filter(|x| x.chars().count() >= 3).collect();
+            if !w.is_empty() {
+                pieces.push(w[r.r(w.len())].to_string());
+            }
+        }
+    }
+    if pieces.len() < 2 {
+        return None;
+    }
+    let i = r.r(pieces.len());
+    pieces[i] = pieces[i].chars().rev().collect();
+    let templates = match lang {
+        1 => TEMPLATES_ZH,
+        2 => TEMPLATES_KO,
+        _ => TEMPLATES_EN,
+    };
+    let (t0, t1) = templates[r.r(templates.len())];
+    Some(format!(
+        "{t0}{}{t1}",
+        pieces.join(if lang == 1 { "" } else { " " })
+    ))
+}
+
+/// Up to `n` off-topic queries from the bundle's indexed chunks (deterministic): query `k`
+/// takes slot `j = 2k` of `2n` slots spread evenly over the chunks (as `study-bands.py
+/// pseudo SET OUT 2n` spreads its documents), seeds `study-bands.py`'s generator with
+/// `i ^ (j << 20)` (`i` the slot's chunk), and draws three chunks of that chunk's language
+/// family ([`null_lang`]) for [`off_topic_query`]. Chunk texts are read without their
+/// heading lines. (The script's generator also drew an answerable question from the same
+/// seed first; here the off-topic draws start from the seed, so the queries are others of
+/// the same kind.)
+///
+/// Errors only if the chunk store bytes are corrupt.
+pub fn off_topic_queries(bundle: &Bundle, n: usize) -> jikji_format::Result<Vec<String>> {
+    #[derive(serde::Deserialize)]
+    struct Text {
+        text: String,
+    }
+    let chunks = bundle.chunks();
+    let total = bundle.lexical().num_docs().min(chunks.len());
+    if total == 0 || n == 0 {
+        return Ok(Vec::new());
+    }
+    let body = |d: usize| -> jikji_format::Result<String> {
+        Ok(body_lines(&chunks.get_as::<Text>(d as u32)?.text).join("\n"))
+    };
+    let mut langs = Vec::with_capacity(total);
+    let mut by_lang: [Vec<u32>; 3] = Default::default();
+    for d in 0..total {
+        let l = null_lang(&body(d)?);
+        langs.push(l);
+        by_lang[l as usize].push(d as u32);
+    }
+    let slots = 2 * n;
+    let mut out = Vec::new();
+    for k in 0..n {
+        let j = 2 * k;
+        let i = if slots <= total {
+            j * total / slots
+        } else {
+            j % total
+        };
+        let mut r = NullRng::new(i as u64 ^ ((j as u64) << 20));
+        let same = &by_lang[langs[i] as usize];
+        let texts = (0..3)
+            .map(|_| body(same[r.r(same.len())] as usize))
+            .collect::<jikji_format::Result<Vec<_>>>()?;
+        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+        if let Some(q) = off_topic_query(&texts, langs[i], &mut r) {
+            out.push(q);
+        }
+    }
+    Ok(out)
+}
+
+/// The `q`-quantile of `v` as numpy's default (linear interpolation between the two
+/// nearest ranks); `v` is sorted in place. `None` for an empty `v`.
+pub fn quantile(v: &mut [f32], q: f32) -> Option<f32> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_unstable_by(f32::total_cmp);
+    let pos = q.clamp(0.0, 1.0) as f64 * (v.len() - 1) as f64;
+    let lo = pos.floor() as usize;
+    let hi = (lo + 1).min(v.len() - 1);
+    let f = pos - lo as f64;
+    Some((v[lo] as f64 + (v[hi] as f64 - v[lo] as f64) * f) as f32)
+}
+
+/// The bundle's [`jikji_format::NullCap`]: `queries` (off-topic, [`off_topic_queries`])
+/// searched through the engine on `bundle` with its calibration `cal` (top 10, default
+/// filters), BM25 always; dense, weighted and RRF hybrid when `query_vectors` (one
+/// L2-normalised, uncentred embedding per query, same order: the engine centres them) is
+/// given and the bundle has vectors and a dense fit. Each threshold is the [`null_q`]-quantile
+/// (default [`NULL_Q`]) of its mode's top-1 calibrated scores (a hybrid search that fell back to the dense list,
+/// no term matched, counts for neither fusion). Searches run on `threads` threads. `None`
+/// when fewer than [`MIN_NULL_SCORES`] BM25 searches return a hit.
+///
+/// Errors: an engine error of a search (a corrupt part), a bad [`NULL_Q_ENV`].
+pub fn null_cap(
+    bundle: Bundle,
+    cal: &Calibration,
+    queries: &[String],
+    query_vectors: Option<&[Vec<f32>]>,
+    threads: usize,
+) -> Result<Option<jikji_format::NullCap>> {
+    use jikji_engine::{Engine, Fusion, Mode};
+    let dense = query_vectors
+        .filter(|v| v.len() == queries.len() && bundle.vectors().is_some() && cal.dense.is_some());
+    let mut weighted = Engine::new(bundle.with_calibration(Some(cal.clone())));
+    weighted.set_fusion(Fusion::Weighted {
+        dense_weight: cal.dense_weight,
+    });
+    // Per query: top-1 scores of bm25, dense, weighted, rrf (NaN: no hit / not run).
+    let top1 = |e: &Engine, i: usize, mode: Mode, want: Option<Fusion>| -> Result<f32> {
+        let v = dense.map(|v| v[i].as_slice());
+        if mode != Mode::Bm25 && v.is_none() {
+            return Ok(f32::NAN);
+        }
+        let r = e.search_with_vector(&queries[i], v, mode, 10)?;
+        let ok = mode != Mode::Hybrid || r.fusion.is_some_and(|f| Some(f) == want);
+        Ok(match r.hits.first() {
+            Some(h) if ok => h.score,
+            _ => f32::NAN,
+        })
+    };
+    let weighted_fusion = weighted.fusion();
+    let run = |e: &Engine, ids: &[usize], modes: &[(Mode, Option<Fusion>)]| {
+        ids.iter()
+            .map(|&i| {
+                modes
+                    .iter()
+                    .map(|&(m, f)| top1(e, i, m, f))
+                    .collect::<Result<Vec<f32>>>()
+            })
+            .collect::<Result<Vec<Vec<f32>>>>()
+    };
+    let on_threads = |e: &Engine, modes: &[(Mode, Option<Fusion>)]| -> Result<Vec<Vec<f32>>> {
+        let ids: Vec<usize> = (0..queries.len()).collect();
+        let per = ids.len().div_ceil(threads.max(1)).max(1);
+        std::thread::scope(|s| {
+            let handles: Vec<_> = ids
+                .chunks(per)
+                .map(|part| s.spawn(move || run(e, part, modes)))
+                .collect();
+            let mut out = Vec::with_capacity(ids.len());
+            for h in handles {
+                out.extend(h.join().expect("a null-cap search thread panicked")?);
+            }
+            Ok(out)
+        })
+    };
+    let first = on_threads(
+        &weighted,
+        &[
+            (Mode::Bm25, None),
+            (Mode::Dense, None),
+            (Mode::Hybrid, Some(weighted_fusion)),
+        ],
+    )?;
+    let mut rrf_engine = weighted;
+    rrf_engine.set_fusion(Fusion::Rrf);
+    let rrf = on_threads(&rrf_engine, &[(Mode::Hybrid, Some(Fusion::Rrf))])?;
+    let q = null_q()?;
+    let threshold = |scores: Vec<f32>| {
+        let mut s: Vec<f32> = scores.into_iter().filter(|x| !x.is_nan()).collect();
+        if s.len() < MIN_NULL_SCORES {
+            None
+        } else {
+            quantile(&mut s, q)
+        }
+    };
+    let col = |k: usize| first.iter().map(|r| r[k]).collect::<Vec<f32>>();
+    let Some(bm25) = threshold(col(0)) else {
+        return Ok(None);
+    };
+    Ok(Some(jikji_format::NullCap {
+        q,
+        cap: NULL_CAP,
+        queries: queries.len(),
+        bm25,
+        dense: threshold(col(1)),
+        weighted: threshold(col(2)),
+        rrf: threshold(rrf.iter().map(|r| r[0]).collect()),
+    }))
+}
 
 #[cfg(test)]
 mod tests {

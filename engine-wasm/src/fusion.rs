@@ -274,6 +274,7 @@ mod tests {
             rrf: None,
             dense_weight: w,
             scores: None,
+            null_cap: None,
         }
     }
 

@@ -240,7 +240,9 @@ pub struct Hit {
     pub rank: usize,
     /// Calibrated score in [0, 1]: the estimated probability that this result is a right
     /// answer, read the same in every mode and bundle (≥ 0.6 reliable, 0.3–0.6 use with
-    /// care, < 0.3 drop; see [`scores`]). Equal to `raw_score` when the bundle has no
+    /// care, < 0.3 drop; see [`scores`]); with the bundle's null cap
+    /// ([`jikji_format::NullCap`]) at most its `cap` (0.59) when at or under what the
+    /// bundle's off-topic queries reach. Equal to `raw_score` when the bundle has no
     /// calibration (bundles built before it existed).
     pub score: f32,
     /// The ranker's own score: BM25 (unbounded, ≥ 0), cosine similarity (−1..1), the RRF
@@ -1052,6 +1054,7 @@ impl Engine {
         if let Some(tier) = self.prefer_tier {
             hits = pipeline::prefer_tier(hits, tier, top_k);
         }
+        let hits = pipeline::null_cap(hits, fused.scale.and_then(|s| s.null), self.min_score);
         Ok(SearchResult {
             query: query.to_string(),
             mode,

@@ -374,6 +374,29 @@ fn calibration(out: &mut String, c: &Calibration) {
     f32(out, c.dense_weight);
     key(out, "method");
     string(out, &c.method);
+    if let Some(n) = &c.null_cap {
+        key(out, "null_cap");
+        out.push('{');
+        key(out, "bm25");
+        f32(out, n.bm25);
+        key(out, "cap");
+        f32(out, n.cap);
+        for (k, v) in [("dense", n.dense), ("q", Some(n.q))] {
+            if let Some(x) = v {
+                key(out, k);
+                f32(out, x);
+            }
+        }
+        key(out, "queries");
+        uint(out, n.queries as u64);
+        for (k, v) in [("rrf", n.rrf), ("weighted", n.weighted)] {
+            if let Some(x) = v {
+                key(out, k);
+                f32(out, x);
+            }
+        }
+        out.push('}');
+    }
     key(out, "pairs");
     uint(out, c.pairs as u64);
     key(out, "queries");
@@ -676,6 +699,7 @@ mod tests {
                 rrf: None,
                 dense_weight: 0.5,
                 scores: None,
+                null_cap: None,
             });
             let p = Platt { a: 0.1, b: -1e-30 };
             (c.dense, c.weighted, c.rrf) = (Some(p), Some(p), Some(p));
@@ -689,6 +713,15 @@ mod tests {
                 dense: Some(mp),
                 weighted: Some(mp),
                 rrf: Some(mp),
+            });
+            c.null_cap = Some(jikji_format::NullCap {
+                q: 0.95,
+                cap: 0.59,
+                queries: 450,
+                bm25: 0.8671234,
+                dense: Some(1e-45),
+                weighted: Some(1.0),
+                rrf: None,
             });
             m.files.insert(
                 "a\"b\n.bin".into(),

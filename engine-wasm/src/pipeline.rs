@@ -18,6 +18,9 @@
 //! 7. [`prefer_tier`] (only with [`Engine::set_prefer_tier`]): within each group of tied
 //!    scores the preferred tier's hits first; the ranking cut to `top_k` ([`tie_cut`] kept
 //!    the hits that tie with the `top_k`-th for it).
+//! 8. [`null_cap`] (bundles whose calibration has a [`jikji_format::NullCap`]): each
+//!    reported score at or under its fit's threshold capped, after the ranking is final
+//!    (so it never changes), hits now under the minimum score dropped.
 //!
 //! Lists are `(doc id, raw score)` ([`Scored`]), best first; doc ids index the chunk store.
 
@@ -233,6 +236,7 @@ impl Engine {
                         },
                         plain: c.bm25,
                         margin: fits.map(|f| f.bm25),
+                        null: c.null_cap.map(|n| (n, n.bm25)),
                     }),
                     None => None,
                 };
@@ -301,6 +305,7 @@ impl Engine {
                             input: Input::Raw,
                             plain: p,
                             margin: fits.and_then(|f| f.weighted),
+                            null: c.null_cap.and_then(|n| Some((n, n.weighted?))),
                         }),
                         fusion: Some(self.fusion),
                     }
@@ -311,6 +316,7 @@ impl Engine {
                         input: Input::Raw,
                         plain: p,
                         margin: fits.and_then(|f| f.rrf),
+                        null: cal.and_then(|c| c.null_cap).and_then(|n| Some((n, n.rrf?))),
                     }),
                     fusion: Some(Fusion::Rrf),
                 },
@@ -341,6 +347,9 @@ impl Engine {
             input: Input::Dense { background },
             plain: p,
             margin: cal.and_then(|c| c.scores).and_then(|f| f.dense),
+            null: cal
+                .and_then(|c| c.null_cap)
+                .and_then(|n| Some((n, n.dense?))),
         }))
     }
 
@@ -484,6 +493,27 @@ pub(crate) fn prefer_tier(hits: Vec<Hit>, tier: u32, top_k: usize) -> Vec<Hit> {
     out
 }
 
+/// Stage 8: `hits` (final ranking) with each score mapped by the null cap `null` (the
+/// bundle's [`jikji_format::NullCap`] and the fit's threshold, from [`Scale::null`]), those
+/// now under `min_score` left out and the rest ranked again from 1. Without `null` the
+/// hits are returned as they are.
+pub(crate) fn null_cap(
+    mut hits: Vec<Hit>,
+    null: Option<(jikji_format::NullCap, f32)>,
+    min_score: f32,
+) -> Vec<Hit> {
+    if let Some((n, t)) = null {
+        hits.retain_mut(|h| {
+            h.score = n.apply(h.score, t);
+            h.score >= min_score
+        });
+        for (i, h) in hits.iter_mut().enumerate() {
+            h.rank = i + 1;
+        }
+    }
+    hits
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -500,6 +530,35 @@ mod tests {
                 ..Default::default()
             },
         }
+    }
+
+    #[test]
+    fn the_null_cap_lowers_scores_at_or_under_the_threshold_only() {
+        let n = jikji_format::NullCap {
+            q: 0.95,
+            cap: 0.59,
+            queries: 450,
+            bm25: 0.92,
+            dense: None,
+            weighted: None,
+            rrf: None,
+        };
+        let hits = || [0.95, 0.92, 0.7, 0.5, 0.2].map(|s| hit(s, 1)).to_vec();
+        let scores = |h: &[Hit]| h.iter().map(|h| (h.rank, h.score)).collect::<Vec<_>>();
+        let mut want = hits();
+        for (i, h) in want.iter_mut().enumerate() {
+            h.rank = i + 1;
+        }
+        // No cap: the hits as they are.
+        assert_eq!(null_cap(want.clone(), None, 0.0), want);
+        assert_eq!(
+            scores(&null_cap(want.clone(), Some((n, 0.92)), 0.0)),
+            [(1, 0.95), (2, 0.59), (3, 0.59), (4, 0.5), (5, 0.2)]
+        );
+        // A threshold under the cap changes nothing.
+        assert_eq!(null_cap(want.clone(), Some((n, 0.5)), 0.0), want);
+        // Capped hits under the minimum score are dropped; the rest ranked from 1.
+        assert_eq!(scores(&null_cap(hits(), Some((n, 0.92)), 0.6)), [(1, 0.95)]);
     }
 
     #[test]

@@ -24,7 +24,7 @@
 
 use jikji_format::analyzer::Analyzer;
 use jikji_format::paged::Lexicon;
-use jikji_format::{Bundle, MarginPlatt, Platt, Result};
+use jikji_format::{Bundle, MarginPlatt, NullCap, Platt, Result};
 
 /// Default weight of the dense score in weighted fusion, chosen on the eval sets (README,
 /// "Retrieval quality"): 0.6 is the one measured weight (0.4–0.7) at which SciFact's hybrid
@@ -188,6 +188,9 @@ pub(crate) struct Scale {
     pub plain: Platt,
     /// The margin-aware fit, if the bundle has one.
     pub margin: Option<MarginPlatt>,
+    /// The bundle's null cap and this fit's threshold, if it has one: applied to the
+    /// reported scores after ranking ([`NullCap::apply`]).
+    pub null: Option<(NullCap, f32)>,
 }
 
 /// The calibration input of a raw score, per ranker.

@@ -597,6 +597,15 @@ impl Bundle {
         &self.manifest
     }
 
+    /// This bundle with its manifest's calibration replaced by `calibration`: the builder
+    /// searches the bundle it is calibrating with the fits it has just made (the null cap,
+    /// `jikji_builder::calibrate`). Nothing is checked again: the calibration is no part of
+    /// the checks between a bundle's parts. Never fails.
+    pub fn with_calibration(mut self, calibration: Option<crate::Calibration>) -> Self {
+        self.manifest.calibration = calibration;
+        self
+    }
+
     /// Term dictionary + postings.
     pub fn lexical(&self) -> &Lexicon {
         &self.lexical

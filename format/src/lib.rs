@@ -49,5 +49,5 @@ pub use chunks::{ChunkRecord, ConflictNote};
 pub use error::{FormatError, Result};
 pub use manifest::{
     Bm25Params, Calibration, Centring, ChunkingInfo, Counts, FileEntry, Manifest, MarginPlatt,
-    ModelInfo, Platt, ScoreFits, SourceEntry, FORMAT_VERSION, PAGED_FORMAT_VERSION,
+    ModelInfo, NullCap, Platt, ScoreFits, SourceEntry, FORMAT_VERSION, PAGED_FORMAT_VERSION,
 };

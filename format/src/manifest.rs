@@ -358,6 +358,54 @@ pub struct Calibration {
     /// absent in older bundles, whose reported scores come from the plain fits above.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scores: Option<ScoreFits>,
+    /// The null cap (`platt-pseudo-queries-v5` and later; absent in older bundles and in
+    /// bundles too small to draw it, whose scores are reported uncapped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub null_cap: Option<NullCap>,
+}
+
+/// The **null cap** of a bundle's reported scores (issue 19): off-topic queries drawn from
+/// the bundle's own chunks (a question template around words of unrelated chunks, one of
+/// them reversed so the dictionary does not know it: `jikji_builder::calibrate`) are
+/// searched at build time like any query; per score fit, the `q`-quantile of their top
+/// hits' calibrated scores is the threshold. At query time a hit whose calibrated score
+/// `s` (in [0, 1]) is at or under its fit's threshold reports `min(s, cap)`: a score in
+/// the "reliable" band (≥ 0.6) only if the hit beats what the bundle's off-topic queries
+/// reach. The map is monotone, applied after ranking: rankings are unchanged. A fit
+/// without a threshold (`None`: no vectors, or no query embedder at build time) is not
+/// capped.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct NullCap {
+    /// The quantile of the off-topic top-1 scores the thresholds are, in (0, 1].
+    pub q: f32,
+    /// The most a capped hit reports, in [0, 1] (0.59: under the 0.6 band).
+    pub cap: f32,
+    /// Off-topic queries searched (per mode; a query whose search returns no hit adds no
+    /// score).
+    pub queries: usize,
+    /// Threshold of BM25 scores ([`ScoreFits::bm25`]), a calibrated score in [0, 1].
+    pub bm25: f32,
+    /// Threshold of dense scores (also hybrid's when no chunk shares a term with the query).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dense: Option<f32>,
+    /// Threshold of weighted-hybrid scores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weighted: Option<f32>,
+    /// Threshold of RRF-hybrid scores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rrf: Option<f32>,
+}
+
+impl NullCap {
+    /// The reported score of a hit with calibrated score `s` under threshold `threshold`
+    /// (one of this record's): `min(s, cap)` when `s <= threshold`, else `s`.
+    pub fn apply(&self, s: f32, threshold: f32) -> f32 {
+        if s <= threshold {
+            s.min(self.cap)
+        } else {
+            s
+        }
+    }
 }
 
 // Readers of the manifest's JSON (`crate::json`), field for field as the serde attributes
@@ -671,6 +719,7 @@ impl crate::json::Record for Calibration {
         "rrf" Error rrf,
         "dense_weight" Error dense_weight,
         "scores" Error scores,
+        "null_cap" Error null_cap,
     });
     fn init() -> Self {
         Calibration {
@@ -683,10 +732,35 @@ impl crate::json::Record for Calibration {
             rrf: None,
             dense_weight: 0.0,
             scores: None,
+            null_cap: None,
         }
     }
 }
 crate::json::record_json!(Calibration);
+
+impl crate::json::Record for NullCap {
+    const FIELDS: crate::json::Fields<NullCap> = crate::json::json_fields!(NullCap {
+        "q" Error q,
+        "cap" Error cap,
+        "queries" Error queries,
+        "bm25" Error bm25,
+        "dense" Error dense,
+        "weighted" Error weighted,
+        "rrf" Error rrf,
+    });
+    fn init() -> Self {
+        NullCap {
+            q: 0.0,
+            cap: 0.0,
+            queries: 0,
+            bm25: 0.0,
+            dense: None,
+            weighted: None,
+            rrf: None,
+        }
+    }
+}
+crate::json::record_json!(NullCap);
 
 impl Manifest {
     /// Parent records stored after the indexed chunks (0 unless `parent-child`).
