@@ -118,6 +118,8 @@ impl std::fmt::Debug for PagedQueryModel {
 
 /// The body of one row page: the Q4_0 rows (`row_bytes` each) of `ids` in order, from the
 /// pack's row table. Errors: InvalidInput naming a token id the table has no row for.
+/// Native only: the writers below are its callers (the browser reads pages, never writes them).
+#[cfg(not(target_arch = "wasm32"))]
 fn row_page_body(
     table: &crate::RowTable,
     ids: &[u32],
