@@ -877,11 +877,16 @@ impl Bundle {
         // A bundle with Unicode table pages is analysed with them, natively too (the same
         // tables as the compiled-in ones: same results; `jikji search --fetch-stats` counts
         // their bytes as the browser fetches them).
-        let analyzer = if root.unicode.is_some() {
+        // Chunk texts need the tables the entry lists (both in bundles written before it did).
+        let analyzer = if let Some(u) = &root.unicode {
+            let tables = crate::unicode::UnicodeTables::from_pages();
             Analyzer::with_tables(
                 manifest.analyzer_version,
                 manifest.analyzer,
-                crate::unicode::UnicodeTables::from_pages(),
+                match &u.chunks {
+                    Some(names) => tables.with_chunk_tables(names),
+                    None => tables,
+                },
             )?
         } else {
             manifest.analyzer()?

@@ -74,6 +74,14 @@ impl Table {
         }
     }
 
+    /// Its name in the entry's `unicode.chunks` (`"nfkc"`, `"t2s"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Table::Nfkc => "nfkc",
+            Table::T2s => "t2s",
+        }
+    }
+
     fn magic(self) -> &'static [u8; 4] {
         match self {
             Table::Nfkc => b"JKN1",
@@ -110,6 +118,8 @@ pub struct UnicodeTables {
     nfkc: OnceLock<Nfkc>,
     t2s: OnceLock<Vec<(u16, u16)>>,
     missing: AtomicU8,
+    /// The tables some chunk text of the bundle needs (bits of [`Table::bit`]).
+    chunks: u8,
 }
 
 impl std::fmt::Debug for UnicodeTables {
@@ -131,16 +141,40 @@ impl UnicodeTables {
             nfkc: OnceLock::new(),
             t2s: OnceLock::new(),
             missing: AtomicU8::new(0),
+            chunks: 0,
         }
     }
 
     /// No table yet: each is [`UnicodeTables::install`]ed from its page when a text needs it.
+    /// Chunk texts are assumed to need both tables ([`UnicodeTables::with_chunk_tables`]).
     pub fn from_pages() -> Self {
         UnicodeTables {
             builtin: false,
             nfkc: OnceLock::new(),
             t2s: OnceLock::new(),
             missing: AtomicU8::new(0),
+            chunks: 3,
+        }
+    }
+
+    /// The same tables, with `names` (the entry's `unicode.chunks`: `"nfkc"`, `"t2s"`;
+    /// other names are ignored) the only ones the bundle's chunk texts need.
+    pub fn with_chunk_tables(mut self, names: &[String]) -> Self {
+        self.chunks = [Table::Nfkc, Table::T2s]
+            .into_iter()
+            .filter(|t| names.iter().any(|n| n == t.name()))
+            .fold(0, |b, t| b | t.bit());
+        self
+    }
+
+    /// Records as missing the tables that the bundle's chunk texts may need and that are
+    /// not here: the engine calls it when it asks for the chunk pages of phrase candidates,
+    /// whose texts it will analyse, so those tables come in the same round.
+    pub fn need_chunk_tables(&self) {
+        for t in [Table::Nfkc, Table::T2s] {
+            if self.chunks & t.bit() != 0 && !self.has(t) {
+                self.need(t);
+            }
         }
     }
 
@@ -274,6 +308,68 @@ impl UnicodeTables {
                 c
             }
         }
+    }
+}
+
+/// Which tables the analysis of some texts needs (the entry's `unicode.chunks`, written by
+/// `crate::paged`): NFKC when a text is not simple (module doc), T2S when its normalised form
+/// has a Han character in a block holding a pair — what an engine without compiled-in tables
+/// would ask for, whatever the analyzer options (a bundle that does not fold Chinese may list
+/// `t2s` without needing it).
+pub struct ChunkTables {
+    full: UnicodeTables,
+    bits: u8,
+}
+
+impl Default for ChunkTables {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ChunkTables {
+    /// None found yet.
+    pub fn new() -> Self {
+        let full = UnicodeTables::from_pages();
+        for t in [Table::Nfkc, Table::T2s] {
+            full.install(t, "", &page_body(t))
+                .expect("the compiled-in tables decode (tested)");
+        }
+        ChunkTables { full, bits: 0 }
+    }
+
+    /// Adds the tables `text` needs.
+    pub fn add(&mut self, text: &str) {
+        if text.is_ascii() {
+            return;
+        }
+        if simple(text).is_none() {
+            self.bits |= Table::Nfkc.bit();
+        }
+        if self.bits & Table::T2s.bit() == 0
+            && self.full.normalize(text).chars().any(|c| {
+                let u = c as u32;
+                crate::analyzer::script_of(c) == crate::analyzer::Script::Han
+                    && (0x800..=0xFFFF).contains(&u)
+                    && t2s_block(u)
+            })
+        {
+            self.bits |= Table::T2s.bit();
+        }
+    }
+
+    /// Both tables found (no text can add one).
+    pub fn all(&self) -> bool {
+        self.bits == 3
+    }
+
+    /// The names of the tables found, NFKC first.
+    pub fn names(&self) -> Vec<String> {
+        [Table::Nfkc, Table::T2s]
+            .into_iter()
+            .filter(|t| self.bits & t.bit() != 0)
+            .map(|t| t.name().to_string())
+            .collect()
     }
 }
 

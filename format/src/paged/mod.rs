@@ -230,13 +230,19 @@ pub struct PagesRoot {
 }
 
 /// The entry's `pages.unicode`: the names of the two Unicode table pages (content-named,
-/// `n-<h16>`).
+/// `n-<h16>`), and which of them some indexed chunk's text needs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UnicodeRoot {
     /// NFKC + lowercase ([`crate::unicode::Table::Nfkc`]).
     pub nfkc: String,
     /// Traditional → Simplified ([`crate::unicode::Table::T2s`]).
     pub t2s: String,
+    /// The tables (`"nfkc"`, `"t2s"`) that the text of at least one indexed chunk needs when
+    /// it is analysed ([`crate::unicode::chunk_tables`]): an engine fetches those it lacks
+    /// with the chunk pages of a query's phrase candidates, so a candidate's text never
+    /// costs a round of its own. Absent in bundles written before it (read as both).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunks: Option<Vec<String>>,
 }
 
 impl UnicodeRoot {
@@ -253,11 +259,13 @@ impl crate::json::Record for UnicodeRoot {
     const FIELDS: crate::json::Fields<UnicodeRoot> = crate::json::json_fields!(UnicodeRoot {
         "nfkc" Error nfkc,
         "t2s" Error t2s,
+        "chunks" Error chunks,
     });
     fn init() -> Self {
         UnicodeRoot {
             nfkc: String::new(),
             t2s: String::new(),
+            chunks: None,
         }
     }
 }
@@ -536,6 +544,11 @@ fn grouped_to(
 }
 
 #[derive(Deserialize)]
+struct Text {
+    text: String,
+}
+
+#[derive(Deserialize)]
 struct Meta {
     #[serde(default)]
     archived: bool,
@@ -621,7 +634,14 @@ pub fn write_pages_into(parts: &Parts, sink: &mut dyn PageSink) -> Result<PagesR
     let mut cols = Columns::default();
     let mut facets = columns::FacetsBuilder::default();
     let mut numbers: std::collections::HashMap<String, u32> = Default::default();
+    // The Unicode tables the chunks' texts need (the entry's `unicode.chunks`), looked at
+    // until both are found.
+    let mut needs = crate::unicode::ChunkTables::new();
     for d in 0..n as u32 {
+        if !needs.all() {
+            let t: Text = parts.chunks.get_as(d)?;
+            needs.add(&t.text);
+        }
         let m: Meta = parts.chunks.get_as(d)?;
         facets.push(m.tier, &m.lang, &m.source);
         let next = numbers.len() as u32;
@@ -723,6 +743,7 @@ pub fn write_pages_into(parts: &Parts, sink: &mut dyn PageSink) -> Result<PagesR
             &crate::unicode::page_body(crate::unicode::Table::T2s),
             sink,
         )?,
+        chunks: Some(needs.names()),
     });
 
     let total_doc_len = doc_lens.iter().map(|&l| u64::from(l)).sum();
