@@ -94,22 +94,51 @@ fn phrase_candidate_text_needed_a_fourth_round() {
             f.per_round
         );
     }
-    assert_eq!(
-        entry_unicode_chunks(&out),
-        serde_json::json!(["nfkc", "t2s"])
+    // Per chunk language, the tables its texts need: both, here (the candidates with
+    // accents or Han are English chunks by the language guess, or Chinese ones).
+    let chunks = entry_unicode_chunks(&out);
+    let listed: Vec<&str> = chunks
+        .as_object()
+        .unwrap()
+        .values()
+        .flat_map(|v| v.as_array().unwrap().iter().map(|t| t.as_str().unwrap()))
+        .collect();
+    assert!(
+        listed.contains(&"nfkc") && listed.contains(&"t2s"),
+        "{chunks}"
     );
 }
 
 #[test]
-fn ascii_chunks_fetch_no_unicode_table() {
+fn ascii_candidates_fetch_no_unicode_table() {
+    // The phrase candidates are English chunks in ASCII; the Chinese chunks (Traditional
+    // text: T2S) are of another language, so the candidates' pages come without a table.
     let tmp = tempfile::tempdir().unwrap();
     let source = corpus(tmp.path(), 600, &["plain words"]);
+    std::fs::create_dir_all(source.join("2. 漢文")).unwrap();
+    for i in 0..3 {
+        std::fs::write(
+            source.join(format!("2. 漢文/書-{i}.md")),
+            format!(
+                "Source: https://example.org/zh/{i}\n\n# 論語 {i}\n\n學而時習之，不亦說乎。\
+                 有朋自遠方來，不亦樂乎。人不知而不慍，不亦君子乎。\n"
+            ),
+        )
+        .unwrap();
+    }
     let out = tmp.path().join("bundle");
     build(&source, &out);
-    assert_eq!(entry_unicode_chunks(&out), serde_json::json!([]));
+    assert_eq!(
+        entry_unicode_chunks(&out),
+        serde_json::json!({"zh": ["t2s"]})
+    );
+    let whole = Engine::open_dir(&out).unwrap();
     let paged = Engine::open_dir_paged(&out).unwrap();
     let got = paged.search("harbour bread", Mode::Bm25, 10).unwrap();
-    assert!(!got.hits.is_empty());
+    assert_eq!(
+        whole.search("harbour bread", Mode::Bm25, 10).unwrap().hits,
+        got.hits
+    );
     let f = paged.last_fetch();
     assert!(
         f.by_kind.contains_key("c") && !f.by_kind.contains_key("n"),

@@ -925,9 +925,13 @@ impl Engine {
             // pages the next pass needs).
             self.bundle.install_unicode_pages()?;
             let _ = tables.take_missing();
+            let _ = tables.take_chunk_tables();
             let result = self.pass(query, qvec, mode, top_k, opts);
             self.bundle.request_unicode_pages()?;
-            let missing = cache.take_missing();
+            let mut missing = cache.take_missing();
+            // Phrase candidates' chunk pages: the tables their texts may need come with them.
+            let tables_too = self.bundle.chunk_table_pages(&missing);
+            missing.extend(tables_too);
             if missing.is_empty() {
                 #[cfg(not(target_arch = "wasm32"))]
                 {

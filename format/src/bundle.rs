@@ -750,6 +750,63 @@ impl Bundle {
         }
     }
 
+    /// After a pass that asked for phrase candidates' chunk pages
+    /// ([`crate::unicode::UnicodeTables::need_chunk_tables`]; nothing otherwise): the
+    /// Unicode table pages not installed yet that the chunks of the chunk pages among
+    /// `missing` may need, by the chunks' languages (the columns page) and the entry's
+    /// `unicode.chunks`; every table the entry lists when the columns page is not loaded,
+    /// both when the entry says nothing (bundles written before `chunks`).
+    pub fn chunk_table_pages(&self, missing: &[String]) -> Vec<String> {
+        use crate::unicode::Table;
+        let tables = self.analyzer.tables();
+        let (true, Some(p), Some(root)) = (tables.take_chunk_tables(), &self.paged, self.pages())
+        else {
+            return Vec::new();
+        };
+        let Some(u) = &root.unicode else {
+            return Vec::new();
+        };
+        // Which tables: bit 0 NFKC, bit 1 T2S.
+        let bits = |names: &[String]| {
+            names.iter().fold(0u8, |b, n| {
+                b | match n.as_str() {
+                    "nfkc" => 1,
+                    "t2s" => 2,
+                    _ => 0,
+                }
+            })
+        };
+        let mut want = 0u8;
+        match (&u.chunks, p.columns.get().and_then(|c| c.facets.as_ref())) {
+            (None, _) => want = 3,
+            (Some(by_lang), None) => by_lang.values().for_each(|v| want |= bits(v)),
+            (Some(by_lang), Some(f)) => {
+                let per = root.chunks.per_page.max(1);
+                for name in missing.iter().filter(|n| n.starts_with("c-")) {
+                    let Some(n) = name
+                        .rsplit('-')
+                        .next()
+                        .and_then(|x| x.parse::<usize>().ok())
+                    else {
+                        continue;
+                    };
+                    for d in n.saturating_mul(per)..n.saturating_add(1).saturating_mul(per) {
+                        let Some(&l) = f.lang.get(d) else { break };
+                        if let Some(v) = f.langs.get(l as usize).and_then(|l| by_lang.get(l)) {
+                            want |= bits(v);
+                        }
+                    }
+                }
+            }
+        }
+        [(Table::Nfkc, 1), (Table::T2s, 2)]
+            .into_iter()
+            .filter(|&(t, b)| want & b != 0 && !tables.has(t))
+            .map(|(t, _)| u.name(t).to_string())
+            .filter(|n| !missing.contains(n))
+            .collect()
+    }
+
     /// The per-chunk columns of a paged bundle (`Ok(None)` for a whole bundle). Errors:
     /// [`FormatError::PageMissing`] while the columns page is not loaded, DataCorruption.
     pub fn columns(&self) -> Result<Option<Arc<Columns>>> {
@@ -877,16 +934,11 @@ impl Bundle {
         // A bundle with Unicode table pages is analysed with them, natively too (the same
         // tables as the compiled-in ones: same results; `jikji search --fetch-stats` counts
         // their bytes as the browser fetches them).
-        // Chunk texts need the tables the entry lists (both in bundles written before it did).
-        let analyzer = if let Some(u) = &root.unicode {
-            let tables = crate::unicode::UnicodeTables::from_pages();
+        let analyzer = if root.unicode.is_some() {
             Analyzer::with_tables(
                 manifest.analyzer_version,
                 manifest.analyzer,
-                match &u.chunks {
-                    Some(names) => tables.with_chunk_tables(names),
-                    None => tables,
-                },
+                crate::unicode::UnicodeTables::from_pages(),
             )?
         } else {
             manifest.analyzer()?

@@ -118,8 +118,8 @@ pub struct UnicodeTables {
     nfkc: OnceLock<Nfkc>,
     t2s: OnceLock<Vec<(u16, u16)>>,
     missing: AtomicU8,
-    /// The tables some chunk text of the bundle needs (bits of [`Table::bit`]).
-    chunks: u8,
+    /// Set when a pass asked for phrase candidates' chunk pages ([`UnicodeTables::need_chunk_tables`]).
+    chunks: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for UnicodeTables {
@@ -141,41 +141,33 @@ impl UnicodeTables {
             nfkc: OnceLock::new(),
             t2s: OnceLock::new(),
             missing: AtomicU8::new(0),
-            chunks: 0,
+            chunks: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
     /// No table yet: each is [`UnicodeTables::install`]ed from its page when a text needs it.
-    /// Chunk texts are assumed to need both tables ([`UnicodeTables::with_chunk_tables`]).
     pub fn from_pages() -> Self {
         UnicodeTables {
             builtin: false,
             nfkc: OnceLock::new(),
             t2s: OnceLock::new(),
             missing: AtomicU8::new(0),
-            chunks: 3,
+            chunks: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
-    /// The same tables, with `names` (the entry's `unicode.chunks`: `"nfkc"`, `"t2s"`;
-    /// other names are ignored) the only ones the bundle's chunk texts need.
-    pub fn with_chunk_tables(mut self, names: &[String]) -> Self {
-        self.chunks = [Table::Nfkc, Table::T2s]
-            .into_iter()
-            .filter(|t| names.iter().any(|n| n == t.name()))
-            .fold(0, |b, t| b | t.bit());
-        self
-    }
-
-    /// Records as missing the tables that the bundle's chunk texts may need and that are
-    /// not here: the engine calls it when it asks for the chunk pages of phrase candidates,
-    /// whose texts it will analyse, so those tables come in the same round.
+    /// Records that the pass asks for the chunk pages of phrase candidates, whose texts the
+    /// next pass analyses: the engine then asks, in the same round, for the tables those
+    /// pages' chunks may need (the entry's `unicode.chunks`). No-op for compiled-in tables.
     pub fn need_chunk_tables(&self) {
-        for t in [Table::Nfkc, Table::T2s] {
-            if self.chunks & t.bit() != 0 && !self.has(t) {
-                self.need(t);
-            }
+        if !self.builtin {
+            self.chunks.store(true, Ordering::Relaxed);
         }
+    }
+
+    /// Whether [`UnicodeTables::need_chunk_tables`] was called since the last call (clearing it).
+    pub fn take_chunk_tables(&self) -> bool {
+        self.chunks.swap(false, Ordering::Relaxed)
     }
 
     /// True for the compiled-in tables (never missing).
@@ -311,14 +303,14 @@ impl UnicodeTables {
     }
 }
 
-/// Which tables the analysis of some texts needs (the entry's `unicode.chunks`, written by
-/// `crate::paged`): NFKC when a text is not simple (module doc), T2S when its normalised form
-/// has a Han character in a block holding a pair — what an engine without compiled-in tables
-/// would ask for, whatever the analyzer options (a bundle that does not fold Chinese may list
-/// `t2s` without needing it).
+/// Which tables the analysis of chunk texts needs, by chunk language (the entry's
+/// `unicode.chunks`, written by `crate::paged`): NFKC when a text is not simple (module
+/// doc), T2S when its normalised form has a Han character in a block holding a pair — what
+/// an engine without compiled-in tables would ask for, whatever the analyzer options (a
+/// bundle that does not fold Chinese may list `t2s` without needing it).
 pub struct ChunkTables {
     full: UnicodeTables,
-    bits: u8,
+    by_lang: std::collections::BTreeMap<String, u8>,
 }
 
 impl Default for ChunkTables {
@@ -335,40 +327,54 @@ impl ChunkTables {
             full.install(t, "", &page_body(t))
                 .expect("the compiled-in tables decode (tested)");
         }
-        ChunkTables { full, bits: 0 }
+        ChunkTables {
+            full,
+            by_lang: Default::default(),
+        }
     }
 
-    /// Adds the tables `text` needs.
-    pub fn add(&mut self, text: &str) {
-        if text.is_ascii() {
-            return;
-        }
-        if simple(text).is_none() {
-            self.bits |= Table::Nfkc.bit();
-        }
-        if self.bits & Table::T2s.bit() == 0
-            && self.full.normalize(text).chars().any(|c| {
+    /// Adds the tables `text`, of a chunk of language `lang`, needs.
+    pub fn add(&mut self, lang: &str, text: &str) {
+        let mut bits = 0;
+        if !text.is_ascii() {
+            if simple(text).is_none() {
+                bits |= Table::Nfkc.bit();
+            }
+            if self.full.normalize(text).chars().any(|c| {
                 let u = c as u32;
                 crate::analyzer::script_of(c) == crate::analyzer::Script::Han
                     && (0x800..=0xFFFF).contains(&u)
                     && t2s_block(u)
-            })
-        {
-            self.bits |= Table::T2s.bit();
+            }) {
+                bits |= Table::T2s.bit();
+            }
+        }
+        if let Some(b) = self.by_lang.get_mut(lang) {
+            *b |= bits;
+        } else {
+            self.by_lang.insert(lang.to_string(), bits);
         }
     }
 
-    /// Both tables found (no text can add one).
-    pub fn all(&self) -> bool {
-        self.bits == 3
+    /// Whether chunks of `lang` already need both tables (no text can add one).
+    pub fn all(&self, lang: &str) -> bool {
+        self.by_lang.get(lang) == Some(&3)
     }
 
-    /// The names of the tables found, NFKC first.
-    pub fn names(&self) -> Vec<String> {
-        [Table::Nfkc, Table::T2s]
+    /// Per language, the names of the tables found (NFKC first); languages that need
+    /// none are left out.
+    pub fn finish(self) -> std::collections::BTreeMap<String, Vec<String>> {
+        self.by_lang
             .into_iter()
-            .filter(|t| self.bits & t.bit() != 0)
-            .map(|t| t.name().to_string())
+            .filter(|&(_, b)| b != 0)
+            .map(|(l, b)| {
+                let names = [Table::Nfkc, Table::T2s]
+                    .into_iter()
+                    .filter(|t| b & t.bit() != 0)
+                    .map(|t| t.name().to_string())
+                    .collect();
+                (l, names)
+            })
             .collect()
     }
 }

@@ -237,12 +237,14 @@ pub struct UnicodeRoot {
     pub nfkc: String,
     /// Traditional → Simplified ([`crate::unicode::Table::T2s`]).
     pub t2s: String,
-    /// The tables (`"nfkc"`, `"t2s"`) that the text of at least one indexed chunk needs when
-    /// it is analysed ([`crate::unicode::chunk_tables`]): an engine fetches those it lacks
-    /// with the chunk pages of a query's phrase candidates, so a candidate's text never
-    /// costs a round of its own. Absent in bundles written before it (read as both).
+    /// Per chunk language (a record's `lang`), the tables (`"nfkc"`, `"t2s"`) that the text
+    /// of at least one indexed chunk of that language needs when it is analysed
+    /// ([`crate::unicode::ChunkTables`]; languages whose chunks need none are absent): an
+    /// engine fetches those it lacks with the chunk pages of a query's phrase candidates,
+    /// so a candidate's text costs no round of its own. Absent in bundles written before
+    /// it (read as both tables for every chunk).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub chunks: Option<Vec<String>>,
+    pub chunks: Option<std::collections::BTreeMap<String, Vec<String>>>,
 }
 
 impl UnicodeRoot {
@@ -634,15 +636,15 @@ pub fn write_pages_into(parts: &Parts, sink: &mut dyn PageSink) -> Result<PagesR
     let mut cols = Columns::default();
     let mut facets = columns::FacetsBuilder::default();
     let mut numbers: std::collections::HashMap<String, u32> = Default::default();
-    // The Unicode tables the chunks' texts need (the entry's `unicode.chunks`), looked at
-    // until both are found.
+    // The Unicode tables the chunks' texts need by language (the entry's `unicode.chunks`);
+    // a text is looked at while its language lacks one.
     let mut needs = crate::unicode::ChunkTables::new();
     for d in 0..n as u32 {
-        if !needs.all() {
-            let t: Text = parts.chunks.get_as(d)?;
-            needs.add(&t.text);
-        }
         let m: Meta = parts.chunks.get_as(d)?;
+        if !needs.all(&m.lang) {
+            let t: Text = parts.chunks.get_as(d)?;
+            needs.add(&m.lang, &t.text);
+        }
         facets.push(m.tier, &m.lang, &m.source);
         let next = numbers.len() as u32;
         cols.file.push(*numbers.entry(m.source).or_insert(next));
@@ -743,7 +745,7 @@ pub fn write_pages_into(parts: &Parts, sink: &mut dyn PageSink) -> Result<PagesR
             &crate::unicode::page_body(crate::unicode::Table::T2s),
             sink,
         )?,
-        chunks: Some(needs.names()),
+        chunks: Some(needs.finish()),
     });
 
     let total_doc_len = doc_lens.iter().map(|&l| u64::from(l)).sum();
