@@ -444,6 +444,47 @@ mod tests {
         s.nfkc().collect::<String>().to_lowercase()
     }
 
+    #[test]
+    fn chunk_tables_are_what_an_engine_without_tables_asks_for() {
+        let mut c = ChunkTables::new();
+        c.add("en", "plain ASCII text");
+        c.add("ko", "한국어 문장과 curly “quotes” — dash");
+        c.add("zh", "君子之道");
+        c.add("de", "Straße café");
+        c.add("zh", "ＡＢＣ full width");
+        let got = c.finish();
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(got.get("en"), None, "ASCII needs no table");
+        assert_eq!(
+            got.get("ko"),
+            None,
+            "Hangul and simple symbols need no table"
+        );
+        assert_eq!(got.get("zh"), Some(&names(&["t2s"])));
+        assert_eq!(got.get("de"), Some(&names(&["nfkc"])));
+        // The same as the engine's own record of what it missed, with no table installed.
+        for (text, want) in [
+            ("plain", vec![]),
+            ("學而", vec![Table::T2s]),
+            ("café", vec![Table::Nfkc]),
+            ("Ünïcode 學", vec![Table::Nfkc, Table::T2s]),
+        ] {
+            let a = crate::analyzer::Analyzer::with_tables(
+                crate::analyzer::ANALYZER_VERSION,
+                Default::default(),
+                UnicodeTables::from_pages(),
+            )
+            .unwrap();
+            let _ = a.analyze(text);
+            assert_eq!(a.tables().take_missing(), want, "{text}");
+            let mut c = ChunkTables::new();
+            c.add("x", text);
+            let listed = c.finish().remove("x").unwrap_or_default();
+            let want: Vec<String> = want.iter().map(|t| t.name().to_string()).collect();
+            assert_eq!(listed, want, "{text}");
+        }
+    }
+
     fn simple_chars() -> Vec<char> {
         let mut v: Vec<char> = simple_bounds()
             .chunks(2)
