@@ -754,8 +754,9 @@ impl Bundle {
     /// ([`crate::unicode::UnicodeTables::need_chunk_tables`]; nothing otherwise): the
     /// Unicode table pages not installed yet that the chunks of the chunk pages among
     /// `missing` may need, by the chunks' languages (the columns page) and the entry's
-    /// `unicode.chunks`; every table the entry lists when the columns page is not loaded,
-    /// both when the entry says nothing (bundles written before `chunks`).
+    /// `unicode.nfkc_langs`, `t2s_langs`; every table listed for some language when the
+    /// columns page is not loaded, both when the entry has no lists (bundles written before
+    /// them).
     pub fn chunk_table_pages(&self, missing: &[String]) -> Vec<String> {
         use crate::unicode::Table;
         let tables = self.analyzer.tables();
@@ -766,21 +767,25 @@ impl Bundle {
         let Some(u) = &root.unicode else {
             return Vec::new();
         };
-        // Which tables: bit 0 NFKC, bit 1 T2S.
-        let bits = |names: &[String]| {
-            names.iter().fold(0u8, |b, n| {
-                b | match n.as_str() {
-                    "nfkc" => 1,
-                    "t2s" => 2,
-                    _ => 0,
-                }
-            })
+        // Which tables (bit 0 NFKC, bit 1 T2S) the languages of the pages' chunks need.
+        let lists = [&u.nfkc_langs, &u.t2s_langs];
+        let of = |lang: Option<&String>| {
+            lists
+                .iter()
+                .enumerate()
+                .fold(0u8, |b, (i, l)| match (l, lang) {
+                    (Some(l), Some(lang)) if !l.contains(lang) => b,
+                    (Some(l), None) if l.is_empty() => b,
+                    _ => b | 1 << i,
+                })
         };
         let mut want = 0u8;
-        match (&u.chunks, p.columns.get().and_then(|c| c.facets.as_ref())) {
-            (None, _) => want = 3,
-            (Some(by_lang), None) => by_lang.values().for_each(|v| want |= bits(v)),
-            (Some(by_lang), Some(f)) => {
+        match p.columns.get().and_then(|c| c.facets.as_ref()) {
+            // Bundles written before the lists: both tables.
+            _ if lists.iter().all(|l| l.is_none()) => want = 3,
+            // No columns yet: every table listed for some language.
+            None => want = of(None),
+            Some(f) => {
                 let per = root.chunks.per_page.max(1);
                 for name in missing.iter().filter(|n| n.starts_with("c-")) {
                     let Some(n) = name
@@ -792,9 +797,7 @@ impl Bundle {
                     };
                     for d in n.saturating_mul(per)..n.saturating_add(1).saturating_mul(per) {
                         let Some(&l) = f.lang.get(d) else { break };
-                        if let Some(v) = f.langs.get(l as usize).and_then(|l| by_lang.get(l)) {
-                            want |= bits(v);
-                        }
+                        want |= of(f.langs.get(l as usize));
                     }
                 }
             }

@@ -74,14 +74,6 @@ impl Table {
         }
     }
 
-    /// Its name in the entry's `unicode.chunks` (`"nfkc"`, `"t2s"`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Table::Nfkc => "nfkc",
-            Table::T2s => "t2s",
-        }
-    }
-
     fn magic(self) -> &'static [u8; 4] {
         match self {
             Table::Nfkc => b"JKN1",
@@ -158,7 +150,8 @@ impl UnicodeTables {
 
     /// Records that the pass asks for the chunk pages of phrase candidates, whose texts the
     /// next pass analyses: the engine then asks, in the same round, for the tables those
-    /// pages' chunks may need (the entry's `unicode.chunks`). No-op for compiled-in tables.
+    /// pages' chunks may need (the entry's `unicode.nfkc_langs`, `t2s_langs`). No-op for
+    /// compiled-in tables.
     pub fn need_chunk_tables(&self) {
         if !self.builtin {
             self.chunks.store(true, Ordering::Relaxed);
@@ -304,7 +297,7 @@ impl UnicodeTables {
 }
 
 /// Which tables the analysis of chunk texts needs, by chunk language (the entry's
-/// `unicode.chunks`, written by `crate::paged`): NFKC when a text is not simple (module
+/// `unicode.nfkc_langs` and `t2s_langs`, written by `crate::paged`): NFKC when a text is not simple (module
 /// doc), T2S when its normalised form has a Han character in a block holding a pair — what
 /// an engine without compiled-in tables would ask for, whatever the analyzer options (a
 /// bundle that does not fold Chinese may list `t2s` without needing it).
@@ -361,21 +354,16 @@ impl ChunkTables {
         self.by_lang.get(lang) == Some(&3)
     }
 
-    /// Per language, the names of the tables found (NFKC first); languages that need
-    /// none are left out.
-    pub fn finish(self) -> std::collections::BTreeMap<String, Vec<String>> {
-        self.by_lang
-            .into_iter()
-            .filter(|&(_, b)| b != 0)
-            .map(|(l, b)| {
-                let names = [Table::Nfkc, Table::T2s]
-                    .into_iter()
-                    .filter(|t| b & t.bit() != 0)
-                    .map(|t| t.name().to_string())
-                    .collect();
-                (l, names)
-            })
-            .collect()
+    /// The languages whose texts need NFKC, then those whose texts need T2S (the entry's
+    /// `unicode.nfkc_langs`, `t2s_langs`), each sorted.
+    pub fn finish(self) -> [Vec<String>; 2] {
+        [Table::Nfkc, Table::T2s].map(|t| {
+            self.by_lang
+                .iter()
+                .filter(|&(_, b)| b & t.bit() != 0)
+                .map(|(l, _)| l.clone())
+                .collect()
+        })
     }
 }
 
@@ -452,16 +440,8 @@ mod tests {
         c.add("zh", "君子之道");
         c.add("de", "Straße café");
         c.add("zh", "ＡＢＣ full width");
-        let got = c.finish();
-        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(got.get("en"), None, "ASCII needs no table");
-        assert_eq!(
-            got.get("ko"),
-            None,
-            "Hangul and simple symbols need no table"
-        );
-        assert_eq!(got.get("zh"), Some(&names(&["t2s"])));
-        assert_eq!(got.get("de"), Some(&names(&["nfkc"])));
+        // ASCII (en), Hangul and simple symbols (ko) need no table.
+        assert_eq!(c.finish(), [vec!["de".to_string()], vec!["zh".to_string()]]);
         // The same as the engine's own record of what it missed, with no table installed.
         for (text, want) in [
             ("plain", vec![]),
@@ -479,8 +459,12 @@ mod tests {
             assert_eq!(a.tables().take_missing(), want, "{text}");
             let mut c = ChunkTables::new();
             c.add("x", text);
-            let listed = c.finish().remove("x").unwrap_or_default();
-            let want: Vec<String> = want.iter().map(|t| t.name().to_string()).collect();
+            let [n, t] = c.finish();
+            let listed: Vec<Table> = [(Table::Nfkc, n), (Table::T2s, t)]
+                .into_iter()
+                .filter(|(_, l)| !l.is_empty())
+                .map(|(t, _)| t)
+                .collect();
             assert_eq!(listed, want, "{text}");
         }
     }

@@ -230,21 +230,23 @@ pub struct PagesRoot {
 }
 
 /// The entry's `pages.unicode`: the names of the two Unicode table pages (content-named,
-/// `n-<h16>`), and which of them some indexed chunk's text needs.
+/// `n-<h16>`), and the chunk languages whose texts need them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UnicodeRoot {
     /// NFKC + lowercase ([`crate::unicode::Table::Nfkc`]).
     pub nfkc: String,
     /// Traditional → Simplified ([`crate::unicode::Table::T2s`]).
     pub t2s: String,
-    /// Per chunk language (a record's `lang`), the tables (`"nfkc"`, `"t2s"`) that the text
-    /// of at least one indexed chunk of that language needs when it is analysed
-    /// ([`crate::unicode::ChunkTables`]; languages whose chunks need none are absent): an
-    /// engine fetches those it lacks with the chunk pages of a query's phrase candidates,
-    /// so a candidate's text costs no round of its own. Absent in bundles written before
-    /// it (read as both tables for every chunk).
+    /// The chunk languages (a record's `lang`) some indexed chunk of which has a text that
+    /// needs the NFKC table when it is analysed ([`crate::unicode::ChunkTables`]), sorted: an
+    /// engine fetches the table, if it lacks it, with the chunk pages of a query's phrase
+    /// candidates of those languages, so a candidate's text costs no round of its own.
+    /// Absent with `t2s_langs` in bundles written before them (read as every language).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub chunks: Option<std::collections::BTreeMap<String, Vec<String>>>,
+    pub nfkc_langs: Option<Vec<String>>,
+    /// The same for the Traditional → Simplified table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub t2s_langs: Option<Vec<String>>,
 }
 
 impl UnicodeRoot {
@@ -261,13 +263,15 @@ impl crate::json::Record for UnicodeRoot {
     const FIELDS: crate::json::Fields<UnicodeRoot> = crate::json::json_fields!(UnicodeRoot {
         "nfkc" Error nfkc,
         "t2s" Error t2s,
-        "chunks" Error chunks,
+        "nfkc_langs" Error nfkc_langs,
+        "t2s_langs" Error t2s_langs,
     });
     fn init() -> Self {
         UnicodeRoot {
             nfkc: String::new(),
             t2s: String::new(),
-            chunks: None,
+            nfkc_langs: None,
+            t2s_langs: None,
         }
     }
 }
@@ -734,6 +738,7 @@ pub fn write_pages_into(parts: &Parts, sink: &mut dyn PageSink) -> Result<PagesR
     let sources = put_numbered(Kind::Sources, &bodies, SOURCES_PER_PAGE, sink)?;
 
     // The analyzer's Unicode tables, for engines without them compiled in (the browser's).
+    let [nfkc_langs, t2s_langs] = needs.finish();
     let unicode = Some(UnicodeRoot {
         nfkc: put_named(
             Kind::Unicode,
@@ -745,7 +750,8 @@ pub fn write_pages_into(parts: &Parts, sink: &mut dyn PageSink) -> Result<PagesR
             &crate::unicode::page_body(crate::unicode::Table::T2s),
             sink,
         )?,
-        chunks: Some(needs.finish()),
+        nfkc_langs: Some(nfkc_langs),
+        t2s_langs: Some(t2s_langs),
     });
 
     let total_doc_len = doc_lens.iter().map(|&l| u64::from(l)).sum();
