@@ -921,27 +921,20 @@ impl Engine {
             cache.clear_missing();
             self.bundle.lexical().begin_query();
             // The analyzer's Unicode tables, when they are bundle pages (`jikji_format::unicode`):
-            // install those fetched; a query text that needs one not there yet asks for it
-            // alone first (its terms, hence every other page, depend on it).
+            // install those fetched. A query text that needs one not there yet is analysed as
+            // if the table were empty and the pass runs on: its pages come with the table (the
+            // pass is thrown away; when the table leaves the terms as they were, they are the
+            // pages the next pass needs).
             self.bundle.install_unicode_pages()?;
             let _ = tables.take_missing();
-            let _ = self.bundle.analyzer().normalize(query);
-            let result = if self.bundle.request_unicode_pages()? {
-                None
-            } else {
-                let r = self.pass(query, qvec, mode, top_k, opts);
-                self.bundle.request_unicode_pages()?;
-                Some(r)
-            };
-            let missing = cache.take_missing();
+            let _ = tables.take_chunk_tables();
+            let result = self.pass(query, qvec, mode, top_k, opts);
+            self.bundle.request_unicode_pages()?;
+            let mut missing = cache.take_missing();
+            // Phrase candidates' chunk pages: the tables their texts may need come with them.
+            let tables_too = self.bundle.chunk_table_pages(&missing);
+            missing.extend(tables_too);
             if missing.is_empty() {
-                let Some(result) = result else {
-                    return Err(EngineError::Format(jikji_format::FormatError::corrupt(
-                        jikji_format::paged::ENTRY_FILE,
-                        0,
-                        "a Unicode table page is loaded but was not installed",
-                    )));
-                };
                 #[cfg(not(target_arch = "wasm32"))]
                 {
                     *self.fetched.lock().unwrap_or_else(|e| e.into_inner()) = stats.clone();

@@ -582,6 +582,9 @@ pub fn bm25(lex: &Lexical, query: &str, k: usize) -> Result<Vec<Scored>> {
         for (doc, _) in ranked.iter().take(k) {
             lex.chunks.touch(*doc);
         }
+        // The candidates' texts are analysed in the next pass: the Unicode tables the
+        // bundle's chunk texts need come with their pages, not in a round of their own.
+        lex.analyzer.tables().need_chunk_tables();
         return Err(e);
     }
     Ok(top_k(ranked, k))

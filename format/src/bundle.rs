@@ -759,6 +759,66 @@ impl Bundle {
         }
     }
 
+    /// After a pass that asked for phrase candidates' chunk pages
+    /// ([`crate::unicode::UnicodeTables::need_chunk_tables`]; nothing otherwise): the
+    /// Unicode table pages not installed yet that the chunks of the chunk pages among
+    /// `missing` may need, by the chunks' languages (the columns page) and the entry's
+    /// `unicode.nfkc_langs`, `t2s_langs`; every table listed for some language when the
+    /// columns page is not loaded, both when the entry has no lists (bundles written before
+    /// them).
+    pub fn chunk_table_pages(&self, missing: &[String]) -> Vec<String> {
+        use crate::unicode::Table;
+        let tables = self.analyzer.tables();
+        let (true, Some(p), Some(root)) = (tables.take_chunk_tables(), &self.paged, self.pages())
+        else {
+            return Vec::new();
+        };
+        let Some(u) = &root.unicode else {
+            return Vec::new();
+        };
+        // Which tables (bit 0 NFKC, bit 1 T2S) the languages of the pages' chunks need.
+        let lists = [&u.nfkc_langs, &u.t2s_langs];
+        let of = |lang: Option<&String>| {
+            lists
+                .iter()
+                .enumerate()
+                .fold(0u8, |b, (i, l)| match (l, lang) {
+                    (Some(l), Some(lang)) if !l.contains(lang) => b,
+                    (Some(l), None) if l.is_empty() => b,
+                    _ => b | 1 << i,
+                })
+        };
+        let mut want = 0u8;
+        match p.columns.get().and_then(|c| c.facets.as_ref()) {
+            // Bundles written before the lists: both tables.
+            _ if lists.iter().all(|l| l.is_none()) => want = 3,
+            // No columns yet: every table listed for some language.
+            None => want = of(None),
+            Some(f) => {
+                let per = root.chunks.per_page.max(1);
+                for name in missing.iter().filter(|n| n.starts_with("c-")) {
+                    let Some(n) = name
+                        .rsplit('-')
+                        .next()
+                        .and_then(|x| x.parse::<usize>().ok())
+                    else {
+                        continue;
+                    };
+                    for d in n.saturating_mul(per)..n.saturating_add(1).saturating_mul(per) {
+                        let Some(&l) = f.lang.get(d) else { break };
+                        want |= of(f.langs.get(l as usize));
+                    }
+                }
+            }
+        }
+        [(Table::Nfkc, 1), (Table::T2s, 2)]
+            .into_iter()
+            .filter(|&(t, b)| want & b != 0 && !tables.has(t))
+            .map(|(t, _)| u.name(t).to_string())
+            .filter(|n| !missing.contains(n))
+            .collect()
+    }
+
     /// The per-chunk columns of a paged bundle (`Ok(None)` for a whole bundle). Errors:
     /// [`FormatError::PageMissing`] while the columns page is not loaded, DataCorruption.
     pub fn columns(&self) -> Result<Option<Arc<Columns>>> {

@@ -110,6 +110,8 @@ pub struct UnicodeTables {
     nfkc: OnceLock<Nfkc>,
     t2s: OnceLock<Vec<(u16, u16)>>,
     missing: AtomicU8,
+    /// Set when a pass asked for phrase candidates' chunk pages ([`UnicodeTables::need_chunk_tables`]).
+    chunks: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for UnicodeTables {
@@ -131,6 +133,7 @@ impl UnicodeTables {
             nfkc: OnceLock::new(),
             t2s: OnceLock::new(),
             missing: AtomicU8::new(0),
+            chunks: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -141,7 +144,23 @@ impl UnicodeTables {
             nfkc: OnceLock::new(),
             t2s: OnceLock::new(),
             missing: AtomicU8::new(0),
+            chunks: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Records that the pass asks for the chunk pages of phrase candidates, whose texts the
+    /// next pass analyses: the engine then asks, in the same round, for the tables those
+    /// pages' chunks may need (the entry's `unicode.nfkc_langs`, `t2s_langs`). No-op for
+    /// compiled-in tables.
+    pub fn need_chunk_tables(&self) {
+        if !self.builtin {
+            self.chunks.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether [`UnicodeTables::need_chunk_tables`] was called since the last call (clearing it).
+    pub fn take_chunk_tables(&self) -> bool {
+        self.chunks.swap(false, Ordering::Relaxed)
     }
 
     /// True for the compiled-in tables (never missing).
@@ -277,6 +296,77 @@ impl UnicodeTables {
     }
 }
 
+/// Which tables the analysis of chunk texts needs, by chunk language (the entry's
+/// `unicode.nfkc_langs` and `t2s_langs`, written by `crate::paged`): NFKC when a text is not simple (module
+/// doc), T2S when its normalised form has a Han character in a block holding a pair — what
+/// an engine without compiled-in tables would ask for, whatever the analyzer options (a
+/// bundle that does not fold Chinese may list `t2s` without needing it).
+pub struct ChunkTables {
+    full: UnicodeTables,
+    by_lang: std::collections::BTreeMap<String, u8>,
+}
+
+impl Default for ChunkTables {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ChunkTables {
+    /// None found yet.
+    pub fn new() -> Self {
+        let full = UnicodeTables::from_pages();
+        for t in [Table::Nfkc, Table::T2s] {
+            full.install(t, "", &page_body(t))
+                .expect("the compiled-in tables decode (tested)");
+        }
+        ChunkTables {
+            full,
+            by_lang: Default::default(),
+        }
+    }
+
+    /// Adds the tables `text`, of a chunk of language `lang`, needs.
+    pub fn add(&mut self, lang: &str, text: &str) {
+        let mut bits = 0;
+        if !text.is_ascii() {
+            if simple(text).is_none() {
+                bits |= Table::Nfkc.bit();
+            }
+            if self.full.normalize(text).chars().any(|c| {
+                let u = c as u32;
+                crate::analyzer::script_of(c) == crate::analyzer::Script::Han
+                    && (0x800..=0xFFFF).contains(&u)
+                    && t2s_block(u)
+            }) {
+                bits |= Table::T2s.bit();
+            }
+        }
+        if let Some(b) = self.by_lang.get_mut(lang) {
+            *b |= bits;
+        } else {
+            self.by_lang.insert(lang.to_string(), bits);
+        }
+    }
+
+    /// Whether chunks of `lang` already need both tables (no text can add one).
+    pub fn all(&self, lang: &str) -> bool {
+        self.by_lang.get(lang) == Some(&3)
+    }
+
+    /// The languages whose texts need NFKC, then those whose texts need T2S (the entry's
+    /// `unicode.nfkc_langs`, `t2s_langs`), each sorted.
+    pub fn finish(self) -> [Vec<String>; 2] {
+        [Table::Nfkc, Table::T2s].map(|t| {
+            self.by_lang
+                .iter()
+                .filter(|&(_, b)| b & t.bit() != 0)
+                .map(|(l, _)| l.clone())
+                .collect()
+        })
+    }
+}
+
 /// Whether the block of 256 code points of the BMP code point `u` holds a T2S pair.
 fn t2s_block(u: u32) -> bool {
     let b = (u >> 8) as usize;
@@ -340,6 +430,43 @@ mod tests {
 
     fn reference(s: &str) -> String {
         s.nfkc().collect::<String>().to_lowercase()
+    }
+
+    #[test]
+    fn chunk_tables_are_what_an_engine_without_tables_asks_for() {
+        let mut c = ChunkTables::new();
+        c.add("en", "plain ASCII text");
+        c.add("ko", "한국어 문장과 curly “quotes” — dash");
+        c.add("zh", "君子之道");
+        c.add("de", "Straße café");
+        c.add("zh", "ＡＢＣ full width");
+        // ASCII (en), Hangul and simple symbols (ko) need no table.
+        assert_eq!(c.finish(), [vec!["de".to_string()], vec!["zh".to_string()]]);
+        // The same as the engine's own record of what it missed, with no table installed.
+        for (text, want) in [
+            ("plain", vec![]),
+            ("學而", vec![Table::T2s]),
+            ("café", vec![Table::Nfkc]),
+            ("Ünïcode 學", vec![Table::Nfkc, Table::T2s]),
+        ] {
+            let a = crate::analyzer::Analyzer::with_tables(
+                crate::analyzer::ANALYZER_VERSION,
+                Default::default(),
+                UnicodeTables::from_pages(),
+            )
+            .unwrap();
+            let _ = a.analyze(text);
+            assert_eq!(a.tables().take_missing(), want, "{text}");
+            let mut c = ChunkTables::new();
+            c.add("x", text);
+            let [n, t] = c.finish();
+            let listed: Vec<Table> = [(Table::Nfkc, n), (Table::T2s, t)]
+                .into_iter()
+                .filter(|(_, l)| !l.is_empty())
+                .map(|(t, _)| t)
+                .collect();
+            assert_eq!(listed, want, "{text}");
+        }
     }
 
     fn simple_chars() -> Vec<char> {

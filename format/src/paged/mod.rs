@@ -230,13 +230,23 @@ pub struct PagesRoot {
 }
 
 /// The entry's `pages.unicode`: the names of the two Unicode table pages (content-named,
-/// `n-<h16>`).
+/// `n-<h16>`), and the chunk languages whose texts need them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UnicodeRoot {
     /// NFKC + lowercase ([`crate::unicode::Table::Nfkc`]).
     pub nfkc: String,
     /// Traditional → Simplified ([`crate::unicode::Table::T2s`]).
     pub t2s: String,
+    /// The chunk languages (a record's `lang`) some indexed chunk of which has a text that
+    /// needs the NFKC table when it is analysed ([`crate::unicode::ChunkTables`]), sorted: an
+    /// engine fetches the table, if it lacks it, with the chunk pages of a query's phrase
+    /// candidates of those languages, so a candidate's text costs no round of its own.
+    /// Absent with `t2s_langs` in bundles written before them (read as every language).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nfkc_langs: Option<Vec<String>>,
+    /// The same for the Traditional → Simplified table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub t2s_langs: Option<Vec<String>>,
 }
 
 impl UnicodeRoot {
@@ -253,11 +263,15 @@ impl crate::json::Record for UnicodeRoot {
     const FIELDS: crate::json::Fields<UnicodeRoot> = crate::json::json_fields!(UnicodeRoot {
         "nfkc" Error nfkc,
         "t2s" Error t2s,
+        "nfkc_langs" Error nfkc_langs,
+        "t2s_langs" Error t2s_langs,
     });
     fn init() -> Self {
         UnicodeRoot {
             nfkc: String::new(),
             t2s: String::new(),
+            nfkc_langs: None,
+            t2s_langs: None,
         }
     }
 }
@@ -536,6 +550,11 @@ fn grouped_to(
 }
 
 #[derive(Deserialize)]
+struct Text {
+    text: String,
+}
+
+#[derive(Deserialize)]
 struct Meta {
     #[serde(default)]
     archived: bool,
@@ -621,8 +640,15 @@ pub fn write_pages_into(parts: &Parts, sink: &mut dyn PageSink) -> Result<PagesR
     let mut cols = Columns::default();
     let mut facets = columns::FacetsBuilder::default();
     let mut numbers: std::collections::HashMap<String, u32> = Default::default();
+    // The Unicode tables the chunks' texts need by language (the entry's `unicode.chunks`);
+    // a text is looked at while its language lacks one.
+    let mut needs = crate::unicode::ChunkTables::new();
     for d in 0..n as u32 {
         let m: Meta = parts.chunks.get_as(d)?;
+        if !needs.all(&m.lang) {
+            let t: Text = parts.chunks.get_as(d)?;
+            needs.add(&m.lang, &t.text);
+        }
         facets.push(m.tier, &m.lang, &m.source);
         let next = numbers.len() as u32;
         cols.file.push(*numbers.entry(m.source).or_insert(next));
@@ -712,6 +738,7 @@ pub fn write_pages_into(parts: &Parts, sink: &mut dyn PageSink) -> Result<PagesR
     let sources = put_numbered(Kind::Sources, &bodies, SOURCES_PER_PAGE, sink)?;
 
     // The analyzer's Unicode tables, for engines without them compiled in (the browser's).
+    let [nfkc_langs, t2s_langs] = needs.finish();
     let unicode = Some(UnicodeRoot {
         nfkc: put_named(
             Kind::Unicode,
@@ -723,6 +750,8 @@ pub fn write_pages_into(parts: &Parts, sink: &mut dyn PageSink) -> Result<PagesR
             &crate::unicode::page_body(crate::unicode::Table::T2s),
             sink,
         )?,
+        nfkc_langs: Some(nfkc_langs),
+        t2s_langs: Some(t2s_langs),
     });
 
     let total_doc_len = doc_lens.iter().map(|&l| u64::from(l)).sum();
