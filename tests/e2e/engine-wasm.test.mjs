@@ -143,9 +143,12 @@ test("a bundle of this build: Han and accented queries fetch one table page each
     const plain = search(e, dir, "hamlet ophelia");
     assert.deepEqual(wide.out.hits, plain.out.hits, "fullwidth = ASCII");
 
-    // Traditional Chinese: the T2S page alone first (the query's terms depend on it), then the rest.
+    // Traditional Chinese: the T2S page in the first round, beside the pages of the query's
+    // terms as they are without it (the pass runs on with the table empty: when the table
+    // changes no term those are the right pages, and the table costs no round of its own).
     const trad = search(e, dir, "學而時習之");
-    assert.deepEqual(trad.rounds[0], [t2s], "the first round asks for the T2S page alone");
+    assert.ok(trad.rounds[0].includes(t2s), `the first round asks for the T2S page: ${trad.rounds[0]}`);
+    assert.ok(trad.rounds[0].length > 1, "and for the query's own pages in the same round");
     assert.deepEqual(tablePages(trad.rounds), [t2s]);
     const simp = search(e, dir, "学而时习之");
     assert.deepEqual(tablePages(simp.rounds), [], "the T2S table stays installed");
@@ -153,7 +156,7 @@ test("a bundle of this build: Han and accented queries fetch one table page each
     assert.deepEqual(trad.out.hits, simp.out.hits, "Traditional folds to Simplified through the page");
 
     const acc = search(e, dir, "Ophélia ﬁsh");
-    assert.deepEqual(acc.rounds[0], [nfkc], "accents and ligatures: the NFKC page alone first");
+    assert.ok(acc.rounds[0].includes(nfkc), `accents and ligatures: the NFKC page in the first round: ${acc.rounds[0]}`);
     assert.deepEqual(tablePages(acc.rounds), [nfkc]);
     e.free();
   } finally {
