@@ -32,7 +32,7 @@
 // Escape leaves the list); a polite live region announces each result count; filters are native
 // <select>s; every control is at least 44 px high on touch screens.
 //
-// Semantic search: BM25 answers at once; dense and hybrid load the query model (~14 MB) the first
+// Semantic search: BM25 answers at once; dense and hybrid load the query model (~13 MB) the first
 // time they are asked for, never on load, and on a Save-Data connection only after the visitor
 // agrees (the "Load semantic search" button, or ?model=load with url-state). Until then a hybrid
 // query shows BM25 results and is asked again when the model is in.
@@ -236,7 +236,8 @@ export class JikjiSearchElement extends HTMLElement {
     progressLabel.id = this._id("progress-label");
     progress.setAttribute("aria-labelledby", progressLabel.id);
     progressRow.append(progress, progressLabel);
-    const loadModel = el("button", "jk-load-model", "Load semantic search (~14 MB)");
+    // The label gets the bundle's model size once it is open.
+    const loadModel = el("button", "jk-load-model", "Load semantic search");
     loadModel.type = "button";
     loadModel.id = this._id("load-model");
     loadModel.hidden = true;
@@ -411,6 +412,7 @@ export class JikjiSearchElement extends HTMLElement {
       return;
     }
     this._emit("jikji-open", { manifest: this.jikji.manifest });
+    if (this.jikji.modelBytes) this._loadButton.textContent = `Load semantic search (${fmtMB(this.jikji.modelBytes)} MB)`;
     this._setState("bm25-ready");
     this._progressRow.hidden = true;
     if (this._input.value.trim()) this._run();

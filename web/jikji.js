@@ -270,8 +270,10 @@ export class Jikji {
     try {
       const msg = { type: "open", bundleUrl: bundle, engineUrl, integrity };
       if (options.cacheBudget != null) msg.cacheBudget = Math.max(0, Math.floor(Number(options.cacheBudget)));
-      const { summary, stats } = await j._call(msg, "bundle");
+      const { summary, stats, modelBytes } = await j._call(msg, "bundle");
       j.manifest = JSON.parse(summary);
+      /** Bytes of the bundle's query model (raw page sizes), or null without one. */
+      j.modelBytes = modelBytes ?? null;
       /** What opening cost: {requests, transfer, transferEstimated, stored} (the entry file). */
       j.openStats = stats;
     } catch (e) {
@@ -291,6 +293,7 @@ export class Jikji {
     /** Entry summary from the engine: {format_version, chunks, files, model, ...}. */
     this.manifest = null;
     this.openStats = null;
+    this.modelBytes = null;
     this.modelLoaded = false;
     this._modelPromise = null;
     this._nextId = 1;

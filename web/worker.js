@@ -10,7 +10,7 @@
 //                              filters?: {tier?: "N"|"A-B", lang?: "ko,en", folder?: string}, vector?}
 //                             {id, type: "cacheStats"}
 //                             {id, type: "facets"}
-// Replies (worker → main):    {id, ok: true, result}      open: {summary: JSON string, stats}
+// Replies (worker → main):    {id, ok: true, result}      open: {summary: JSON string, modelBytes: number | null, stats}
 //                                                         search: the SearchResult object + stats (+ queryVector,
 //                                                                 queryTokens when vector and dense/hybrid)
 //                                                         (each hit with label and snippet: addDisplay)
@@ -441,7 +441,10 @@ async function openBundle(id, bundleUrl, cacheBudget, engineUrl, integrityMap) {
   Object.assign(modelSession, { requests: 0, transfer: 0, stored: 0, cached: 0, cachedBytes: 0 });
   inflight.clear();
   Object.assign(session, { requests: 1, transfer: transfer.bytes, stored: entry.length, raw: entry.length, pages: 0 });
-  return { summary, stats: { requests: 1, transfer: transfer.bytes, transferEstimated: !transfer.known, stored: entry.length } };
+  // The query model's raw page bytes (the entry's pages.query_model), for "Load semantic search (13.2 MB)".
+  const qm = entryRoot?.pages?.query_model;
+  const modelBytes = qm ? Number(qm.layers_bytes) + Number(qm.tokenizer_bytes) || null : null;
+  return { summary, modelBytes, stats: { requests: 1, transfer: transfer.bytes, transferEstimated: !transfer.known, stored: entry.length } };
 }
 
 // ---------------------------------------------------------------- the query model

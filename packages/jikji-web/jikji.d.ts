@@ -291,6 +291,12 @@ export class Jikji {
   manifest: BundleSummary;
   /** What opening cost: the entry file. */
   openStats: { requests: number; transfer: number; transferEstimated: boolean; stored: number };
+  /**
+   * Bytes the query model downloads for dense and hybrid search (its pages' raw sizes, from the
+   * entry's pages.query_model; about 13 MB for multilingual-e5-small), or null when the bundle
+   * carries no query model.
+   */
+  modelBytes: number | null;
   /** True once the query model is loaded. */
   modelLoaded: boolean;
   /** True when the bundle has a model (dense and hybrid need it). */

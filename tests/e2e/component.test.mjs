@@ -291,6 +291,8 @@ describe("<jikji-search> on the page", { timeout: 600_000 }, () => {
       assert.equal(r.status, "done", r.error);
       await page.waitForFunction(() => document.body.dataset.model === "consent", null, { timeout: 30_000 });
       assert.equal(await page.isVisible("#load-model"), true, "the consent button is shown");
+      // It says what the click downloads: the bundle's query model size, from its entry.
+      assert.match(await page.textContent("#load-model"), /^Load semantic search \(\d+(\.\d)? MB\)$/);
       assert.equal(await page.isVisible("#notice"), true, "the page says these are keyword results");
       await page.waitForTimeout(1000);
       const isModel = (u) => new URL(u).pathname.includes("/qmodel/") || /^[mkur]-/.test(pageName(u) ?? "");

@@ -11,6 +11,7 @@
 //                       "jikji-web/search": one copy of the API beside it)
 //   OUT/style.css, OUT/jikji-search.css   minified
 //   OUT/index.html      web/index.html as it is (every file it names must be in OUT)
+//   OUT/favicon.svg     web/favicon.svg as it is (the page's icon: the CSP allows no data: URL)
 // Source maps (external, no sourceMappingURL comment) go to ROOT/target/build-js-maps/ (OUT-maps/
 // for another OUT), out of the served folders. OUT must be new or a folder this script made (it
 // holds .jikji-build-js); each file is written whole and renamed into place (a server serving OUT
@@ -120,6 +121,7 @@ for (const css of ["style.css", "jikji-search.css"]) {
   for (const f of r.outputFiles) put(path.basename(f.path), f.contents);
 }
 put("index.html", readFileSync(path.join(web, "index.html")));
+put("favicon.svg", readFileSync(path.join(web, "favicon.svg")));
 // Every script, style and preload the page names must be a file of OUT.
 const html = readFileSync(path.join(out, "index.html"), "utf8");
 for (const m of html.matchAll(/\b(?:src|href)="([^"]+)"/g)) {
