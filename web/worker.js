@@ -441,9 +441,8 @@ async function openBundle(id, bundleUrl, cacheBudget, engineUrl, integrityMap) {
   Object.assign(modelSession, { requests: 0, transfer: 0, stored: 0, cached: 0, cachedBytes: 0 });
   inflight.clear();
   Object.assign(session, { requests: 1, transfer: transfer.bytes, stored: entry.length, raw: entry.length, pages: 0 });
-  // The query model's raw page bytes (the entry's pages.query_model), for "Load semantic search (13.2 MB)".
-  const qm = entryRoot?.pages?.query_model;
-  const modelBytes = qm ? Number(qm.layers_bytes) + Number(qm.tokenizer_bytes) || null : null;
+  // What loading the query model downloads, for "Load semantic search (13.4 MB)".
+  const modelBytes = modelDownloadBytes(entryRoot?.pages?.query_model);
   return { summary, modelBytes, stats: { requests: 1, transfer: transfer.bytes, transferEstimated: !transfer.known, stored: entry.length } };
 }
 
@@ -612,8 +611,8 @@ async function fetchAndLoadModel(id) {
   if (qmodel) qmodel.free();
   qmodel = m;
   const base = qmodel.missing_base();
-  // Stored sizes are not in the entry: the total is the raw size, a close upper bound.
-  let total = Number(root.layers_bytes) + Number(root.tokenizer_bytes);
+  // The pages' stored sizes (raw sizes, an upper bound, in bundles written before them).
+  let total = modelDownloadBytes(root) ?? 0;
   let loaded = 0;
   report(0, total, true);
   const onBytes = (n) => {
@@ -626,6 +625,18 @@ async function fetchAndLoadModel(id) {
   if (!qmodel.is_ready()) throw new Error("the query model's pages were added but it is not complete");
   await dense;
   return "true";
+}
+
+/**
+ * Bytes the query model's layer and tokenizer pages download: their stored sizes
+ * (pages.query_model.layers_stored + tokenizer_stored), or, in bundles written before those
+ * fields, the raw sizes (layers_bytes + tokenizer_bytes, an upper bound). null without a model.
+ */
+function modelDownloadBytes(root) {
+  if (!root) return null;
+  const stored = Number(root.layers_stored) + Number(root.tokenizer_stored);
+  const n = Number.isFinite(stored) && stored > 0 ? stored : Number(root.layers_bytes) + Number(root.tokenizer_bytes);
+  return Number.isFinite(n) && n > 0 ? n : null;
 }
 
 /** A "need" answer's page names, or null for a SearchResult. Throws on a malformed need list. */

@@ -564,14 +564,16 @@ pub fn write_pages_keeping(
         .filter(|q| q.pack_sha256 == pack_sha256);
 
     // A file's content-named parts: the previous bundle's pages if every one is reused,
-    // else the file read and each part reused or made.
+    // else the file read and each part reused or made. Also their stored bytes (header +
+    // stored body: what a browser downloads), `None` when every page was reused from a
+    // bundle that did not record them.
     let file_pages = |kind: Kind,
                       file: &str,
                       cut: &dyn Fn(&[u8]) -> Vec<Vec<u8>>,
-                      known: Option<(&[String], u64)>,
+                      known: Option<(&[String], u64, Option<u64>)>,
                       sink: &mut dyn jikji_format::paged::PageSink|
-     -> Result<(Vec<String>, u64), ModelError> {
-        if let Some((names, bytes)) = known {
+     -> Result<(Vec<String>, u64, Option<u64>), ModelError> {
+        if let Some((names, bytes, stored)) = known {
             let mut all = true;
             for n in names {
                 all &= sink.reuse(n, n)?;
@@ -580,36 +582,48 @@ pub fn write_pages_keeping(
                 }
             }
             if all {
-                return Ok((names.to_vec(), bytes));
+                return Ok((names.to_vec(), bytes, stored));
             }
         }
         let b = read(file)?;
         let mut names = Vec::new();
+        let mut stored = 0u64;
         for part in cut(&b) {
-            let name = format!("{}-{}", kind.letter() as char, page::content_id(&part));
-            if !sink.reuse(&name, &name)? {
-                sink.put(page::encode(kind, &part))?;
+            // Encoded even when reused: the stored size is the same bytes (encoding is
+            // deterministic), and this path runs only when the pack changed.
+            let e = page::encode(kind, &part);
+            stored += e.bytes.len() as u64;
+            if !sink.reuse(&e.name, &e.name)? {
+                names.push(e.name.clone());
+                sink.put(e)?;
+            } else {
+                names.push(e.name);
             }
-            names.push(name);
         }
-        Ok((names, b.len() as u64))
+        Ok((names, b.len() as u64, Some(stored)))
     };
-    let (layers, layers_bytes) = file_pages(
+    let (layers, layers_bytes, layers_stored) = file_pages(
         Kind::ModelLayers,
         crate::pack::LAYERS_FILE,
         &|b| {
             let per = b.len().div_ceil(LAYER_PAGES).max(1);
             b.chunks(per).map(<[u8]>::to_vec).collect()
         },
-        prev.as_ref().map(|q| (q.layers.as_slice(), q.layers_bytes)),
+        prev.as_ref()
+            .map(|q| (q.layers.as_slice(), q.layers_bytes, q.layers_stored)),
         sink,
     )?;
-    let (tokenizer_pages, tokenizer_bytes) = file_pages(
+    let (tokenizer_pages, tokenizer_bytes, tokenizer_stored) = file_pages(
         Kind::ModelTokenizer,
         crate::tokenizer::TOKENIZER_FILE,
         &|b| b.chunks(TOKENIZER_PART).map(<[u8]>::to_vec).collect(),
-        prev.as_ref()
-            .map(|q| (q.tokenizer.as_slice(), q.tokenizer_bytes)),
+        prev.as_ref().map(|q| {
+            (
+                q.tokenizer.as_slice(),
+                q.tokenizer_bytes,
+                q.tokenizer_stored,
+            )
+        }),
         sink,
     )?;
     let tp = dir.join(crate::tokenizer::TOKENIZER_FILE);
@@ -701,6 +715,8 @@ pub fn write_pages_keeping(
                 layers_bytes,
                 tokenizer: tokenizer_pages,
                 tokenizer_bytes,
+                layers_stored,
+                tokenizer_stored,
                 row_map: q.row_map.clone(),
                 rows: q.rows.clone(),
                 row_order: q.row_order,
@@ -837,6 +853,8 @@ pub fn write_pages_keeping(
         layers_bytes,
         tokenizer: tokenizer_pages,
         tokenizer_bytes,
+        layers_stored,
+        tokenizer_stored,
         row_map,
         rows: jikji_format::paged::Numbered {
             gen,

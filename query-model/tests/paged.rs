@@ -241,3 +241,28 @@ fn bad_query_model_pages_are_named_errors() {
             .is_err());
     }
 }
+
+/// The root records what the layer and tokenizer pages weigh as stored (what the page's
+/// "Load semantic search (… MB)" and the model's progress say), equal to the pages written.
+#[test]
+fn root_records_the_stored_bytes_of_the_model_pages() {
+    let Some(dir) = pack_dir() else { return };
+    let mut stored: HashMap<String, u64> = HashMap::new();
+    let mut sink = |p: page::Encoded| {
+        stored.insert(p.name, p.bytes.len() as u64);
+        Ok(())
+    };
+    let root = write_pages(&dir, &["學而時習之", "mercy"], 2, &mut sink).expect("write pages");
+    let sum = |names: &[String]| names.iter().map(|n| stored[n]).sum::<u64>();
+    assert_eq!(root.layers_stored, Some(sum(&root.layers)));
+    assert_eq!(root.tokenizer_stored, Some(sum(&root.tokenizer)));
+    // Stored is what the browser downloads: at most the raw files plus a header a page.
+    let headers = (page::HEADER_LEN * (root.layers.len() + root.tokenizer.len())) as u64;
+    assert!(
+        sum(&root.layers) + sum(&root.tokenizer)
+            <= root.layers_bytes + root.tokenizer_bytes + headers
+    );
+    // The entry JSON carries them.
+    let json = serde_json::to_string(&root).unwrap();
+    assert!(json.contains("\"layers_stored\":"), "{json}");
+}

@@ -278,7 +278,10 @@ impl Progress {
                 let due = last.map_or(now.duration_since(*start), |t| now.duration_since(t));
                 if due >= PROGRESS_LINE_EVERY && pos < *len {
                     *last = Some(now);
-                    eprintln!("{}", progress_line(msg, pos, *len, now.duration_since(*start)));
+                    eprintln!(
+                        "{}",
+                        progress_line(msg, pos, *len, now.duration_since(*start))
+                    );
                 }
             }
         }
@@ -301,7 +304,11 @@ impl Progress {
 fn progress_line(msg: &str, pos: u64, len: u64, elapsed: std::time::Duration) -> String {
     let secs = elapsed.as_secs_f64().max(1e-3);
     let rate = pos as f64 / secs;
-    let pct = if len == 0 { 100.0 } else { 100.0 * pos as f64 / len as f64 };
+    let pct = if len == 0 {
+        100.0
+    } else {
+        100.0 * pos as f64 / len as f64
+    };
     let mut line = format!("{msg}: {pos}/{len} chunks ({pct:.0} %), {rate:.1} chunks/s");
     if pos < len && pos > 0 {
         let eta = (len - pos) as f64 / rate;

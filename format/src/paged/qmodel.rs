@@ -139,6 +139,14 @@ pub struct QueryModelRoot {
     pub tokenizer: Vec<String>,
     /// Bytes of `tokenizer.bin`.
     pub tokenizer_bytes: u64,
+    /// Stored bytes (header + stored body, what a browser downloads) of the layer pages;
+    /// absent in bundles written before it. Informative: the page's "Load semantic search
+    /// (13.4 MB)" and the model's download progress; no reader sizes anything from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layers_stored: Option<u64>,
+    /// Stored bytes of the tokenizer pages (as [`Self::layers_stored`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer_stored: Option<u64>,
     /// The row map page (`u-<h16>`).
     pub row_map: String,
     /// Row pages `r-<gen>-<n>` (`rows.per_page` rows each).
@@ -164,6 +172,14 @@ impl crate::json::FromJson for QueryModelRoot {
             layers_bytes: o.req("layers_bytes")?,
             tokenizer: o.req("tokenizer")?,
             tokenizer_bytes: o.req("tokenizer_bytes")?,
+            layers_stored: o
+                .get("layers_stored")?
+                .map(|j| u64::from_json(j, f))
+                .transpose()?,
+            tokenizer_stored: o
+                .get("tokenizer_stored")?
+                .map(|j| u64::from_json(j, f))
+                .transpose()?,
             row_map: o.req("row_map")?,
             rows: o.req("rows")?,
             row_order: match o.get("row_order")? {
