@@ -141,10 +141,14 @@ pub struct QueryModelRoot {
     pub tokenizer_bytes: u64,
     /// Stored bytes (header + stored body, what a browser downloads) of the layer pages;
     /// absent in bundles written before it. Informative: the page's "Load semantic search
-    /// (13.4 MB)" and the model's download progress; no reader sizes anything from it.
+    /// (13.4 MB)" and the model's download progress, which the worker reads from the entry's
+    /// JSON itself; no engine reads it, so wasm builds leave the field out (the BM25 engine's
+    /// entry struct stays as small as before: 21 B gzip of a spent budget).
+    #[cfg(not(target_arch = "wasm32"))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub layers_stored: Option<u64>,
-    /// Stored bytes of the tokenizer pages (as [`Self::layers_stored`]).
+    /// Stored bytes of the tokenizer pages (as [`Self::layers_stored`]; native builds only).
+    #[cfg(not(target_arch = "wasm32"))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokenizer_stored: Option<u64>,
     /// The row map page (`u-<h16>`).
@@ -172,10 +176,12 @@ impl crate::json::FromJson for QueryModelRoot {
             layers_bytes: o.req("layers_bytes")?,
             tokenizer: o.req("tokenizer")?,
             tokenizer_bytes: o.req("tokenizer_bytes")?,
+            #[cfg(not(target_arch = "wasm32"))]
             layers_stored: o
                 .get("layers_stored")?
                 .map(|j| u64::from_json(j, f))
                 .transpose()?,
+            #[cfg(not(target_arch = "wasm32"))]
             tokenizer_stored: o
                 .get("tokenizer_stored")?
                 .map(|j| u64::from_json(j, f))
