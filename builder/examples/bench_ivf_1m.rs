@@ -13,8 +13,8 @@
 //!     --cache target/h14-cache/vectors-<h16>.bin --model models/e5-small \
 //!     --queries ../shared/eval/xquad-en/queries.jsonl,... [--n 1000000] [--nlist 2000] \
 //!     [--caps 0,1000] [--nprobe 4,8,16] [--rescore 0,4,8,16] [--codes int8,binary] \
-//!     [--rows-per-page 1,4] [--max-queries 300] [--train-per-list 32] [--iterations 10] \
-//!     [--threads 2]
+//!     [--rows-per-page 1,4] [--max-queries 300] [--train-per-list 64] [--iterations 12] \
+//!     [--seeding sample|farthest] [--threads 2] [--dump target/rows.f32] [--kmeans-only 1]
 //! # without an embedding cache: a synthetic base of N vectors (see `synthetic`)
 //! cargo run --release -p jikji-builder --example bench_ivf_1m -- --synthetic 27000 ...
 //! ```
@@ -29,6 +29,20 @@
 //! subspace the real vectors span, that keeps its unit norm. Copy 0 is `x` itself. No
 //! per-language centring (the rows are scored as stored). Seeded: the same run gives the
 //! same vectors.
+//!
+//! k-means: `jikji_builder::ivf::build_with` with the builder's settings for `--n` chunks
+//! (`KmeansParams::for_chunks`: from 100k rows 64 training points a list, 12 rounds, sampled
+//! seeding) unless `--train-per-list`, `--iterations` or `--seeding` say otherwise. Printed
+//! for the k-means lists and for each cap: seconds, list sizes, and the quality `mean dot`
+//! (the mean over the rows of the dot product of the row, as the k-means sees it, with its
+//! list's centroid, the normalised mean of the list). `--dump FILE` writes those rows (n ×
+//! 384 little-endian f32, the int8 rows dequantized) for `scripts/compare-kmeans-faiss`;
+//! `--kmeans-only 1` stops after the k-means and the caps.
+//!
+//! Per configuration: recall@10 against the exact int8 scan (mean over the queries), list
+//! bytes per vector, bytes per warm query (centroids and sample cached; mean, p50, p90),
+//! centroids + sample once, list and row bytes (means), index rounds warm (p50; the chunk
+//! pages add one), and the engine's native time with its pages at hand (p50, p95).
 
 use std::collections::{HashMap, HashSet};
 use std::io::BufRead;
@@ -62,6 +76,11 @@ struct Args {
     synthetic: usize,
     caps: Vec<usize>,
     rows_per_page_list: Vec<usize>,
+    seeding: Option<jikji_builder::ivf::Seeding>,
+    train_set: bool,
+    iterations_set: bool,
+    dump: String,
+    kmeans_only: bool,
 }
 
 fn args() -> Args {
@@ -76,13 +95,18 @@ fn args() -> Args {
         codes: vec!["int8".into(), "binary".into()],
         rows_per_page: 1,
         max_queries: 300,
-        train_per_list: 32,
-        iterations: 10,
+        train_per_list: jikji_builder::ivf::FINE_TRAIN_PER_LIST,
+        iterations: jikji_builder::ivf::FINE_ITERATIONS,
         threads: 2,
         max_angle: 25.0,
         synthetic: 0,
         caps: vec![0],
         rows_per_page_list: Vec::new(),
+        seeding: None,
+        train_set: false,
+        iterations_set: false,
+        dump: String::new(),
+        kmeans_only: false,
     };
     let list =
         |s: &str| -> Vec<usize> { s.split(',').map(|x| x.parse().expect("a number")).collect() };
@@ -100,8 +124,23 @@ fn args() -> Args {
             "--codes" => a.codes = v.split(',').map(String::from).collect(),
             "--rows-per-page" => a.rows_per_page_list = list(&v),
             "--max-queries" => a.max_queries = v.parse().expect("--max-queries"),
-            "--train-per-list" => a.train_per_list = v.parse().expect("--train-per-list"),
-            "--iterations" => a.iterations = v.parse().expect("--iterations"),
+            "--train-per-list" => {
+                a.train_per_list = v.parse().expect("--train-per-list");
+                a.train_set = true;
+            }
+            "--iterations" => {
+                a.iterations = v.parse().expect("--iterations");
+                a.iterations_set = true;
+            }
+            "--seeding" => {
+                a.seeding = Some(match v.as_str() {
+                    "sample" => jikji_builder::ivf::Seeding::Sample,
+                    "farthest" => jikji_builder::ivf::Seeding::FarthestPoint,
+                    _ => panic!("--seeding sample|farthest"),
+                })
+            }
+            "--dump" => a.dump = v,
+            "--kmeans-only" => a.kmeans_only = v != "0",
             "--threads" => a.threads = v.parse().expect("--threads"),
             "--max-angle" => a.max_angle = v.parse().expect("--max-angle"),
             "--synthetic" => a.synthetic = v.parse().expect("--synthetic"),
@@ -255,28 +294,32 @@ fn main() {
     // The exact int8 top 10 of each query (the reference), and its time.
     let t = Instant::now();
     let per = queries.len().div_ceil(a.threads.max(1));
-    let exact: Vec<Vec<u32>> = std::thread::scope(|sc| {
-        let hs: Vec<_> = queries
-            .chunks(per)
-            .map(|part| {
-                let v = &v;
-                sc.spawn(move || {
-                    part.iter()
-                        .map(|q| {
-                            let mut s: Vec<(u32, f32)> =
-                                (0..n).map(|d| (d as u32, v.dot(d, q))).collect();
-                            s.select_nth_unstable_by(9, |a, b| {
-                                b.1.total_cmp(&a.1).then(a.0.cmp(&b.0))
-                            });
-                            s.truncate(10);
-                            s.into_iter().map(|x| x.0).collect::<Vec<u32>>()
-                        })
-                        .collect::<Vec<_>>()
+    let exact: Vec<Vec<u32>> = if a.kmeans_only {
+        Vec::new()
+    } else {
+        std::thread::scope(|sc| {
+            let hs: Vec<_> = queries
+                .chunks(per)
+                .map(|part| {
+                    let v = &v;
+                    sc.spawn(move || {
+                        part.iter()
+                            .map(|q| {
+                                let mut s: Vec<(u32, f32)> =
+                                    (0..n).map(|d| (d as u32, v.dot(d, q))).collect();
+                                s.select_nth_unstable_by(9, |a, b| {
+                                    b.1.total_cmp(&a.1).then(a.0.cmp(&b.0))
+                                });
+                                s.truncate(10);
+                                s.into_iter().map(|x| x.0).collect::<Vec<u32>>()
+                            })
+                            .collect::<Vec<_>>()
+                    })
                 })
-            })
-            .collect();
-        hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
-    });
+                .collect();
+            hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
+        })
+    };
     let exact_ms = t.elapsed().as_secs_f64() * 1e3 * a.threads as f64 / queries.len() as f64;
     let exact_bytes = n * (DIM + 4);
     println!(
@@ -285,36 +328,55 @@ fn main() {
         queries.len(),
         exact_bytes as f64 / 1e6
     );
+    if !a.dump.is_empty() {
+        use std::io::Write;
+        let t = Instant::now();
+        let mut w = std::io::BufWriter::new(std::fs::File::create(&a.dump).expect("--dump"));
+        for i in 0..n {
+            for x in v.get(i) {
+                w.write_all(&x.to_le_bytes()).expect("writing --dump");
+            }
+        }
+        w.flush().expect("writing --dump");
+        println!(
+            "dumped the {n} rows as f32 ({DIM} dims) to {} in {:.1} s",
+            a.dump,
+            t.elapsed().as_secs_f64()
+        );
+    }
     // k-means.
+    let mut params = jikji_builder::ivf::KmeansParams::for_chunks(n);
+    if a.train_set {
+        params.train_per_list = a.train_per_list;
+    }
+    if a.iterations_set {
+        params.iterations = a.iterations;
+    }
+    if let Some(s) = a.seeding {
+        params.seeding = s;
+    }
+    println!("load before the k-means: {}", load().trim());
     let t = Instant::now();
-    let kmeans = jikji_builder::ivf::build_with(
-        &v,
-        None,
-        a.nlist,
-        0x6a696b6a69,
-        a.threads,
-        a.train_per_list,
-        a.iterations,
-    )
-    .expect("k-means");
-    let sizes: Vec<usize> = kmeans.lists.iter().map(Vec::len).collect();
+    let kmeans = jikji_builder::ivf::build_with(&v, None, a.nlist, 0x6a696b6a69, a.threads, params)
+        .expect("k-means");
+    let kmeans_s = t.elapsed().as_secs_f64();
+    let (min, med, max) = size_stats(&kmeans);
     println!(
-        "k-means: nlist {}, {} training points per list, ≤ {} rounds: {:.1} s; list sizes min {} median {} max {}",
+        "k-means: nlist {}, {} training points per list, ≤ {} rounds, {:?} seeding, {} threads: {:.1} s; list sizes min {} median {} max {}; mean dot {:.4}",
         a.nlist,
-        a.train_per_list,
-        a.iterations,
-        t.elapsed().as_secs_f64(),
-        sizes.iter().min().unwrap(),
-        {
-            let mut s = sizes.clone();
-            s.sort();
-            s[s.len() / 2]
-        },
-        sizes.iter().max().unwrap()
+        params.train_per_list,
+        params.iterations,
+        params.seeding,
+        a.threads,
+        kmeans_s,
+        min,
+        med,
+        max,
+        mean_dot(&v, &kmeans)
     );
     println!("load now: {}", load().trim());
     println!(
-        "{:<6}{:>6}{:>4}{:>5}{:>7}{:>10}{:>9}{:>10}{:>10}{:>9}{:>9}{:>8}{:>9}{:>9}",
+        "{:<6}{:>6}{:>4}{:>5}{:>7}{:>10}{:>7}{:>10}{:>9}{:>9}{:>9}{:>9}{:>9}{:>7}{:>8}{:>8}",
         "cap",
         "codes",
         "rpp",
@@ -322,8 +384,10 @@ fn main() {
         "nprobe",
         "recall@10",
         "B/vec",
-        "kB/q warm",
-        "kB/q cold",
+        "warm mean",
+        "p50 kB",
+        "p90 kB",
+        "once kB",
         "lists kB",
         "rows kB",
         "rounds",
@@ -337,23 +401,29 @@ fn main() {
         } else {
             jikji_builder::ivf::cap_lists(&v, None, &kmeans, cap).expect("capping")
         };
+        let cap_s = t.elapsed().as_secs_f64();
         let mut sizes: Vec<usize> = index.lists.iter().map(Vec::len).collect();
         sizes.sort_unstable();
         println!(
-            "cap {}: {} lists in {:.1} s, sizes min {} median {} p90 {} max {}; load {}",
+            "cap {}: {} lists in {:.1} s (k-means + capping {:.1} s), sizes min {} median {} p90 {} max {}; mean dot {:.4}; load {}",
             if cap == 0 {
                 "none".to_string()
             } else {
                 cap.to_string()
             },
             sizes.len(),
-            t.elapsed().as_secs_f64(),
+            cap_s,
+            kmeans_s + cap_s,
             sizes[0],
             sizes[sizes.len() / 2],
             sizes[sizes.len() * 9 / 10],
             sizes[sizes.len() - 1],
+            mean_dot(&v, &index),
             load().trim()
         );
+        if a.kmeans_only {
+            continue;
+        }
         for codes in &a.codes {
             let binary = codes == "binary";
             let rpps = if binary {
@@ -468,7 +538,7 @@ fn main() {
                         let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
                         let w = mean(&warm_bytes);
                         println!(
-                    "{:<6}{:>6}{:>4}{:>5}{:>7}{:>10.4}{:>9.1}{:>10.1}{:>10.1}{:>9.1}{:>9.1}{:>8.0}{:>9.2}{:>9.2}",
+                    "{:<6}{:>6}{:>4}{:>5}{:>7}{:>10.4}{:>7.1}{:>10.1}{:>9.1}{:>9.1}{:>9.1}{:>9.1}{:>9.1}{:>7.0}{:>8.2}{:>8.2}",
                     if cap == 0 { "none".to_string() } else { cap.to_string() },
                     codes,
                     if binary { rpp.to_string() } else { "-".to_string() },
@@ -477,7 +547,9 @@ fn main() {
                     recall / m,
                     list_total as f64 / n as f64,
                     w / 1e3,
-                    (w + once_bytes as f64) / 1e3,
+                    percentile(&mut warm_bytes.clone(), 0.5) / 1e3,
+                    percentile(&mut warm_bytes, 0.9) / 1e3,
+                    once_bytes as f64 / 1e3,
                     mean(&list_b) / 1e3,
                     mean(&row_b) / 1e3,
                     percentile(&mut rounds, 0.5),
@@ -487,7 +559,7 @@ fn main() {
                     }
                 }
                 println!(
-            "  {codes} (cap {cap}, rpp {rpp}): {} lists, centroids + sample {:.1} kB once (cold = warm + this); rounds: index rounds with the centroids cached (chunk pages: +1)",
+            "  {codes} (cap {cap}, rpp {rpp}): {} lists, centroids + sample {:.1} kB once (first query = warm + this); rounds: index rounds with the centroids cached (chunk pages: +1)",
             index.lists.len(),
             once_bytes as f64 / 1e3
         );
@@ -607,4 +679,26 @@ fn synthetic(n: usize, q: usize) -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
         })
         .collect();
     (base, queries)
+}
+
+/// Smallest, median and largest list of `ivf`.
+fn size_stats(ivf: &jikji_builder::ivf::Ivf) -> (usize, usize, usize) {
+    let mut s: Vec<usize> = ivf.lists.iter().map(Vec::len).collect();
+    s.sort_unstable();
+    (s[0], s[s.len() / 2], s[s.len() - 1])
+}
+
+/// The mean over the rows of `v` (dequantized, as the k-means sees them without centring)
+/// of the dot product with their list's centroid in `ivf` (the k-means' quality: higher is
+/// tighter lists).
+fn mean_dot(v: &Vectors, ivf: &jikji_builder::ivf::Ivf) -> f64 {
+    let mut sum = 0f64;
+    let mut count = 0usize;
+    for (l, c) in ivf.lists.iter().zip(&ivf.centroids) {
+        for &d in l {
+            sum += f64::from(dot(&v.get(d as usize), c));
+            count += 1;
+        }
+    }
+    sum / count.max(1) as f64
 }

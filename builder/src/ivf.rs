@@ -175,12 +175,80 @@ pub fn probed_rows(ivf: &Ivf, centroids: &Vectors, queries: &[Vec<f32>], nprobe:
 /// the eval sets (README, "Dense index (issue 14)").
 pub const DEFAULT_PROBE_SHARE: f64 = 0.25;
 
-/// k-means iterations at most (it stops earlier when no assignment changes).
+/// k-means iterations at most below [`BALANCE_MIN_CHUNKS`] chunks (it stops earlier when
+/// no assignment changes).
 pub const MAX_ITERATIONS: usize = 25;
 
-/// Training points per list at most: larger corpora train on an evenly spaced sample and
-/// then assign every chunk.
+/// Training points per list at most below [`BALANCE_MIN_CHUNKS`] chunks: larger corpora
+/// train on an evenly spaced sample and then assign every chunk.
 pub const TRAIN_PER_LIST: usize = 256;
+
+/// k-means iterations at most from [`BALANCE_MIN_CHUNKS`] chunks on: 12, the rounds of the
+/// prototype's faiss k-means whose lists reached recall@10 0.907 at 142 kB a query at 1M
+/// (`docs/design/dense-pq.md` §3, k4000c125).
+pub const FINE_ITERATIONS: usize = 12;
+
+/// Training points per list at most from [`BALANCE_MIN_CHUNKS`] chunks on: 64, an evenly
+/// spaced sample, as the prototype's faiss k-means trained (`docs/design/dense-pq.md` §2;
+/// faiss warns below 39 a centroid). At 1M rows and 4,000 lists: 256,000 points.
+pub const FINE_TRAIN_PER_LIST: usize = 64;
+
+/// Lists per `√n` from [`BALANCE_MIN_CHUNKS`] chunks on ([`default_nlist`]): `4·√n` k-means
+/// lists (4,000 at 1M), then capped at [`FINE_LIST_CAP`] (`docs/design/dense-pq.md` §0
+/// item 2: k4000c125, 11,794 lists at 1M).
+pub const FINE_NLIST_PER_SQRT: f64 = 4.0;
+
+/// Lists per `√n` below [`BALANCE_MIN_CHUNKS`] chunks ([`default_nlist`]): lists of ~√n/2
+/// chunks (SciFact's 22,121 chunks: 297 lists of ~75), measured on the eval sets (README,
+/// "Dense index (issue 14)").
+pub const NLIST_PER_SQRT: f64 = 2.0;
+
+/// How the k-means picks its initial centroids ([`KmeansParams`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seeding {
+    /// Farthest-point seeding (Gonzalez 1985; k-means++ without the randomness) over at
+    /// most `32·k` evenly spaced training points, the first chosen by the seed: each next
+    /// centroid is the point least similar to every centroid so far. `k` passes over the
+    /// candidates on one thread: `O(k²·32·dim)`, minutes at 4,000 lists.
+    FarthestPoint,
+    /// `k` distinct training points drawn by a seeded Fisher–Yates shuffle (faiss's
+    /// k-means seeds the same way, from a random sample): no dot products.
+    Sample,
+}
+
+/// The k-means' settings ([`build_with`]): training points per list at most, rounds at
+/// most, seeding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KmeansParams {
+    /// Training points per list at most (an evenly spaced sample of the chunks).
+    pub train_per_list: usize,
+    /// Rounds at most (it stops earlier when no training assignment changes).
+    pub iterations: usize,
+    /// The initial centroids.
+    pub seeding: Seeding,
+}
+
+impl KmeansParams {
+    /// What [`build`] uses for `n` chunks: below [`BALANCE_MIN_CHUNKS`] farthest-point
+    /// seeding, [`TRAIN_PER_LIST`] and [`MAX_ITERATIONS`] (the lists the eval sets were
+    /// measured with); from it on sampled seeding, [`FINE_TRAIN_PER_LIST`] and
+    /// [`FINE_ITERATIONS`] (`docs/design/dense-pq.md` §5.3b).
+    pub fn for_chunks(n: usize) -> Self {
+        if n >= BALANCE_MIN_CHUNKS {
+            KmeansParams {
+                train_per_list: FINE_TRAIN_PER_LIST,
+                iterations: FINE_ITERATIONS,
+                seeding: Seeding::Sample,
+            }
+        } else {
+            KmeansParams {
+                train_per_list: TRAIN_PER_LIST,
+                iterations: MAX_ITERATIONS,
+                seeding: Seeding::FarthestPoint,
+            }
+        }
+    }
+}
 
 /// Which dense index a build writes (`--dense-index`), recorded in the manifest
 /// (`dense_index`) so `jikji update` makes the same choice.
@@ -310,10 +378,46 @@ pub fn query_cost(
     }
 }
 
-/// `round(2·√n)` lists, at least 1 and at most `n`: lists of ~√n/2 chunks (SciFact's 22,121
-/// chunks: 297 lists of ~75).
+/// The k-means' lists for `n` chunks, at least 1 and at most `n`: `round(2·√n)`
+/// ([`NLIST_PER_SQRT`]) below [`BALANCE_MIN_CHUNKS`] (SciFact's 22,121 chunks: 297 lists of
+/// ~75), `round(4·√n)` ([`FINE_NLIST_PER_SQRT`]) from it on (1M: 4,000; [`build`] then caps
+/// them at [`FINE_LIST_CAP`], ~12,000 lists).
 pub fn default_nlist(n: usize) -> usize {
-    ((2.0 * (n as f64).sqrt()).round() as usize).clamp(1, n.max(1))
+    let per = if n >= BALANCE_MIN_CHUNKS {
+        FINE_NLIST_PER_SQRT
+    } else {
+        NLIST_PER_SQRT
+    };
+    ((per * (n as f64).sqrt()).round() as usize).clamp(1, n.max(1))
+}
+
+/// The default oversampling of a binary index's int8 rescoring (`pages.ivf.rescore`) for
+/// `n` chunks: [`FINE_RESCORE`] from [`BALANCE_MIN_CHUNKS`] on, the format's
+/// `DEFAULT_RESCORE` (8) below.
+pub fn default_rescore(n: usize) -> usize {
+    if n >= BALANCE_MIN_CHUNKS {
+        FINE_RESCORE
+    } else {
+        jikji_format::paged::ivf::DEFAULT_RESCORE
+    }
+}
+
+/// The oversampling of binary lists from [`BALANCE_MIN_CHUNKS`] chunks on: the
+/// `16 · min(k, 10)` best estimates are rescored with their int8 rows. Source: the
+/// prototype at 1M (`docs/design/dense-pq.md` §3, k4000c125: ×16 at nprobe 16 recall@10
+/// 0.907 at 142 kB a warm query; ×8 needs nprobe 24 for 0.906 at the same bytes).
+pub const FINE_RESCORE: usize = 16;
+
+/// Rows per `i` page (the binary index's rescoring rows) for `n` chunks: 1 from
+/// [`BALANCE_MIN_CHUNKS`] on (the rescored candidates are scattered over the bundle, so a
+/// page of 4 brings 3 unused rows: `docs/design/dense-pq.md` §5.1), the format's
+/// `INDEX_ROWS_PER_PAGE` (4) below.
+pub fn default_rows_per_page(n: usize) -> usize {
+    if n >= BALANCE_MIN_CHUNKS {
+        1
+    } else {
+        jikji_format::paged::ivf::INDEX_ROWS_PER_PAGE
+    }
 }
 
 /// `⌈DEFAULT_PROBE_SHARE · nlist⌉`, at least 1.
@@ -341,23 +445,35 @@ fn splitmix(state: &mut u64) -> u64 {
 }
 
 /// `a·b` with eight partial sums (so the compiler vectorizes it; the k-means' cost is this
-/// dot product): the lanes are added pairwise at the end, then the tail. Deterministic.
+/// dot product): the lanes are added pairwise at the end, then the tail. Deterministic,
+/// and bit for bit what [`assign`]'s tiles compute.
 fn dot(a: &[f32], b: &[f32]) -> f32 {
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
     let mut acc = [0f32; 8];
     let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = ca
-        .remainder()
-        .iter()
-        .zip(cb.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
+    let tail = tail_dot(ca.remainder(), cb.remainder());
     for (x, y) in ca.zip(cb) {
         for l in 0..8 {
             acc[l] += x[l] * y[l];
         }
     }
+    lanes_sum(&acc, tail)
+}
+
+/// The dot product of the last `len % 8` coordinates, in order from 0.
+#[inline(always)]
+fn tail_dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut t = 0f32;
+    for (x, y) in a.iter().zip(b) {
+        t += x * y;
+    }
+    t
+}
+
+/// [`dot`]'s last step: the eight lanes added pairwise, then the tail.
+#[inline(always)]
+fn lanes_sum(acc: &[f32; 8], tail: f32) -> f32 {
     ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail
 }
 
@@ -368,56 +484,206 @@ fn normalise(v: &mut [f32]) {
     }
 }
 
-/// The nearest centroid of each point (largest dot product, ties to the lower list), on
-/// `threads` threads.
-fn assign(points: &[Vec<f32>], centroids: &[Vec<f32>], threads: usize) -> Vec<(u32, f32)> {
+/// Points in [`assign`]'s register tile (and centroids: a tile is `TILE × TILE` dot
+/// products, `TILE²` eight-lane accumulators).
+const TILE: usize = 3;
+
+/// Points [`assign`] takes at once: their rows (36 × 1.5 kB at 384 dimensions) stay in L1/L2
+/// while a block of centroids streams past.
+const POINT_BLOCK: usize = 36;
+
+/// Centroids [`assign`] takes at once: 240 × 1.5 kB = 360 kB at 384 dimensions, within a
+/// core's L2.
+const CENTROID_BLOCK: usize = 240;
+
+/// The `TILE × TILE` dot products of `rows` (each `dim` long at least) with `cents` (the
+/// same), each computed as [`dot`] computes it (eight lanes in dimension order, added
+/// pairwise, then the tail; separate multiplies and adds), so bit for bit equal to it.
+#[inline(always)]
+fn tile(rows: [&[f32]; TILE], cents: [&[f32]; TILE], dim: usize) -> [[f32; TILE]; TILE] {
+    let blocks = dim / 8;
+    let rb: [&[[f32; 8]]; TILE] = rows.map(|r| &r[..dim].as_chunks::<8>().0[..blocks]);
+    let cb: [&[[f32; 8]]; TILE] = cents.map(|c| &c[..dim].as_chunks::<8>().0[..blocks]);
+    let mut acc = [[[0f32; 8]; TILE]; TILE];
+    for k in 0..blocks {
+        for j in 0..TILE {
+            let y = &cb[j][k];
+            for i in 0..TILE {
+                let x = &rb[i][k];
+                for l in 0..8 {
+                    acc[i][j][l] += x[l] * y[l];
+                }
+            }
+        }
+    }
+    let mut out = [[0f32; TILE]; TILE];
+    for i in 0..TILE {
+        for j in 0..TILE {
+            let tail = tail_dot(&rows[i][blocks * 8..dim], &cents[j][blocks * 8..dim]);
+            out[i][j] = lanes_sum(&acc[i][j], tail);
+        }
+    }
+    out
+}
+
+/// [`tile`] with AVX2 intrinsics: the same eight lanes per product, each step a separate
+/// multiply and add (`vmulps`, `vaddps`; no FMA), so the same bits. Nine accumulators
+/// held in registers (the plain-Rust [`tile`] is not reliably vectorized).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn tile_avx2(rows: [&[f32]; TILE], cents: [&[f32]; TILE], dim: usize) -> [[f32; TILE]; TILE] {
+    use std::arch::x86_64::{__m256, _mm256_storeu_ps};
+    use std::arch::x86_64::{_mm256_add_ps, _mm256_loadu_ps, _mm256_mul_ps, _mm256_setzero_ps};
+    let blocks = dim / 8;
+    let r: [&[f32]; TILE] = rows.map(|x| &x[..blocks * 8]);
+    let c: [&[f32]; TILE] = cents.map(|x| &x[..blocks * 8]);
+    let z = _mm256_setzero_ps();
+    let (mut a00, mut a01, mut a02) = (z, z, z);
+    let (mut a10, mut a11, mut a12) = (z, z, z);
+    let (mut a20, mut a21, mut a22) = (z, z, z);
+    for k in 0..blocks {
+        let o = k * 8;
+        // SAFETY: every slice is `blocks * 8` long (sliced above) and `o + 8 <= blocks * 8`.
+        unsafe {
+            let x0 = _mm256_loadu_ps(r[0].as_ptr().add(o));
+            let x1 = _mm256_loadu_ps(r[1].as_ptr().add(o));
+            let x2 = _mm256_loadu_ps(r[2].as_ptr().add(o));
+            let y = _mm256_loadu_ps(c[0].as_ptr().add(o));
+            a00 = _mm256_add_ps(a00, _mm256_mul_ps(x0, y));
+            a10 = _mm256_add_ps(a10, _mm256_mul_ps(x1, y));
+            a20 = _mm256_add_ps(a20, _mm256_mul_ps(x2, y));
+            let y = _mm256_loadu_ps(c[1].as_ptr().add(o));
+            a01 = _mm256_add_ps(a01, _mm256_mul_ps(x0, y));
+            a11 = _mm256_add_ps(a11, _mm256_mul_ps(x1, y));
+            a21 = _mm256_add_ps(a21, _mm256_mul_ps(x2, y));
+            let y = _mm256_loadu_ps(c[2].as_ptr().add(o));
+            a02 = _mm256_add_ps(a02, _mm256_mul_ps(x0, y));
+            a12 = _mm256_add_ps(a12, _mm256_mul_ps(x1, y));
+            a22 = _mm256_add_ps(a22, _mm256_mul_ps(x2, y));
+        }
+    }
+    let acc: [[__m256; TILE]; TILE] = [[a00, a01, a02], [a10, a11, a12], [a20, a21, a22]];
+    let mut out = [[0f32; TILE]; TILE];
+    for i in 0..TILE {
+        for j in 0..TILE {
+            let mut lanes = [0f32; 8];
+            // SAFETY: `lanes` holds 8 f32.
+            unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc[i][j]) };
+            let tail = tail_dot(&rows[i][blocks * 8..dim], &cents[j][blocks * 8..dim]);
+            out[i][j] = lanes_sum(&lanes, tail);
+        }
+    }
+    out
+}
+
+/// [`assign`] over one thread's points, into `out` (one per point), with `tile` computing
+/// the `TILE × TILE` products ([`tile`] or [`tile_avx2`]).
+fn assign_part<T>(
+    points: &[&[f32]],
+    centroids: &[&[f32]],
+    dim: usize,
+    out: &mut [(u32, f32)],
+    tile: T,
+) where
+    T: Fn([&[f32]; TILE], [&[f32]; TILE], usize) -> [[f32; TILE]; TILE],
+{
+    let better = |best: &mut (u32, f32), j: usize, d: f32| {
+        if d > best.1 {
+            *best = (j as u32, d);
+        }
+    };
+    for (pb, ob) in points.chunks(POINT_BLOCK).zip(out.chunks_mut(POINT_BLOCK)) {
+        ob.fill((0, f32::NEG_INFINITY));
+        for (b, cblock) in centroids.chunks(CENTROID_BLOCK).enumerate() {
+            let base = b * CENTROID_BLOCK;
+            let mut i = 0;
+            while i < pb.len() {
+                let r = (pb.len() - i).min(TILE);
+                let mut j = 0;
+                while j < cblock.len() {
+                    let c = (cblock.len() - j).min(TILE);
+                    if r == TILE && c == TILE {
+                        let s = tile(
+                            [pb[i], pb[i + 1], pb[i + 2]],
+                            [cblock[j], cblock[j + 1], cblock[j + 2]],
+                            dim,
+                        );
+                        for (a, row) in s.iter().enumerate() {
+                            for (e, &d) in row.iter().enumerate() {
+                                better(&mut ob[i + a], base + j + e, d);
+                            }
+                        }
+                    } else {
+                        for a in 0..r {
+                            for e in 0..c {
+                                let d = dot(&pb[i + a][..dim], &cblock[j + e][..dim]);
+                                better(&mut ob[i + a], base + j + e, d);
+                            }
+                        }
+                    }
+                    j += c;
+                }
+                i += r;
+            }
+        }
+    }
+}
+
+/// [`assign_part`] with the widest vectors this CPU has ([`tile_avx2`] when AVX2 is
+/// detected, else [`tile`]).
+fn assign_part_fast(points: &[&[f32]], centroids: &[&[f32]], dim: usize, out: &mut [(u32, f32)]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (checked just above).
+        let t = |r: [&[f32]; TILE], c: [&[f32]; TILE], d: usize| unsafe { tile_avx2(r, c, d) };
+        assign_part(points, centroids, dim, out, t);
+        return;
+    }
+    assign_part(points, centroids, dim, out, tile);
+}
+
+/// The nearest centroid of each point (largest dot product, ties to the lower list, `(0,
+/// −∞)` when there are no centroids or every product is NaN) and that product, on
+/// `threads` threads over contiguous ranges of points. Every point and centroid must be at
+/// least `dim` long; only the first `dim` coordinates count. The products are [`dot`]'s bit
+/// for bit (computed in `3 × 3` register tiles over blocks of [`POINT_BLOCK`] points and
+/// [`CENTROID_BLOCK`] centroids), so the result is the brute-force argmax and does not
+/// depend on `threads` or the CPU.
+fn assign(points: &[&[f32]], centroids: &[&[f32]], dim: usize, threads: usize) -> Vec<(u32, f32)> {
+    let mut out = vec![(0u32, f32::NEG_INFINITY); points.len()];
     let per = points.len().div_ceil(threads.max(1)).max(1);
     std::thread::scope(|s| {
-        let handles: Vec<_> = points
-            .chunks(per)
-            .map(|part| {
-                s.spawn(move || {
-                    part.iter()
-                        .map(|p| {
-                            let mut best = (0u32, f32::NEG_INFINITY);
-                            for (j, c) in centroids.iter().enumerate() {
-                                let d = dot(p, c);
-                                if d > best.1 {
-                                    best = (j as u32, d);
-                                }
-                            }
-                            best
-                        })
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().expect("k-means worker panicked"))
-            .collect()
-    })
+        for (part, o) in points.chunks(per).zip(out.chunks_mut(per)) {
+            s.spawn(move || assign_part_fast(part, centroids, dim, o));
+        }
+    });
+    out
 }
 
 /// Normalised means of `points` by `labels` over `k` lists; an empty list is reseeded with
 /// the point least similar to its own centroid (`sims`) that no earlier reseed took.
-fn update(points: &[Vec<f32>], labels: &[(u32, f32)], k: usize, dim: usize) -> Vec<Vec<f32>> {
+fn update(points: &[&[f32]], labels: &[(u32, f32)], k: usize, dim: usize) -> Vec<Vec<f32>> {
     let mut sums = vec![vec![0f32; dim]; k];
     let mut counts = vec![0usize; k];
     for (p, &(l, _)) in points.iter().zip(labels) {
         counts[l as usize] += 1;
         sums[l as usize]
             .iter_mut()
-            .zip(p)
+            .zip(*p)
             .for_each(|(s, x)| *s += x);
     }
-    let mut far: Vec<usize> = (0..points.len()).collect();
-    far.sort_by(|&a, &b| labels[a].1.total_cmp(&labels[b].1).then(a.cmp(&b)));
-    let mut far = far.into_iter();
+    let mut far = if counts.contains(&0) {
+        let mut far: Vec<usize> = (0..points.len()).collect();
+        far.sort_by(|&a, &b| labels[a].1.total_cmp(&labels[b].1).then(a.cmp(&b)));
+        far
+    } else {
+        Vec::new()
+    }
+    .into_iter();
     for (j, s) in sums.iter_mut().enumerate() {
         if counts[j] == 0 {
             if let Some(i) = far.next() {
-                s.clone_from(&points[i]);
+                s.copy_from_slice(&points[i][..dim]);
             }
         }
         normalise(s);
@@ -427,13 +693,15 @@ fn update(points: &[Vec<f32>], labels: &[(u32, f32)], k: usize, dim: usize) -> V
 
 /// Builds the index of `vectors` (doc id = row) with `nlist` lists (clamped to `1..=n`):
 /// scoring vectors by `centring` (the bundle's, [`ChunkCentring::langs_of`]; `None`: the
-/// rows), k-means seeded by `seed` (farthest-point seeding) on at most [`TRAIN_PER_LIST`]` · nlist` evenly spaced
-/// chunks for at most [`MAX_ITERATIONS`] rounds, then every chunk assigned and the
-/// centroids recomputed from their lists. From [`BALANCE_MIN_CHUNKS`] chunks on, lists
-/// longer than [`default_cap`] are then bisected ([`cap_lists`]), so the index may have
-/// more than `nlist` lists (`ivf.lists.len()` is the count); below it the lists are the
-/// k-means' own. Deterministic for the same inputs whatever `threads` is. Errors: no
-/// vectors.
+/// rows), k-means seeded by `seed` with [`KmeansParams::for_chunks`] (below
+/// [`BALANCE_MIN_CHUNKS`] chunks farthest-point seeding, ≤ [`TRAIN_PER_LIST`]` · nlist`
+/// evenly spaced training chunks, ≤ [`MAX_ITERATIONS`] rounds; from it on sampled seeding,
+/// ≤ [`FINE_TRAIN_PER_LIST`]` · nlist` and ≤ [`FINE_ITERATIONS`]), then every chunk assigned
+/// and the centroids recomputed from their lists. From [`BALANCE_MIN_CHUNKS`] chunks on,
+/// lists longer than [`FINE_LIST_CAP`] are then bisected ([`cap_lists`]), so the index
+/// may have more than `nlist` lists (`ivf.lists.len()` is the count; ~`n/85` at 1M); below
+/// it the lists are the k-means' own. Deterministic for the same inputs whatever `threads`
+/// is and on every CPU. Errors: no vectors.
 pub fn build(
     vectors: &Vectors,
     centring: Option<&ChunkCentring>,
@@ -442,36 +710,44 @@ pub fn build(
     threads: usize,
 ) -> Result<Ivf> {
     let points = scoring_points(vectors, centring)?;
+    let n = points.len();
     let ivf = kmeans(
         &points,
         vectors.dim(),
         nlist,
         seed,
         threads,
-        TRAIN_PER_LIST,
-        MAX_ITERATIONS,
+        KmeansParams::for_chunks(n),
     );
-    Ok(if points.len() >= BALANCE_MIN_CHUNKS {
-        let cap = default_cap(points.len(), ivf.lists.len());
-        cap_points(&points, &ivf, cap)
-    } else {
-        ivf
+    Ok(match default_cap(n) {
+        Some(cap) => cap_points(&points, &ivf, cap),
+        None => ivf,
     })
 }
 
-/// From this many chunks on [`build`] caps the lists ([`cap_lists`]): the size from which
-/// `--dense-index auto` writes an index ([`AUTO_MIN_CHUNKS`]); smaller bundles keep the
-/// k-means' lists unchanged (their lists are read at a share of 0.7–0.9 of the chunks,
-/// where list sizes do not decide the bytes).
+/// From this many chunks on [`build`] caps the lists ([`cap_lists`]) and uses the fine-list
+/// settings ([`FINE_NLIST_PER_SQRT`], [`FINE_LIST_CAP`], [`KmeansParams::for_chunks`],
+/// [`default_rescore`]): the size from which `--dense-index auto` writes an index
+/// ([`AUTO_MIN_CHUNKS`]); smaller bundles keep the k-means' lists unchanged (their lists
+/// are read at a share of 0.7–0.9 of the chunks, where list sizes do not decide the bytes).
 pub const BALANCE_MIN_CHUNKS: usize = AUTO_MIN_CHUNKS;
 
-/// The largest list [`build`] keeps, as a multiple of the mean list size `n / nlist`
-/// (measured at 1M vectors: `docs/performance.md`, "Balanced lists").
+/// Below [`BALANCE_MIN_CHUNKS`], the longest list [`update_cap`] lets `jikji update` make,
+/// as a multiple of the longest old list (measured at 1M vectors as a multiple of the
+/// mean list: `docs/performance.md`, "Balanced lists").
 pub const LIST_CAP_FACTOR: f64 = 2.0;
 
-/// `⌈LIST_CAP_FACTOR · n / nlist⌉`, at least 2: the list cap of [`build`] at scale.
-pub fn default_cap(n: usize, nlist: usize) -> usize {
-    ((LIST_CAP_FACTOR * n as f64 / nlist.max(1) as f64).ceil() as usize).max(2)
+/// The longest list [`build`] keeps from [`BALANCE_MIN_CHUNKS`] chunks on, in chunks: 125.
+/// Source: the 1M prototype (`docs/design/dense-pq.md` §0 item 2 and §3): the K = 4,000
+/// k-means capped at 125 (11,794 lists, median 82 rows) read 142 kB a warm query for
+/// recall@10 0.907 (binary codes, ×16 rescoring, nprobe 16), against 0.819 at 194 kB with
+/// the earlier cap `⌈2n/nlist⌉` (1,000) and 0.898 at best within 200 kB at cap 250.
+pub const FINE_LIST_CAP: usize = 125;
+
+/// The list cap of [`build`] for `n` chunks: [`FINE_LIST_CAP`] from [`BALANCE_MIN_CHUNKS`]
+/// on (whatever `nlist` was asked), `None` (the k-means' lists) below.
+pub fn default_cap(n: usize) -> Option<usize> {
+    (n >= BALANCE_MIN_CHUNKS).then_some(FINE_LIST_CAP)
 }
 
 /// Power-iteration rounds of a bisection's principal direction ([`cap_lists`]).
@@ -626,81 +902,74 @@ fn scoring_points(vectors: &Vectors, centring: Option<&ChunkCentring>) -> Result
         .collect())
 }
 
-/// [`build`] with `train_per_list` training points per list at most (instead of
-/// [`TRAIN_PER_LIST`]) and at most `iterations` k-means rounds (instead of
-/// [`MAX_ITERATIONS`]): the 1M-vector bench trains on fewer points (Faiss warns below 39
-/// per centroid) to fit its time; the k-means' lists, never capped (the bench caps them
-/// with [`cap_lists`]). Errors: no vectors.
+/// [`build`]'s k-means with the settings `params` instead of [`KmeansParams::for_chunks`]:
+/// the k-means' lists, never capped (the 1M-vector bench caps them with [`cap_lists`]).
+/// Errors: no vectors.
 pub fn build_with(
     vectors: &Vectors,
     centring: Option<&ChunkCentring>,
     nlist: usize,
     seed: u64,
     threads: usize,
-    train_per_list: usize,
-    iterations: usize,
+    params: KmeansParams,
 ) -> Result<Ivf> {
     let points = scoring_points(vectors, centring)?;
-    Ok(kmeans(
-        &points,
-        vectors.dim(),
-        nlist,
-        seed,
-        threads,
-        train_per_list,
-        iterations,
-    ))
+    Ok(kmeans(&points, vectors.dim(), nlist, seed, threads, params))
 }
 
-/// The k-means of [`build_with`] over the scoring vectors `points` (at least one).
+/// The k-means of [`build_with`] over the scoring vectors `points` (at least one, each
+/// `dim` long).
 fn kmeans(
     points: &[Vec<f32>],
     dim: usize,
     nlist: usize,
     seed: u64,
     threads: usize,
-    train_per_list: usize,
-    iterations: usize,
+    params: KmeansParams,
 ) -> Ivf {
     let n = points.len();
     let k = nlist.clamp(1, n);
-    let train_n = n.min(train_per_list.max(1).saturating_mul(k));
-    let train: Vec<Vec<f32>> = (0..train_n)
-        .map(|t| points[t * n / train_n].clone())
+    let train_n = n.min(params.train_per_list.max(1).saturating_mul(k));
+    let train: Vec<&[f32]> = (0..train_n)
+        .map(|t| points[t * n / train_n].as_slice())
         .collect();
-    // Initial centroids: farthest-point seeding (Gonzalez 1985; k-means++ without the
-    // randomness) over at most 32·k evenly spaced training points, the first chosen by
-    // `seed`: each next centroid is the point least similar to every centroid so far.
-    let m = train.len().min(32usize.saturating_mul(k));
-    let cand: Vec<&Vec<f32>> = (0..m).map(|t| &train[t * train.len() / m]).collect();
     let mut state = seed;
-    let first = (splitmix(&mut state) % m as u64) as usize;
-    let mut best = vec![f32::NEG_INFINITY; m];
-    let mut chosen = vec![first];
-    while chosen.len() < k {
-        let last = cand[*chosen.last().expect("one chosen")];
-        for (b, c) in best.iter_mut().zip(&cand) {
-            *b = b.max(dot(last, c));
+    let mut centroids: Vec<Vec<f32>> = match params.seeding {
+        Seeding::FarthestPoint => {
+            let m = train.len().min(32usize.saturating_mul(k));
+            let cand: Vec<&[f32]> = (0..m).map(|t| train[t * train.len() / m]).collect();
+            let first = (splitmix(&mut state) % m as u64) as usize;
+            let mut best = vec![f32::NEG_INFINITY; m];
+            let mut chosen = vec![first];
+            while chosen.len() < k {
+                let last = cand[*chosen.last().expect("one chosen")];
+                for (b, c) in best.iter_mut().zip(&cand) {
+                    *b = b.max(dot(last, c));
+                }
+                for &c in &chosen {
+                    best[c] = f32::INFINITY;
+                }
+                let next = (0..m)
+                    .min_by(|&a, &b| best[a].total_cmp(&best[b]).then(a.cmp(&b)))
+                    .expect("candidates");
+                chosen.push(next);
+            }
+            chosen.iter().map(|&i| cand[i].to_vec()).collect()
         }
-        for &c in &chosen {
-            best[c] = f32::INFINITY;
+        Seeding::Sample => {
+            let mut order: Vec<usize> = (0..train.len()).collect();
+            for i in 0..k {
+                let j = i + (splitmix(&mut state) % (order.len() - i) as u64) as usize;
+                order.swap(i, j);
+            }
+            order[..k].iter().map(|&i| train[i].to_vec()).collect()
         }
-        let next = (0..m)
-            .min_by(|&a, &b| best[a].total_cmp(&best[b]).then(a.cmp(&b)))
-            .expect("candidates");
-        chosen.push(next);
-    }
-    let mut centroids: Vec<Vec<f32>> = chosen
-        .iter()
-        .map(|&i| {
-            let mut c = cand[i].clone();
-            normalise(&mut c);
-            c
-        })
-        .collect();
+    };
+    centroids.iter_mut().for_each(|c| normalise(c));
     let mut labels: Vec<(u32, f32)> = Vec::new();
-    for _ in 0..iterations {
-        let next = assign(&train, &centroids, threads);
+    for _ in 0..params.iterations {
+        let refs: Vec<&[f32]> = centroids.iter().map(Vec::as_slice).collect();
+        let next = assign(&train, &refs, dim, threads);
         let same = next.iter().map(|l| l.0).eq(labels.iter().map(|l| l.0));
         labels = next;
         if same {
@@ -708,8 +977,10 @@ fn kmeans(
         }
         centroids = update(&train, &labels, k, dim);
     }
-    let all = assign(points, &centroids, threads);
-    let centroids = update(points, &all, k, dim);
+    let all_points: Vec<&[f32]> = points.iter().map(Vec::as_slice).collect();
+    let refs: Vec<&[f32]> = centroids.iter().map(Vec::as_slice).collect();
+    let all = assign(&all_points, &refs, dim, threads);
+    let centroids = update(&all_points, &all, k, dim);
     let mut lists = vec![Vec::new(); k];
     for (doc, &(l, _)) in all.iter().enumerate() {
         lists[l as usize].push(doc as u32);
@@ -898,16 +1169,14 @@ pub fn plan_update(
 }
 
 /// The longest list [`plan_update`] allows an update of an index of `old_lists` to make, for
-/// `n` chunks and `nlist` lists asked for: from [`BALANCE_MIN_CHUNKS`] on the cap a build
-/// applies ([`default_cap`]), below it [`LIST_CAP_FACTOR`] times the longest old list (a
+/// `n` chunks: from [`BALANCE_MIN_CHUNKS`] on the cap a build applies ([`default_cap`]:
+/// [`FINE_LIST_CAP`]), below it [`LIST_CAP_FACTOR`] times the longest old list (a
 /// k-means' lists are uncapped there).
-pub fn update_cap(n: usize, nlist: usize, old_lists: &[Vec<u32>]) -> usize {
-    if n >= BALANCE_MIN_CHUNKS {
-        default_cap(n, nlist)
-    } else {
+pub fn update_cap(n: usize, old_lists: &[Vec<u32>]) -> usize {
+    default_cap(n).unwrap_or_else(|| {
         let longest = old_lists.iter().map(Vec::len).max().unwrap_or(1);
         ((LIST_CAP_FACTOR * longest as f64).ceil() as usize).max(2)
-    }
+    })
 }
 
 /// Recall@[`PROBE_DEPTH`] against the exact scan that the builder's default `nprobe` must
@@ -1048,7 +1317,7 @@ mod tests {
         assert!(sizes.contains(&150) && sizes.contains(&10), "{sizes:?}");
         // Small bundles keep the k-means' lists.
         assert_eq!(
-            build_with(&v, None, 2, 1, 2, TRAIN_PER_LIST, MAX_ITERATIONS).unwrap(),
+            build_with(&v, None, 2, 1, 2, KmeansParams::for_chunks(160)).unwrap(),
             ivf
         );
         let capped = cap_lists(&v, None, &ivf, 40).unwrap();
@@ -1080,7 +1349,8 @@ mod tests {
         let moved = bad.lists[big][0];
         bad.lists[small].push(moved);
         assert!(cap_lists(&v, None, &bad, 40).is_err());
-        assert_eq!(default_cap(1_000_000, 2000), 1000);
+        assert_eq!(default_cap(1_000_000), Some(FINE_LIST_CAP));
+        assert_eq!(default_cap(BALANCE_MIN_CHUNKS - 1), None);
     }
 
     #[test]
@@ -1117,6 +1387,130 @@ mod tests {
         );
     }
 
+    /// Deterministic pseudo-random values in [−1, 1).
+    fn noise(s: &mut u64, n: usize) -> Vec<f32> {
+        (0..n)
+            .map(|_| (splitmix(s) >> 40) as f32 / (1u64 << 23) as f32 - 1.0)
+            .collect()
+    }
+
+    /// The brute-force argmax: every centroid in order, [`dot`], the first largest wins.
+    fn argmax(p: &[f32], centroids: &[&[f32]]) -> (u32, f32) {
+        let mut best = (0u32, f32::NEG_INFINITY);
+        for (j, c) in centroids.iter().enumerate() {
+            let d = dot(p, c);
+            if d > best.1 {
+                best = (j as u32, d);
+            }
+        }
+        best
+    }
+
+    #[test]
+    fn the_tiled_assignment_equals_the_brute_force_argmax() {
+        let mut s = 42u64;
+        // 21 dimensions (two lane blocks and a tail of 5), 384 (e5-small), and 5 (tail only);
+        // point and centroid counts that leave partial tiles and blocks.
+        for (dim, n, k) in [(21, 101, 250), (384, 40, 487), (5, 77, 13)] {
+            let unit = |s: &mut u64| {
+                let mut v = noise(s, dim);
+                normalise(&mut v);
+                v
+            };
+            let points: Vec<Vec<f32>> = (0..n).map(|_| unit(&mut s)).collect();
+            let mut cents: Vec<Vec<f32>> = (0..k).map(|_| unit(&mut s)).collect();
+            // Exact ties: copies of earlier centroids further on, and (k ≥ 120) pairs of
+            // centroids equal to a point (its best: both; the lower must win).
+            for j in 0..10 {
+                cents[k - 1 - j] = cents[j].clone();
+            }
+            let ties = k >= 120;
+            if ties {
+                for i in 0..5 {
+                    cents[100 - i] = points[i].clone();
+                    cents[k - 11 - i] = points[i].clone();
+                }
+            }
+            let pr: Vec<&[f32]> = points.iter().map(Vec::as_slice).collect();
+            let cr: Vec<&[f32]> = cents.iter().map(Vec::as_slice).collect();
+            let brute: Vec<(u32, f32)> = pr.iter().map(|p| argmax(p, &cr)).collect();
+            for threads in [1, 2, 3] {
+                let fast = assign(&pr, &cr, dim, threads);
+                assert_eq!(fast.len(), n);
+                for (i, (f, b)) in fast.iter().zip(&brute).enumerate() {
+                    assert_eq!(f.0, b.0, "dim {dim} point {i} threads {threads}");
+                    assert_eq!(f.1.to_bits(), b.1.to_bits(), "dim {dim} point {i}");
+                }
+            }
+            // The plain-Rust path (no AVX2) gives the same bits.
+            let mut plain = vec![(0u32, 0f32); n];
+            assign_part(&pr, &cr, dim, &mut plain, tile);
+            assert!(plain
+                .iter()
+                .zip(&brute)
+                .all(|(a, b)| a.0 == b.0 && a.1.to_bits() == b.1.to_bits()));
+            // Ties went to the lower list: the points copied into two centroids.
+            for (i, b) in brute.iter().enumerate().take(if ties { 5 } else { 0 }) {
+                assert_eq!(b.0 as usize, 100 - i, "dim {dim} point {i}");
+            }
+        }
+        // No centroids: (0, −∞) as the brute force.
+        let p = [vec![1f32; 8]];
+        let pr: Vec<&[f32]> = p.iter().map(Vec::as_slice).collect();
+        assert_eq!(assign(&pr, &[], 8, 2), vec![(0, f32::NEG_INFINITY)]);
+    }
+
+    #[test]
+    fn from_100k_chunks_the_defaults_are_4_sqrt_n_lists_capped_at_125() {
+        // The settings: 4·√n k-means lists (2·√n below), cap 125, ×16 rescoring, 1 row a
+        // page, 64 training points a list, 12 rounds, sampled seeding.
+        let n = BALANCE_MIN_CHUNKS;
+        assert_eq!(default_nlist(n), 1265);
+        assert_eq!(default_nlist(1_000_000), 4000);
+        assert_eq!(default_nlist(n - 1), 632);
+        assert_eq!(DenseIndex::Auto.nlist_for(n), Some(1265));
+        assert_eq!((default_cap(n), default_cap(n - 1)), (Some(125), None));
+        assert_eq!((default_rescore(n), default_rescore(n - 1)), (16, 8));
+        assert_eq!(
+            (default_rows_per_page(n), default_rows_per_page(n - 1)),
+            (1, 4)
+        );
+        assert_eq!(
+            KmeansParams::for_chunks(n),
+            KmeansParams {
+                train_per_list: 64,
+                iterations: 12,
+                seeding: Seeding::Sample
+            }
+        );
+        assert_eq!(
+            KmeansParams::for_chunks(n - 1).seeding,
+            Seeding::FarthestPoint
+        );
+        // A build of 100,000 unit vectors of 3 dimensions (uniform on the sphere's upper
+        // half, so list sizes vary): its lists are the 1,265 k-means lists (`build_with`
+        // at the same settings) bisected until at most 125 long.
+        let mut s = 5u64;
+        let rows: Vec<Vec<f32>> = (0..n)
+            .map(|_| {
+                let mut v = noise(&mut s, 3);
+                v[2] = v[2].abs() + 0.05;
+                normalise(&mut v);
+                v
+            })
+            .collect();
+        let v = Vectors::open(&write_vectors(3, &rows).unwrap()).unwrap();
+        let nlist = DenseIndex::Auto.nlist_for(n).unwrap();
+        let km = build_with(&v, None, nlist, 9, 2, KmeansParams::for_chunks(n)).unwrap();
+        assert_eq!(km.lists.len(), 1265);
+        assert!(km.lists.iter().any(|l| l.len() > FINE_LIST_CAP));
+        let ivf = build(&v, None, nlist, 9, 2).unwrap();
+        assert_eq!(ivf, cap_lists(&v, None, &km, FINE_LIST_CAP).unwrap());
+        assert!(ivf.lists.len() > 1265);
+        assert!(ivf.lists.iter().all(|l| !l.is_empty() && l.len() <= 125));
+        assert_eq!(ivf.lists.iter().map(Vec::len).sum::<usize>(), n);
+    }
+
     #[test]
     fn settings_parse_and_choose() {
         for s in [
@@ -1136,7 +1530,7 @@ mod tests {
             DenseIndex::Auto.nlist_for(AUTO_MIN_MEASURED),
             Some(default_nlist(AUTO_MIN_MEASURED))
         );
-        assert_eq!(DenseIndex::Auto.nlist_for(1_000_000), Some(2000));
+        assert_eq!(DenseIndex::Auto.nlist_for(1_000_000), Some(4000));
         let ivf = |nlist| DenseIndex::Ivf {
             nlist,
             binary: false,
@@ -1159,7 +1553,7 @@ mod tests {
         // its cluster's list, the others keep theirs.
         let mut from: Vec<Option<usize>> = (0..200).map(Some).collect();
         from.extend(std::iter::repeat_n(None, 10));
-        let cap = update_cap(210, 4, &ivf.lists);
+        let cap = update_cap(210, &ivf.lists);
         assert_eq!(cap, 100);
         let UpdatePlan::Keep {
             lists,
@@ -1224,7 +1618,7 @@ mod tests {
             matches!(&p, UpdatePlan::Refit(r) if r.contains("empty")),
             "{p:?}"
         );
-        assert_eq!(update_cap(BALANCE_MIN_CHUNKS, 100, &ivf.lists), 2000);
+        assert_eq!(update_cap(BALANCE_MIN_CHUNKS, &ivf.lists), FINE_LIST_CAP);
         let m = |v: Vec<f32>| std::collections::BTreeMap::from([("en".to_string(), v)]);
         assert_eq!(
             offsets_shift(&m(vec![3.0, 4.0]), &m(vec![3.0, 4.0])),

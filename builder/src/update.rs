@@ -897,7 +897,7 @@ fn kept_index(
             None => v.get(i),
         }
     };
-    let cap = crate::ivf::update_cap(n, nlist, &old_lists);
+    let cap = crate::ivf::update_cap(n, &old_lists);
     match crate::ivf::plan_update(&centroids, &old_lists, ov.len(), rows_from, &scoring, cap) {
         crate::ivf::UpdatePlan::Refit(why) => refit(why),
         crate::ivf::UpdatePlan::Keep {

@@ -197,8 +197,8 @@ fn write_dense_index(
     let codes = if binary {
         jikji_format::paged::ivf::ListCodes::Binary {
             scoring: &scoring,
-            rows_per_page: jikji_format::paged::ivf::INDEX_ROWS_PER_PAGE,
-            rescore: jikji_format::paged::ivf::DEFAULT_RESCORE,
+            rows_per_page: crate::ivf::default_rows_per_page(v.len()),
+            rescore: crate::ivf::default_rescore(v.len()),
         }
     } else {
         jikji_format::paged::ivf::ListCodes::Int8
