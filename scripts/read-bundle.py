@@ -9,6 +9,8 @@ CRC-32C checksum), postings.bin, vectors.bin, chunks.bin and hanja.fst, cross-ch
     scripts/read-bundle.py BUNDLE              # summary + chunk 0
     scripts/read-bundle.py BUNDLE --chunk 5    # summary + chunk 5
     scripts/read-bundle.py BUNDLE --json       # everything decoded, as one JSON object
+    scripts/read-bundle.py BUNDLE --ivf        # format 2: the dense index's centroid and
+                                               # background sample pages, decoded, as JSON
 
 Exit status 0 on success; 1 with a message naming the file (and byte offset where one
 applies) on any bad byte. It does not analyze queries or rank: see FORMAT.md, "Analyzer".
@@ -17,8 +19,10 @@ Used by format/tests/read_bundle_py.rs, which compares its --json output with th
 
 import hashlib
 import json
+import math
 import struct
 import sys
+import zlib
 
 FORMAT_VERSION = 1
 
@@ -330,6 +334,180 @@ def read_bundle(folder):
     return out
 
 
+# ---------------------------------------------------------------- format 2: dense index pages
+
+PAGE_HEADER = 48
+MAX_PAGE = 16 << 20
+
+
+def f32(x):
+    """x rounded to the nearest f32 (the Rust reader's arithmetic)."""
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+def read_page(folder, name):
+    """The raw body of page p/<name>: header checked (magic, kind letter, codec, lengths,
+    number, SHA-256 prefix), codec 1 inflated (raw deflate, RFC 1951)."""
+    file = f"p/{name}"
+    try:
+        with open(f"{folder}/{file}", "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        fail(file, None, "missing from the bundle")
+    r = Reader(file, data)
+    if r.take(4) != b"JKP2":
+        fail(file, 0, "bad magic, expected b'JKP2'")
+    kind, codec = r.take(1)[0], r.take(1)[0]
+    if chr(kind) != name[0]:
+        fail(file, 4, f"kind {chr(kind)!r} for a page named {name}")
+    if codec not in (0, 1):
+        fail(file, 5, f"codec {codec}")
+    r.take(2)
+    raw_len, stored_len, number = r.u32(), r.u32(), r.u32()
+    if raw_len > MAX_PAGE or stored_len > MAX_PAGE or stored_len != len(data) - PAGE_HEADER:
+        fail(file, 8, f"lengths raw {raw_len}, stored {stored_len} for {len(data) - PAGE_HEADER} bytes")
+    parts = name.split("-")
+    if len(parts) == 3 and str(number) != parts[2]:
+        fail(file, 16, f"number {number} for a page named {name}")
+    digest = r.take(28)
+    body = data[PAGE_HEADER:]
+    if codec == 1:
+        try:
+            d = zlib.decompressobj(-15)
+            body = d.decompress(body, raw_len + 1)
+        except zlib.error as e:
+            fail(file, PAGE_HEADER, f"bad deflate data: {e}")
+    if len(body) != raw_len:
+        fail(file, PAGE_HEADER, f"{len(body)} raw bytes, the header says {raw_len}")
+    if hashlib.sha256(body).digest()[:28] != digest:
+        fail(file, 20, "SHA-256 of the body differs from the header's")
+    return body
+
+
+def numbered(run, kind, n):
+    """Page `n` of a numbered run `{gen, ...}` (the dense index's runs have no groups)."""
+    return f"{kind}-{run['gen']}-{n}"
+
+
+def read_vectors_body(file, data):
+    """A format 1 vectors.bin body inside page `file`: (dim, scales, rows)."""
+    r = Reader(file, data)
+    r.header(b"JKVE", 1)
+    dim, count = r.u32(), r.u32()
+    scales = list(struct.unpack(f"<{count}f", r.take(4 * count)))
+    q = r.take(count * dim)
+    if r.pos != len(data):
+        fail(file, r.pos, f"{len(data) - r.pos} trailing bytes")
+    return dim, scales, [list(struct.unpack(f"<{dim}b", q[i * dim:(i + 1) * dim])) for i in range(count)]
+
+
+def read_codes(file, r, count, dim):
+    """Binary codes of `count` rows from `r` to the end: amax, pmin, pmax, lengths,
+    projections, sign bits (FORMAT.md, binary `j` pages)."""
+    nb = (dim + 7) // 8
+    need = 12 + count * (nb + 2)
+    if len(r.data) - r.pos != need:
+        fail(file, r.pos, f"{len(r.data) - r.pos} bytes of lengths and codes, {need} expected")
+    at = r.pos
+    amax, pmin, pmax = struct.unpack("<3f", r.take(12))
+    if not math.isfinite(amax) or amax < 0:
+        fail(file, at, f"row length scale {amax}")
+    if not (math.isfinite(pmin) and math.isfinite(pmax)) or pmin > pmax:
+        fail(file, at + 4, f"projection range {pmin}..{pmax}")
+    a, b = list(r.take(count)), list(r.take(count))
+    signs = r.take(count * nb)
+    return {"amax": amax, "pmin": pmin, "pmax": pmax,
+            "alphas": [f32(f32(amax * x) / 255.0) for x in a],
+            "projs": [f32(pmin + f32(f32(f32(pmax - pmin) * x) / 255.0)) for x in b],
+            "signs": [signs[i * nb:(i + 1) * nb].hex() for i in range(count)]}
+
+
+def read_ivf(folder):
+    """The dense index's once-per-bundle pages of a format 2 bundle: every centroid as the
+    reader ranks lists by (dequantized), and the background sample (int8 rows, or binary
+    codes with their spread correction)."""
+    try:
+        with open(f"{folder}/jikji.json", "rb") as f:
+            entry = json.loads(f.read().decode("utf-8"))
+    except FileNotFoundError:
+        fail("jikji.json", None, "missing from the bundle")
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        fail("jikji.json", None, f"invalid JSON: {e}")
+    pages = entry.get("pages") or {}
+    ivf, dim, n = pages.get("ivf"), pages.get("dim"), entry["counts"]["chunks"]
+    if not ivf:
+        fail("jikji.json", None, "no dense index (pages.ivf)")
+    nlist = ivf["nlist"]
+    codes = ivf.get("centroid_codes") or "int8"
+    if codes not in ("int8", "int4-centred"):
+        fail("jikji.json", 0, f"pages.ivf.centroid_codes {codes!r} is not known")
+    if ivf["centroids"]["pages"] != (nlist + 255) // 256:
+        fail("jikji.json", 0, "centroid pages disagree with nlist")
+    centroids = []
+    mean = None
+    hb = (dim + 1) // 2
+    for p in range(ivf["centroids"]["pages"]):
+        name = numbered(ivf["centroids"], "g", p)
+        file = f"p/{name}"
+        body = read_page(folder, name)
+        rows = min(256, nlist - 256 * p)
+        if codes == "int8":
+            d, scales, q = read_vectors_body(file, body)
+            if d != dim or len(scales) != rows:
+                fail(file, 8, f"{len(scales)} rows of {d}, expected {rows} of {dim}")
+            centroids += [[f32(s * x) for x in row] for s, row in zip(scales, q)]
+            continue
+        head = 4 + dim if p == 0 else 0
+        if len(body) != head + rows * (4 + hb):
+            fail(file, 0, f"{len(body)} bytes of 4-bit centroids, {head + rows * (4 + hb)} expected")
+        r = Reader(file, body)
+
+        def scale():
+            at = r.pos
+            s = struct.unpack("<f", r.take(4))[0]
+            if not math.isfinite(s) or s < 0:
+                fail(file, at, f"scale {s}")
+            return s
+        if p == 0:
+            ms = scale()
+            mean = [f32(ms * x) for x in struct.unpack(f"<{dim}b", r.take(dim))]
+        for _ in range(rows):
+            s = scale()
+            nib = r.take(hb)
+            u = [(nib[t // 2] >> (4 * (t % 2))) & 15 for t in range(dim)]
+            centroids.append([f32(mean[t] + f32(s * (u[t] - 8))) for t in range(dim)])
+    take = min(n, 256)
+    scodes = ivf.get("sample_codes") or "int8"
+    name = numbered(ivf["sample"], "w", 0)
+    file = f"p/{name}"
+    body = read_page(folder, name)
+    if scodes == "int8":
+        d, scales, q = read_vectors_body(file, body)
+        if d != dim or len(scales) != take:
+            fail(file, 8, f"{len(scales)} rows of {d}, expected {take} of {dim}")
+        sample = {"codes": "int8", "scales": scales, "rows": q}
+    elif scodes == "binary" and ivf["codes"] == "binary":
+        r = Reader(file, body)
+        rho = struct.unpack("<f", r.take(4))[0]
+        if not math.isfinite(rho) or not (1 / 16 <= rho <= 16):
+            fail(file, 0, f"spread correction {rho}")
+        count = r.varint()
+        if count != take:
+            fail(file, 4, f"{count} sample rows, {take} expected")
+        lists = []
+        for _ in range(count):
+            at = r.pos
+            j = r.varint()
+            if j >= nlist:
+                fail(file, at, f"list {j} of an index of {nlist} lists")
+            lists.append(j)
+        sample = {"codes": "binary", "sigma_ratio": rho, "lists": lists, **read_codes(file, r, count, dim)}
+    else:
+        fail("jikji.json", 0, f"pages.ivf.sample_codes {scodes!r} with {ivf['codes']!r} lists")
+    return {"nlist": nlist, "dim": dim, "centroid_codes": codes, "mean": mean,
+            "centroids": centroids, "sample": sample}
+
+
 def main(argv):
     args = [a for a in argv if not a.startswith("--")]
     as_json = "--json" in argv
@@ -341,6 +519,15 @@ def main(argv):
     if len(args) != 1:
         print(__doc__.strip().split("\n\n")[1], file=sys.stderr)
         return 2
+    if "--ivf" in argv:
+        try:
+            out = read_ivf(args[0])
+        except BundleError as e:
+            print(f"read-bundle: {e}", file=sys.stderr)
+            return 1
+        json.dump(out, sys.stdout)
+        print()
+        return 0
     try:
         b = read_bundle(args[0])
     except BundleError as e:

@@ -594,6 +594,11 @@ async function fetchAndLoadModel(id) {
   // Dense and hybrid searches run in the dense engine: fetch it alongside the model.
   const dense = getDenseEngine();
   dense.catch(() => {});
+  // Then the pages every dense query reads whatever the query (the dense index's centroid and
+  // background sample pages), in parallel with the model's pages, so the first dense query's
+  // index rounds are those of a warm cache (docs/design/dense-pq.md §5.2). A failure here only
+  // costs that query a round: it fetches them itself.
+  const once = dense.then(prefetchDensePages).catch((e) => console.warn(`dense index pages not prefetched: ${errorMessage(e)}`));
   if (!qmod) {
     const { mod } = await loadWasmModule(
       "qmodel/jikji_query_model_wasm.js",
@@ -624,6 +629,7 @@ async function fetchAndLoadModel(id) {
   report(loaded, loaded, true, "init");
   if (!qmodel.is_ready()) throw new Error("the query model's pages were added but it is not complete");
   await dense;
+  await once;
   return "true";
 }
 
@@ -637,6 +643,18 @@ function modelDownloadBytes(root) {
   const stored = Number(root.layers_stored) + Number(root.tokenizer_stored);
   const n = Number.isFinite(stored) && stored > 0 ? stored : Number(root.layers_bytes) + Number(root.tokenizer_bytes);
   return Number.isFinite(n) && n > 0 ? n : null;
+}
+
+/**
+ * Fetches into the dense engine the pages its dense index reads for every query
+ * (`dense_once_pages`: centroid pages and background sample page; none without an index),
+ * counted in the session's stats like any page.
+ */
+async function prefetchDensePages(engine) {
+  if (typeof engine.dense_once_pages !== "function") return;
+  const names = engine.dense_once_pages();
+  const stats = { rounds: 0, requests: 0, pages: 0, transfer: 0, stored: 0, raw: 0, shared: 0, transferEstimated: false };
+  await Promise.all(names.map((n) => ensurePage(engine, n, stats)));
 }
 
 /** A "need" answer's page names, or null for a SearchResult. Throws on a malformed need list. */

@@ -6,7 +6,9 @@
 //! (the recall reference and its bytes), and for each list cap of `--caps` (0 = the
 //! k-means' lists as they are; else `jikji_builder::ivf::cap_lists`, lists bisected until
 //! at most that long) IVF with int8 lists and IVF with binary lists for each oversampling
-//! (0 = binary-only) and each number of rescoring rows per `i` page (`--rows-per-page`).
+//! (0 = binary-only) and each number of rescoring rows per `i` page (`--rows-per-page`),
+//! and for each centroid code of `--centroid-codes` (`int8`; `int4-centred`: 4-bit centred
+//! centroid pages and, with binary lists, the binary-coded sample page, shown as `…/c4`).
 //!
 //! ```text
 //! cargo run --release -p jikji-builder --example bench_ivf_1m -- \
@@ -81,6 +83,9 @@ struct Args {
     iterations_set: bool,
     dump: String,
     kmeans_only: bool,
+    /// `--centroid-codes int8,int4-centred`: the centroid pages' codes to compare (the
+    /// compact variant also codes the background sample when the lists are binary).
+    centroid_codes: Vec<String>,
 }
 
 fn args() -> Args {
@@ -107,6 +112,7 @@ fn args() -> Args {
         iterations_set: false,
         dump: String::new(),
         kmeans_only: false,
+        centroid_codes: vec!["int8".into()],
     };
     let list =
         |s: &str| -> Vec<usize> { s.split(',').map(|x| x.parse().expect("a number")).collect() };
@@ -145,6 +151,7 @@ fn args() -> Args {
             "--max-angle" => a.max_angle = v.parse().expect("--max-angle"),
             "--synthetic" => a.synthetic = v.parse().expect("--synthetic"),
             "--caps" => a.caps = list(&v),
+            "--centroid-codes" => a.centroid_codes = v.split(',').map(String::from).collect(),
             _ => panic!("unknown argument {k}"),
         }
     }
@@ -376,7 +383,7 @@ fn main() {
     );
     println!("load now: {}", load().trim());
     println!(
-        "{:<6}{:>6}{:>4}{:>5}{:>7}{:>10}{:>7}{:>10}{:>9}{:>9}{:>9}{:>9}{:>9}{:>7}{:>8}{:>8}",
+        "{:<6}{:>10}{:>4}{:>5}{:>7}{:>10}{:>7}{:>10}{:>9}{:>9}{:>9}{:>9}{:>9}{:>7}{:>8}{:>8}",
         "cap",
         "codes",
         "rpp",
@@ -431,7 +438,18 @@ fn main() {
             } else {
                 vec![1]
             };
-            for &rpp in &rpps {
+            for (&rpp, cc) in rpps
+                .iter()
+                .flat_map(|r| a.centroid_codes.iter().map(move |c| (r, c)))
+            {
+                let ccodes =
+                    ivf::CentroidCodes::parse(cc).expect("--centroid-codes int8,int4-centred");
+                let compact = ccodes != ivf::CentroidCodes::Int8;
+                let codes = &if compact {
+                    format!("{codes}/c4")
+                } else {
+                    codes.clone()
+                };
                 let scoring = |i: usize| v.get(i);
                 let lc = if binary {
                     ListCodes::Binary {
@@ -443,12 +461,17 @@ fn main() {
                     ListCodes::Int8
                 };
                 let mut all = HashMap::new();
-                let root: IvfRoot = ivf::write_pages(
+                let root: IvfRoot = ivf::write_pages_with(
                     &IvfParts {
                         centroids: &index.centroids,
                         lists: &index.lists,
                         nprobe: 1,
                         codes: lc,
+                    },
+                    &ivf::PageOptions {
+                        centroids: ccodes,
+                        coded_sample: compact && binary,
+                        sample_queries: &[],
                     },
                     &v,
                     &mut |p| {
@@ -468,6 +491,7 @@ fn main() {
                     .chain([root.sample_page()])
                     .collect();
                 let once_bytes: usize = once.iter().map(|p| all[p].0).sum();
+                let once_sample = all[&root.sample_page()].0;
                 let pages = Pages {
                     all,
                     have: Mutex::new(HashSet::new()),
@@ -538,7 +562,7 @@ fn main() {
                         let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
                         let w = mean(&warm_bytes);
                         println!(
-                    "{:<6}{:>6}{:>4}{:>5}{:>7}{:>10.4}{:>7.1}{:>10.1}{:>9.1}{:>9.1}{:>9.1}{:>9.1}{:>9.1}{:>7.0}{:>8.2}{:>8.2}",
+                    "{:<6}{:>10}{:>4}{:>5}{:>7}{:>10.4}{:>7.1}{:>10.1}{:>9.1}{:>9.1}{:>9.1}{:>9.1}{:>9.1}{:>7.0}{:>8.2}{:>8.2}",
                     if cap == 0 { "none".to_string() } else { cap.to_string() },
                     codes,
                     if binary { rpp.to_string() } else { "-".to_string() },
@@ -559,9 +583,11 @@ fn main() {
                     }
                 }
                 println!(
-            "  {codes} (cap {cap}, rpp {rpp}): {} lists, centroids + sample {:.1} kB once (first query = warm + this); rounds: index rounds with the centroids cached (chunk pages: +1)",
+            "  {codes} (cap {cap}, rpp {rpp}): {} lists, centroids + sample {:.1} kB once (centroids {:.1}, sample {:.1}; first query = warm + this); rounds: index rounds with the centroids cached (chunk pages: +1)",
             index.lists.len(),
-            once_bytes as f64 / 1e3
+            once_bytes as f64 / 1e3,
+            (once_bytes - once_sample) as f64 / 1e3,
+            once_sample as f64 / 1e3
         );
             }
         }

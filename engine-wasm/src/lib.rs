@@ -660,6 +660,17 @@ impl Engine {
         self.bundle.pages().and_then(|p| p.ivf.as_ref())
     }
 
+    /// The pages every dense query through the dense index reads whatever the query, once
+    /// per bundle generation (the centroid pages and the background sample page,
+    /// [`jikji_format::paged::ivf::IvfRoot::once_pages`]); empty without a dense index (or
+    /// with [`Engine::set_exact_dense`]). The browser's worker fetches them while the query
+    /// model loads, so the first dense query's index rounds are those of a warm cache.
+    pub fn dense_once_pages(&self) -> Vec<String> {
+        self.dense_index()
+            .map(jikji_format::paged::ivf::IvfRoot::once_pages)
+            .unwrap_or_default()
+    }
+
     /// Lists a dense query scans through the dense index (`None`: the index's `nprobe`,
     /// recorded by the builder; values are clamped to `1..=nlist`). More lists: higher
     /// recall against the exact scan, more bytes per query (each list is one page of its

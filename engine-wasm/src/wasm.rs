@@ -277,6 +277,20 @@ impl WasmEngine {
         Ok(())
     }
 
+    /// The names of the pages every dense query through the bundle's dense index reads,
+    /// whatever the query (centroid pages and background sample page,
+    /// `Engine::dense_once_pages`); empty without a dense index. The worker fetches them
+    /// with the query model's pages when the dense engine is first loaded. Throws if no
+    /// bundle is open. Dense engine only (feature `dense`).
+    #[cfg(feature = "dense")]
+    pub fn dense_once_pages(&self) -> Result<Vec<String>, JsError> {
+        Ok(self
+            .engine
+            .as_ref()
+            .ok_or_else(|| JsError::new("no bundle open"))?
+            .dense_once_pages())
+    }
+
     /// True if this engine's own query embedder is loaded (`load_model`, feature `embed`);
     /// always false in the browser build, whose embedder is the separate `jikji-query-model-wasm`.
     pub fn has_model(&self) -> bool {

@@ -217,3 +217,180 @@ fn python_reader_refuses_a_flipped_byte_naming_the_file() {
         assert!(stderr.contains(name), "{name}: {stderr}");
     }
 }
+
+/// Writes a dense index of `n` rows of `dim` (binary lists, 12 rows a list) with `opts`'
+/// codes into `dir` as a format 2 bundle holds it: its pages under `p/` and a `jikji.json`
+/// with the fields `read-bundle.py --ivf` reads. Returns the root and the raw page bodies.
+fn write_ivf_bundle(
+    dir: &Path,
+    n: usize,
+    dim: usize,
+    centroids: jikji_format::paged::ivf::CentroidCodes,
+    coded_sample: bool,
+) -> (
+    jikji_format::paged::ivf::IvfRoot,
+    std::collections::HashMap<String, Vec<u8>>,
+) {
+    use jikji_format::paged::ivf;
+    let rows: Vec<Vec<f32>> = (0..n)
+        .map(|i| {
+            (0..dim)
+                .map(|t| ((i * 31 + t * 17) % 23) as f32 / 23.0 - 0.4 + 0.2 * (t % 2) as f32)
+                .collect()
+        })
+        .collect();
+    let v = Vectors::open(&jikji_format::vectors::write_vectors(dim, &rows).unwrap()).unwrap();
+    let lists: Vec<Vec<u32>> = (0..n as u32)
+        .collect::<Vec<_>>()
+        .chunks(12)
+        .map(<[u32]>::to_vec)
+        .collect();
+    let cents: Vec<Vec<f32>> = lists
+        .iter()
+        .map(|l| {
+            let mut c = vec![0f32; dim];
+            for &d in l {
+                for (a, b) in c.iter_mut().zip(&rows[d as usize]) {
+                    *a += b / l.len() as f32;
+                }
+            }
+            c
+        })
+        .collect();
+    let scoring = |i: usize| v.get(i);
+    std::fs::create_dir_all(dir.join("p")).unwrap();
+    let mut bodies = std::collections::HashMap::new();
+    let root = ivf::write_pages_with(
+        &ivf::IvfParts {
+            centroids: &cents,
+            lists: &lists,
+            nprobe: 2,
+            codes: ivf::ListCodes::Binary {
+                scoring: &scoring,
+                rows_per_page: 4,
+                rescore: 8,
+            },
+        },
+        &ivf::PageOptions {
+            centroids,
+            coded_sample,
+            sample_queries: &[],
+        },
+        &v,
+        &mut |p| {
+            let body = jikji_format::paged::page::decode_stored(&p.name, &p.bytes).unwrap();
+            bodies.insert(p.name.clone(), body);
+            std::fs::write(dir.join("p").join(&p.name), &p.bytes).unwrap();
+            Ok(())
+        },
+    )
+    .unwrap();
+    let entry = serde_json::json!({
+        "format_version": 2,
+        "counts": {"chunks": n},
+        "pages": {"dim": dim, "ivf": root},
+    });
+    std::fs::write(dir.join("jikji.json"), serde_json::to_vec(&entry).unwrap()).unwrap();
+    (root, bodies)
+}
+
+fn f32s(v: &Value) -> Vec<u32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| (x.as_f64().unwrap() as f32).to_bits())
+        .collect()
+}
+
+#[test]
+fn python_reader_decodes_compact_dense_index_pages_as_rust_does() {
+    use jikji_format::paged::ivf::{self, CentroidCodes, StoredCentroids};
+    for (codes, coded, dim) in [
+        (CentroidCodes::Int4Centred, true, 9),
+        (CentroidCodes::Int8, false, 8),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        // 3,300 rows: 275 lists on two centroid pages, a full 256-row sample.
+        let (root, bodies) = write_ivf_bundle(tmp.path(), 3300, dim, codes, coded);
+        let (code, stdout, stderr) = python(&["--ivf".as_ref(), tmp.path().as_os_str()]);
+        assert_eq!(code, 0, "read-bundle.py --ivf failed: {stderr}");
+        let py: Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(py["centroid_codes"], codes.name());
+        let pages: Vec<&Vec<u8>> = (0..root.centroids.pages)
+            .map(|p| &bodies[&root.centroid_page(p)])
+            .collect();
+        let c = StoredCentroids::open(&root, &pages, dim).unwrap();
+        let pc = py["centroids"].as_array().unwrap();
+        assert_eq!(pc.len(), c.len());
+        for (j, row) in pc.iter().enumerate() {
+            let want: Vec<u32> = c.get(j).iter().map(|x| x.to_bits()).collect();
+            assert_eq!(f32s(row), want, "centroid {j}");
+        }
+        let s = &py["sample"];
+        let body = &bodies[&root.sample_page()];
+        if coded {
+            let cs =
+                ivf::CodedSample::open(&root.sample_page(), body, 256, root.nlist, dim).unwrap();
+            assert_eq!(s["codes"], "binary");
+            assert_eq!(
+                (s["sigma_ratio"].as_f64().unwrap() as f32).to_bits(),
+                cs.sigma_ratio.to_bits()
+            );
+            let lists: Vec<u32> = s["lists"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_u64().unwrap() as u32)
+                .collect();
+            assert_eq!(lists, cs.lists);
+            // The estimates from Python's decoded codes equal the Rust reader's.
+            let q: Vec<f32> = (0..dim).map(|t| (t as f32 * 0.37).sin()).collect();
+            let t = ivf::SignTables::new(&q);
+            let dots = c.dots(&q);
+            let (alphas, projs) = (f32s(&s["alphas"]), f32s(&s["projs"]));
+            for i in 0..cs.len() {
+                let signs = hex::decode(s["signs"][i].as_str().unwrap()).unwrap();
+                let qs: f32 = (0..dim)
+                    .map(|d| {
+                        if signs[d / 8] >> (d % 8) & 1 == 1 {
+                            q[d]
+                        } else {
+                            -q[d]
+                        }
+                    })
+                    .sum();
+                let est = f32::from_bits(projs[i]) * dots[cs.lists[i] as usize]
+                    + f32::from_bits(alphas[i]) * qs;
+                let rust = cs.estimate(i, dots[cs.lists[i] as usize], &t);
+                assert!((est - rust).abs() < 1e-4, "row {i}: {est} vs {rust}");
+            }
+        } else {
+            assert_eq!(s["codes"], "int8");
+            let rows = ivf::open_rows(&root.sample_page(), body, 256, dim).unwrap();
+            for i in [0, 100, 255] {
+                let (scale, q) = rows.row(i);
+                assert_eq!(
+                    (s["scales"][i].as_f64().unwrap() as f32).to_bits(),
+                    scale.to_bits()
+                );
+                let pq: Vec<i8> = s["rows"][i]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|x| x.as_i64().unwrap() as i8)
+                    .collect();
+                assert_eq!(pq, q);
+            }
+        }
+        // One flipped byte of a centroid page: refused, naming it.
+        let name = root.centroid_page(1);
+        let file = tmp.path().join("p").join(&name);
+        let mut bytes = std::fs::read(&file).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        std::fs::write(&file, bytes).unwrap();
+        let (code, _, stderr) = python(&["--ivf".as_ref(), tmp.path().as_os_str()]);
+        assert_eq!(code, 1);
+        assert!(stderr.contains(&name), "{stderr}");
+    }
+}

@@ -131,6 +131,60 @@ impl PageSink for WriterSink<'_> {
 /// pages).
 pub const IVF_SEED: u64 = 0x6a696b6a69; // "jikji"
 
+/// Environment variable forcing the centroid pages' codes of a new dense index (for
+/// measurement): `int8` or `int4-centred` ([`centroid_codes_for`]). Unset or empty: the
+/// builder's choice.
+pub const IVF_CENTROIDS_ENV: &str = "JIKJI_IVF_CENTROIDS";
+
+/// Environment variable forcing the background sample page's codes of a new dense index
+/// (for measurement): `int8` or `binary` (binary lists only; [`coded_sample_for`]). Unset
+/// or empty: the builder's choice.
+pub const IVF_SAMPLE_ENV: &str = "JIKJI_IVF_SAMPLE";
+
+/// How a new dense index over `n` chunks codes its centroid pages: 4-bit centred from
+/// [`crate::ivf::AUTO_MIN_CHUNKS`] chunks on (at 1M chunks 1.91 MB instead of 4.58 MB for
+/// recall 0.901 instead of 0.907: `docs/design/dense-pq.md` §4.4), int8 below (small
+/// bundles keep the routing of today's indexes); `forced` (the value of
+/// [`IVF_CENTROIDS_ENV`]) overrides. Errors: an unknown forced value
+/// ([`crate::error::BuildError::BadEnv`]).
+pub fn centroid_codes_for(
+    n: usize,
+    forced: Option<&str>,
+) -> Result<jikji_format::paged::ivf::CentroidCodes> {
+    use jikji_format::paged::ivf::CentroidCodes;
+    match forced.filter(|v| !v.is_empty()) {
+        None if n >= crate::ivf::AUTO_MIN_CHUNKS => Ok(CentroidCodes::Int4Centred),
+        None => Ok(CentroidCodes::Int8),
+        Some(v) => CentroidCodes::parse(v).ok_or_else(|| crate::error::BuildError::BadEnv {
+            name: IVF_CENTROIDS_ENV,
+            value: v.to_string(),
+            expected: "int8 or int4-centred",
+        }),
+    }
+}
+
+/// Whether a new dense index codes its background sample page
+/// ([`jikji_format::paged::ivf::SAMPLE_BINARY`]): with binary lists (`binary`) it does
+/// (~13 kB instead of 99 kB with e5-small), int8 lists keep int8 rows; `forced` (the value
+/// of [`IVF_SAMPLE_ENV`]) overrides. Errors: an unknown forced value, or `binary` for int8
+/// lists ([`crate::error::BuildError::BadEnv`]).
+pub fn coded_sample_for(binary: bool, forced: Option<&str>) -> Result<bool> {
+    match forced.filter(|v| !v.is_empty()) {
+        None => Ok(binary),
+        Some(jikji_format::paged::ivf::SAMPLE_INT8) => Ok(false),
+        Some(jikji_format::paged::ivf::SAMPLE_BINARY) if binary => Ok(true),
+        Some(v) => Err(crate::error::BuildError::BadEnv {
+            name: IVF_SAMPLE_ENV,
+            value: v.to_string(),
+            expected: if binary {
+                "int8 or binary"
+            } else {
+                "int8 (a binary sample needs binary lists)"
+            },
+        }),
+    }
+}
+
 /// Builds the dense index of `v` ([`crate::ivf::build`], `nlist` lists) in the centred
 /// space of `model`'s centring and hands its pages to `sink`. The default `nprobe`: the
 /// fewest lists whose recall@[`crate::ivf::PROBE_DEPTH`] against the exact scan reaches
@@ -161,9 +215,17 @@ fn write_dense_index(
         None => None,
     };
     let ivf = crate::ivf::build(v, centring.as_ref(), nlist, IVF_SEED, threads)?;
+    let centroid_codes =
+        centroid_codes_for(v.len(), std::env::var(IVF_CENTROIDS_ENV).ok().as_deref())?;
+    let coded_sample = coded_sample_for(binary, std::env::var(IVF_SAMPLE_ENV).ok().as_deref())?;
+    // The stored centroids (int8 rows of the dequantized ones for 4-bit codes): `nprobe`
+    // is measured under the routing the engine will have.
     let cents = Vectors::open(&jikji_format::vectors::write_vectors(
         v.dim(),
-        &ivf.centroids,
+        &match centroid_codes {
+            jikji_format::paged::ivf::CentroidCodes::Int8 => ivf.centroids.clone(),
+            c => jikji_format::paged::ivf::dequantized_centroids(&ivf.centroids, c, v.dim())?,
+        },
     )?)?;
     let (nprobe, nprobe_from) = measure_nprobe(v, model, &ivf, &cents, queries)?;
     let auto_note = if auto && !binary {
@@ -203,12 +265,17 @@ fn write_dense_index(
     } else {
         jikji_format::paged::ivf::ListCodes::Int8
     };
-    let mut root = jikji_format::paged::ivf::write_pages(
+    let mut root = jikji_format::paged::ivf::write_pages_with(
         &jikji_format::paged::ivf::IvfParts {
             centroids: &ivf.centroids,
             lists: &ivf.lists,
             nprobe,
             codes,
+        },
+        &jikji_format::paged::ivf::PageOptions {
+            centroids: centroid_codes,
+            coded_sample,
+            sample_queries: queries,
         },
         v,
         sink,
@@ -284,29 +351,38 @@ fn measure_nprobe(
 }
 
 /// The stored centroids of index `root` from the raw bodies of its centroid pages, as one
-/// [`Vectors`] (row `j`: centroid `j`, its int8 row and scale as stored). Errors:
-/// DataCorruption naming the page when a body is not `vectors.bin` rows of `dim`.
+/// [`Vectors`] (row `j`: centroid `j`; int8 centroids: its int8 row and scale as stored;
+/// 4-bit centred ones: the dequantized centroid quantized to int8 again, within 1/254 of
+/// its largest component). Errors: DataCorruption naming the page when a body does not
+/// decode ([`jikji_format::paged::ivf::StoredCentroids::open`]).
 pub fn stored_centroids(
     root: &jikji_format::paged::ivf::IvfRoot,
     bodies: &[Vec<u8>],
     dim: usize,
 ) -> Result<Vectors> {
-    let mut rows: Vec<(f32, Vec<i8>)> = Vec::with_capacity(root.nlist);
-    for (p, body) in bodies.iter().enumerate() {
-        let c = jikji_format::paged::ivf::open_rows(
-            &root.centroid_page(p),
-            body,
-            jikji_format::paged::ivf::centroids_on_page(root, p),
+    if root.centroid_codes() == jikji_format::paged::ivf::CentroidCodes::Int8 {
+        let mut rows: Vec<(f32, Vec<i8>)> = Vec::with_capacity(root.nlist);
+        for (p, body) in bodies.iter().enumerate() {
+            let c = jikji_format::paged::ivf::open_rows(
+                &root.centroid_page(p),
+                body,
+                jikji_format::paged::ivf::centroids_on_page(root, p),
+                dim,
+            )?;
+            rows.extend((0..c.len()).map(|j| {
+                let (s, r) = c.row(j);
+                (s, r.to_vec())
+            }));
+        }
+        return Ok(Vectors::open(&jikji_format::vectors::write_quantized(
             dim,
-        )?;
-        rows.extend((0..c.len()).map(|j| {
-            let (s, r) = c.row(j);
-            (s, r.to_vec())
-        }));
+            rows.iter().map(|(s, r)| (*s, r.as_slice())),
+        )?)?);
     }
-    Ok(Vectors::open(&jikji_format::vectors::write_quantized(
-        dim,
-        rows.iter().map(|(s, r)| (*s, r.as_slice())),
+    let c = jikji_format::paged::ivf::StoredCentroids::open(root, bodies, dim)?;
+    let rows: Vec<Vec<f32>> = (0..c.len()).map(|j| c.get(j)).collect();
+    Ok(Vectors::open(&jikji_format::vectors::write_vectors(
+        dim, &rows,
     )?)?)
 }
 
@@ -570,4 +646,53 @@ pub struct PageCounts {
     /// With a kept dense index ([`BundleParts::kept_index`]): list pages kept and
     /// rewritten.
     pub ivf_lists: Option<jikji_format::paged::ivf::KeptLists>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jikji_format::paged::ivf::CentroidCodes;
+
+    #[test]
+    fn centroids_are_4_bit_from_auto_min_chunks() {
+        let n = crate::ivf::AUTO_MIN_CHUNKS;
+        assert_eq!(
+            centroid_codes_for(n, None).unwrap(),
+            CentroidCodes::Int4Centred
+        );
+        assert_eq!(
+            centroid_codes_for(1_000_000, Some("")).unwrap(),
+            CentroidCodes::Int4Centred
+        );
+        assert_eq!(
+            centroid_codes_for(n - 1, None).unwrap(),
+            CentroidCodes::Int8
+        );
+        // Forced either way (measurement), an unknown value refused.
+        assert_eq!(
+            centroid_codes_for(n, Some("int8")).unwrap(),
+            CentroidCodes::Int8
+        );
+        assert_eq!(
+            centroid_codes_for(500, Some("int4-centred")).unwrap(),
+            CentroidCodes::Int4Centred
+        );
+        let e = centroid_codes_for(500, Some("int4"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(IVF_CENTROIDS_ENV) && e.contains("int4-centred"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_sample_is_coded_with_binary_lists() {
+        assert!(coded_sample_for(true, None).unwrap());
+        assert!(!coded_sample_for(false, None).unwrap());
+        assert!(!coded_sample_for(true, Some("int8")).unwrap());
+        assert!(coded_sample_for(true, Some("binary")).unwrap());
+        assert!(coded_sample_for(false, Some("binary")).is_err());
+        assert!(coded_sample_for(true, Some("pq")).is_err());
+    }
 }

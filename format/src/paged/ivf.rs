@@ -18,6 +18,14 @@
 //! - `w` background sample: one page, the rows of the [`sample_docs`] chunks as a
 //!   `vectors.bin` body (the dense z-score background, `jikji_engine::fusion`).
 //!
+//! Compact once-per-bundle pages (issue 14, `docs/design/dense-pq.md` §4.4, §4.6, §5.1):
+//! with `centroid_codes` = [`CENTROIDS_INT4_CENTRED`] the `g` pages hold each centroid as
+//! 4-bit codes of its difference to the centroids' mean ([`StoredCentroids`]: 196 B a
+//! centroid with e5-small instead of 388 B); with `sample_codes` = [`SAMPLE_BINARY`] the
+//! `w` page holds the sample's chunks coded as binary lists code their rows, with the
+//! factor that corrects the coded scores' spread ([`CodedSample`]: ~13 kB instead of
+//! 99 kB). Either field absent: the int8 bodies above (every bundle written before them).
+//!
 //! With binary codes (`codes` = [`CODES_BINARY`]) a `j` page holds, instead of the rows,
 //! for each chunk its projection `p_i = y_i·ĉ_j / ĉ_j·ĉ_j` on the list's stored
 //! (dequantized) centroid and one sign bit per dimension of the *residual* `r_i = y_i −
@@ -53,6 +61,26 @@ pub const CODES_INT8: &str = "int8";
 /// Lists that hold sign bits of the residuals and a length per row; int8 rows for the
 /// rescoring in `i` pages ([`BinaryList`]).
 pub const CODES_BINARY: &str = "binary";
+
+/// Centroid pages as int8 rows, a `vectors.bin` body each (`centroid_codes` absent or
+/// this).
+pub const CENTROIDS_INT8: &str = "int8";
+
+/// Centroid pages as 4-bit codes of each centroid's difference to the centroids' mean
+/// (`centroid_codes`; [`StoredCentroids`]).
+pub const CENTROIDS_INT4_CENTRED: &str = "int4-centred";
+
+/// A background sample page of int8 rows, a `vectors.bin` body (`sample_codes` absent or
+/// this).
+pub const SAMPLE_INT8: &str = "int8";
+
+/// A background sample page coded as binary lists code their rows, with a correction of
+/// the scores' spread (`sample_codes`; [`CodedSample`]). Only with [`CODES_BINARY`] lists.
+pub const SAMPLE_BINARY: &str = "binary";
+
+/// Largest spread correction a coded sample page may carry (and `1 / ` it the smallest):
+/// the measured factors are ~1.07 (`docs/design/dense-pq.md` §4.6).
+pub const MAX_SIGMA_RATIO: f32 = 16.0;
 
 /// Rows per `i` page written by default (a page is `48 + 12 + rows·(dim + 4)` bytes: 1.6 kB
 /// for four e5-small rows).
@@ -104,6 +132,14 @@ pub struct IvfRoot {
     /// 172 kB/q + 117 kB once`; absent in bundles written before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chosen_by: Option<String>,
+    /// How the `g` pages code the centroids: [`CENTROIDS_INT8`] or
+    /// [`CENTROIDS_INT4_CENTRED`]; absent (bundles written before it) = int8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub centroid_codes: Option<String>,
+    /// How the `w` page codes the background sample: [`SAMPLE_INT8`] or [`SAMPLE_BINARY`]
+    /// (binary lists only); absent (bundles written before it) = int8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sample_codes: Option<String>,
     /// Lists rewritten by `jikji update` under a generation of their own (the lists not
     /// named here are `lists.gen`'s): list `j` of [`ListGen::lists`] is page
     /// `j-<ListGen::gen>-<j>`, so an update renames only the list pages whose bytes
@@ -154,6 +190,8 @@ impl crate::json::FromJson for IvfRoot {
             rows: o.req("rows")?,
             rescore: o.req("rescore")?,
             chosen_by: o.req("chosen_by")?,
+            centroid_codes: o.req("centroid_codes")?,
+            sample_codes: o.req("sample_codes")?,
             list_gens: o.req("list_gens")?,
         })
     }
@@ -187,6 +225,30 @@ impl IvfRoot {
     /// True if the lists hold binary codes ([`CODES_BINARY`]).
     pub fn is_binary(&self) -> bool {
         self.codes == CODES_BINARY
+    }
+
+    /// How the centroids are coded ([`CENTROIDS_INT8`] when the entry does not say).
+    pub fn centroid_codes(&self) -> CentroidCodes {
+        match self.centroid_codes.as_deref() {
+            Some(CENTROIDS_INT4_CENTRED) => CentroidCodes::Int4Centred,
+            _ => CentroidCodes::Int8,
+        }
+    }
+
+    /// True if the `w` page is coded ([`SAMPLE_BINARY`]).
+    pub fn sample_is_coded(&self) -> bool {
+        self.sample_codes.as_deref() == Some(SAMPLE_BINARY)
+    }
+
+    /// The pages a dense query needs once per bundle generation, whatever the query: the
+    /// centroid pages and the sample page (what the browser prefetches with the query
+    /// model).
+    pub fn once_pages(&self) -> Vec<String> {
+        let mut out: Vec<String> = (0..self.centroids.pages)
+            .map(|n| self.centroid_page(n))
+            .collect();
+        out.push(self.sample_page());
+        out
     }
 
     /// The `i` page holding row `pos` (list order) and the row's place on it, for a binary
@@ -265,6 +327,25 @@ impl IvfRoot {
             _ => {
                 return bad(format!(
                     "pages.ivf.codes {} is not known",
+                    crate::quote::Quoted(&self.codes)
+                ))
+            }
+        }
+        match self.centroid_codes.as_deref() {
+            None | Some(CENTROIDS_INT8 | CENTROIDS_INT4_CENTRED) => {}
+            Some(c) => {
+                return bad(format!(
+                    "pages.ivf.centroid_codes {} is not known",
+                    crate::quote::Quoted(c)
+                ))
+            }
+        }
+        match (self.sample_codes.as_deref(), self.codes.as_str()) {
+            (None | Some(SAMPLE_INT8), _) | (Some(SAMPLE_BINARY), CODES_BINARY) => {}
+            (Some(c), _) => {
+                return bad(format!(
+                    "pages.ivf.sample_codes {} with {} lists (a binary sample needs binary lists)",
+                    crate::quote::Quoted(c),
                     crate::quote::Quoted(&self.codes)
                 ))
             }
@@ -357,12 +438,73 @@ pub struct IvfParts<'a> {
     pub codes: ListCodes<'a>,
 }
 
-/// Writes the index's pages for `vectors` (the bundle's rows, doc id = row) to `sink`.
-/// Errors: [`FormatError::InvalidInput`] if the lists do not partition the rows, a
-/// centroid's or scoring vector's length is not `vectors.dim()`, `nprobe` is outside
-/// `1..=nlist`, or binary codes' rows per page or oversampling are out of range.
+/// How the centroid pages code the centroids (`pages.ivf.centroid_codes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CentroidCodes {
+    /// Int8 rows with a scale each ([`CENTROIDS_INT8`], a `vectors.bin` body a page).
+    #[default]
+    Int8,
+    /// 4-bit codes of each centroid's difference to the centroids' mean
+    /// ([`CENTROIDS_INT4_CENTRED`], [`StoredCentroids`]).
+    Int4Centred,
+}
+
+impl CentroidCodes {
+    /// The entry's name of the codes ([`CENTROIDS_INT8`] or [`CENTROIDS_INT4_CENTRED`]).
+    pub fn name(self) -> &'static str {
+        match self {
+            CentroidCodes::Int8 => CENTROIDS_INT8,
+            CentroidCodes::Int4Centred => CENTROIDS_INT4_CENTRED,
+        }
+    }
+
+    /// The codes named `s` (as [`Self::name`] writes them), `None` for another name.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            CENTROIDS_INT8 => Some(CentroidCodes::Int8),
+            CENTROIDS_INT4_CENTRED => Some(CentroidCodes::Int4Centred),
+            _ => None,
+        }
+    }
+}
+
+/// How [`write_pages_with`] codes the once-per-bundle pages (centroids and background
+/// sample). The default is what [`write_pages`] writes: int8 centroids, an int8 sample.
+#[derive(Clone, Copy, Default)]
+pub struct PageOptions<'a> {
+    /// How the centroids are coded.
+    pub centroids: CentroidCodes,
+    /// True: the sample page is coded as the binary lists code their rows
+    /// ([`SAMPLE_BINARY`]; needs [`ListCodes::Binary`]); false: int8 rows.
+    pub coded_sample: bool,
+    /// Centred query vectors (`dim` long; others are skipped) on which the writer measures
+    /// the coded sample's spread correction ([`CodedSample::sigma_ratio`]): the builder's
+    /// calibration pseudo-queries. Empty: the sample's own scoring vectors serve as
+    /// queries, each against the other rows.
+    pub sample_queries: &'a [Vec<f32>],
+}
+
+/// Writes the index's pages for `vectors` (the bundle's rows, doc id = row) to `sink`,
+/// with int8 centroid and sample pages ([`write_pages_with`] and the default
+/// [`PageOptions`]). Errors: as [`write_pages_with`].
 pub fn write_pages(
     parts: &IvfParts,
+    vectors: &Vectors,
+    sink: &mut dyn FnMut(Encoded) -> Result<()>,
+) -> Result<IvfRoot> {
+    write_pages_with(parts, &PageOptions::default(), vectors, sink)
+}
+
+/// Writes the index's pages for `vectors` (the bundle's rows, doc id = row) to `sink`, the
+/// centroid and sample pages coded as `opts` says. Binary residual codes (lists and coded
+/// sample) are taken against the *stored* (dequantized) centroids, the values a reader
+/// ranks the lists by. Errors: [`FormatError::InvalidInput`] if the lists do not partition
+/// the rows, a centroid's or scoring vector's length is not `vectors.dim()`, `nprobe` is
+/// outside `1..=nlist`, binary codes' rows per page or oversampling are out of range, or a
+/// coded sample is asked for int8 lists.
+pub fn write_pages_with(
+    parts: &IvfParts,
+    opts: &PageOptions,
     vectors: &Vectors,
     sink: &mut dyn FnMut(Encoded) -> Result<()>,
 ) -> Result<IvfRoot> {
@@ -394,25 +536,15 @@ pub fn write_pages(
         if rescore == 0 || rescore > MAX_RESCORE {
             return invalid(format!("oversampling {rescore} outside 1..={MAX_RESCORE}"));
         }
+    } else if opts.coded_sample {
+        return invalid("a coded background sample needs binary lists".into());
     }
-    let mut cbodies = Vec::new();
+    if parts.centroids.iter().any(|c| c.len() != dim) {
+        return invalid("a centroid's dimension differs from the vectors'".into());
+    }
     // The centroids as a reader sees them (dequantized): binary residuals are taken from
     // these, so the engine's `q·ĉ_j` is the estimate's base.
-    let mut stored: Vec<Vec<f32>> = Vec::with_capacity(nlist);
-    for group in parts.centroids.chunks(CENTROIDS_PER_PAGE) {
-        let rows: Vec<(f32, Vec<i8>)> = group.iter().map(|c| crate::vectors::quantize(c)).collect();
-        if group.iter().any(|c| c.len() != dim) {
-            return invalid("a centroid's dimension differs from the vectors'".into());
-        }
-        stored.extend(
-            rows.iter()
-                .map(|(s, q)| q.iter().map(|&x| f32::from(x) * s).collect::<Vec<f32>>()),
-        );
-        cbodies.push(write_quantized(
-            dim,
-            rows.iter().map(|(s, q)| (*s, q.as_slice())),
-        )?);
-    }
+    let (cbodies, stored) = centroid_bodies(parts.centroids, opts.centroids, dim)?;
     let (centroids, pages) = super::numbered(Kind::Centroids, cbodies, CENTROIDS_PER_PAGE);
     for p in pages {
         sink(p)?;
@@ -461,7 +593,12 @@ pub fn write_pages(
         }
         None => None,
     };
-    let sbody = write_quantized(dim, sample_docs(n).map(|d| vectors.row(d)))?;
+    let sbody = match (&parts.codes, opts.coded_sample) {
+        (ListCodes::Binary { scoring, .. }, true) => {
+            coded_sample_body(parts.lists, &stored, *scoring, opts.sample_queries, n, dim)?
+        }
+        _ => write_quantized(dim, sample_docs(n).map(|d| vectors.row(d)))?,
+    };
     let (sample, pages) = super::numbered(Kind::Sample, vec![sbody], n.min(SAMPLE_ROWS));
     for p in pages {
         sink(p)?;
@@ -481,6 +618,9 @@ pub fn write_pages(
         rows,
         rescore,
         chosen_by: None,
+        centroid_codes: (opts.centroids != CentroidCodes::Int8)
+            .then(|| opts.centroids.name().to_string()),
+        sample_codes: opts.coded_sample.then(|| SAMPLE_BINARY.to_string()),
         list_gens: None,
     })
 }
@@ -504,9 +644,10 @@ pub struct KeptLists {
 /// bodies). When more than half of the lists changed, or the entry would hold more than
 /// [`MAX_LIST_GENS`] generations, every list is written under one new base generation
 /// (`list_gens` absent), as a full build names them. The sample page is made as
-/// [`write_pages`] makes it. Errors: [`FormatError::InvalidInput`] as [`write_pages`]
-/// (the lists must partition the rows), a binary `old` index, or centroid bodies that do
-/// not match `old` (count, rows, dimension); what `sink` returns.
+/// [`write_pages`] makes it (int8 rows). The centroids keep `old`'s codes
+/// (`centroid_codes`). Errors: [`FormatError::InvalidInput`] as [`write_pages`] (the lists
+/// must partition the rows), a binary `old` index; DataCorruption for centroid bodies that
+/// do not decode as `old`'s (count, rows, dimension, codes); what `sink` returns.
 pub fn write_pages_kept(
     old: &IvfRoot,
     centroid_bodies: &[Vec<u8>],
@@ -534,9 +675,9 @@ pub fn write_pages_kept(
         return invalid(format!("nprobe {nprobe} outside 1..={nlist}"));
     }
     check_partition(lists, n)?;
+    StoredCentroids::open(old, centroid_bodies, dim)?;
     for (p, body) in centroid_bodies.iter().enumerate() {
         let name = old.centroid_page(p);
-        open_rows(&name, body, centroids_on_page(old, p), dim)?;
         if !sink.reuse(&name, &name)? {
             sink.put(super::page::encode_numbered(
                 Kind::Centroids,
@@ -632,6 +773,8 @@ pub fn write_pages_kept(
             rows: None,
             rescore: None,
             chosen_by: None,
+            centroid_codes: old.centroid_codes.clone(),
+            sample_codes: None,
             list_gens,
         },
         stats,
@@ -667,10 +810,10 @@ pub fn code_bytes(dim: usize) -> usize {
 
 /// The raw body of a binary list page: `varint count`, `varint first` (the list-order
 /// position of its first row: the `i` pages hold row `first + i` for its chunk `i`), the
-/// doc-id deltas, `f32` (LE) `amax`, `pmin`, `pmax`, `count` bytes `a_i` (`α_i ≈ amax ·
-/// a_i / 255`), `count` bytes `b_i` (`p_i ≈ pmin + (pmax − pmin) · b_i / 255`), then
-/// `count × ⌈dim/8⌉` bytes of sign bits (bit `t % 8` of byte `t / 8` set iff the
-/// residual's component `t` is > 0).
+/// doc-id deltas, then the rows' codes ([`put_codes`]: `f32` (LE) `amax`, `pmin`, `pmax`,
+/// `count` bytes `a_i` (`α_i ≈ amax · a_i / 255`), `count` bytes `b_i` (`p_i ≈ pmin +
+/// (pmax − pmin) · b_i / 255`), then `count × ⌈dim/8⌉` bytes of sign bits (bit `t % 8` of
+/// byte `t / 8` set iff the residual's component `t` is > 0)).
 fn binary_list_body(
     docs: &[u32],
     first: usize,
@@ -692,33 +835,58 @@ fn binary_list_body(
     let mut codes = Vec::with_capacity(docs.len() * nb);
     let cc: f32 = centroid.iter().map(|c| c * c).sum();
     for &d in docs {
-        let y = scoring(d as usize);
-        if y.len() != dim {
-            return Err(FormatError::InvalidInput(format!(
-                "scoring vector of chunk {d} has {} dimensions, expected {dim}",
-                y.len()
-            )));
-        }
-        let yc: f32 = y.iter().zip(centroid).map(|(a, c)| a * c).sum();
-        let p = if cc > 0.0 && (yc / cc).is_finite() {
-            yc / cc
-        } else {
-            0.0
-        };
-        let mut bits = vec![0u8; nb];
-        let mut l1 = 0f32;
-        for (t, (a, c)) in y.iter().zip(centroid).enumerate() {
-            let r = a - p * c;
-            l1 += r.abs();
-            if r > 0.0 {
-                bits[t / 8] |= 1 << (t % 8);
-            }
-        }
-        let a = l1 / dim.max(1) as f32;
-        alphas.push(if a.is_finite() { a } else { 0.0 });
+        let y = scoring_of(scoring, d as usize, dim)?;
+        let (p, a, bits) = code_row(&y, centroid, cc, nb);
+        alphas.push(a);
         projs.push(p);
         codes.extend(bits);
     }
+    put_codes(&mut out, &alphas, &projs, &codes);
+    Ok(out)
+}
+
+/// Chunk `d`'s scoring vector, checked to be `dim` long. Errors: InvalidInput.
+fn scoring_of(
+    scoring: &(dyn Fn(usize) -> Vec<f32> + Sync),
+    d: usize,
+    dim: usize,
+) -> Result<Vec<f32>> {
+    let y = scoring(d);
+    if y.len() != dim {
+        return Err(FormatError::InvalidInput(format!(
+            "scoring vector of chunk {d} has {} dimensions, expected {dim}",
+            y.len()
+        )));
+    }
+    Ok(y)
+}
+
+/// One row's binary code against the stored centroid `c` (`cc = c·c`): the projection `p =
+/// y·c / cc` (0 when not finite), `α = ‖y − p·c‖₁ / dim` (0 when not finite) and `nb` bytes
+/// of the residual's sign bits.
+fn code_row(y: &[f32], c: &[f32], cc: f32, nb: usize) -> (f32, f32, Vec<u8>) {
+    let yc: f32 = y.iter().zip(c).map(|(a, c)| a * c).sum();
+    let p = if cc > 0.0 && (yc / cc).is_finite() {
+        yc / cc
+    } else {
+        0.0
+    };
+    let mut bits = vec![0u8; nb];
+    let mut l1 = 0f32;
+    for (t, (a, c)) in y.iter().zip(c).enumerate() {
+        let r = a - p * c;
+        l1 += r.abs();
+        if r > 0.0 {
+            bits[t / 8] |= 1 << (t % 8);
+        }
+    }
+    let a = l1 / y.len().max(1) as f32;
+    (p, if a.is_finite() { a } else { 0.0 }, bits)
+}
+
+/// Appends the codes of rows (`alphas`, `projs`, their sign bits `codes`): `f32` (LE)
+/// `amax`, `pmin`, `pmax`, the length bytes, the projection bytes, the sign bits.
+fn put_codes(out: &mut Vec<u8>, alphas: &[f32], projs: &[f32], codes: &[u8]) {
     let amax = alphas.iter().fold(0f32, |m, &a| m.max(a));
     let pmin = projs.iter().copied().fold(f32::INFINITY, f32::min);
     let pmax = projs.iter().copied().fold(f32::NEG_INFINITY, f32::max);
@@ -746,8 +914,77 @@ fn binary_list_body(
             0
         }
     }));
-    out.extend(codes);
-    Ok(out)
+    out.extend_from_slice(codes);
+}
+
+/// Rows' binary codes as a reader holds them (dequantized lengths and projections).
+struct RowCodes {
+    alphas: Vec<f32>,
+    projs: Vec<f32>,
+    codes: Vec<u8>,
+}
+
+/// Reads the codes of `count` rows of dimension `dim` ([`put_codes`]) from byte `at` of
+/// `body` (page file `file`) to its end. Errors (DataCorruption naming `file` and the
+/// offset): a length that is not exactly what `count` needs, a non-finite or negative
+/// `amax`, a non-finite or inverted projection range.
+fn read_codes(file: &str, body: &[u8], at: usize, count: usize, dim: usize) -> Result<RowCodes> {
+    let nb = code_bytes(dim);
+    let left = body.len().saturating_sub(at);
+    let need = count
+        .checked_mul(nb + 2)
+        .and_then(|x| x.checked_add(12))
+        .unwrap_or(usize::MAX);
+    if left != need {
+        return Err(FormatError::corrupt(
+            file,
+            at as u64,
+            format!(
+                "{left} bytes of lengths and codes, {need} expected for {count} rows of dimension {dim}"
+            ),
+        ));
+    }
+    let f = |i: usize| f32::from_le_bytes(body[at + i..at + i + 4].try_into().expect("4 bytes"));
+    let (amax, pmin, pmax) = (f(0), f(4), f(8));
+    if !amax.is_finite() || amax < 0.0 {
+        return Err(FormatError::corrupt(
+            file,
+            at as u64,
+            format!("row length scale {amax}"),
+        ));
+    }
+    if !pmin.is_finite() || !pmax.is_finite() || pmin > pmax {
+        return Err(FormatError::corrupt(
+            file,
+            at as u64 + 4,
+            format!("projection range {pmin}..{pmax}"),
+        ));
+    }
+    let at = at + 12;
+    Ok(RowCodes {
+        alphas: body[at..at + count]
+            .iter()
+            .map(|&a| amax * f32::from(a) / 255.0)
+            .collect(),
+        projs: body[at + count..at + 2 * count]
+            .iter()
+            .map(|&b| pmin + (pmax - pmin) * f32::from(b) / 255.0)
+            .collect(),
+        codes: body[at + 2 * count..].to_vec(),
+    })
+}
+
+impl RowCodes {
+    /// `p_i·qc + α_i · (2·Σ_{t: bit t set} q_t − Σ_t q_t)` ([`BinaryList::estimate`]).
+    fn estimate(&self, i: usize, qc: f32, t: &SignTables) -> f32 {
+        let nb = t.bytes;
+        let code = &self.codes[i * nb..(i + 1) * nb];
+        let mut s = 0f32;
+        for (p, &b) in code.iter().enumerate() {
+            s += t.table[p * 256 + usize::from(b)];
+        }
+        self.projs[i] * qc + self.alphas[i] * (2.0 * s - t.sum)
+    }
 }
 
 /// One decoded binary list page ([`CODES_BINARY`]).
@@ -818,45 +1055,11 @@ impl BinaryList {
             docs.push(doc as u32);
             prev = Some(doc);
         }
-        let at = r.pos();
-        let need = 12 + count * (nb + 2);
-        if body.len() - at != need {
-            return Err(FormatError::corrupt(
-                &file,
-                at as u64,
-                format!(
-                    "{} bytes of lengths and codes, {need} expected for {count} rows of dimension {dim}",
-                    body.len() - at
-                ),
-            ));
-        }
-        let f =
-            |i: usize| f32::from_le_bytes(body[at + i..at + i + 4].try_into().expect("4 bytes"));
-        let (amax, pmin, pmax) = (f(0), f(4), f(8));
-        if !amax.is_finite() || amax < 0.0 {
-            return Err(FormatError::corrupt(
-                &file,
-                at as u64,
-                format!("row length scale {amax}"),
-            ));
-        }
-        if !pmin.is_finite() || !pmax.is_finite() || pmin > pmax {
-            return Err(FormatError::corrupt(
-                &file,
-                at as u64 + 4,
-                format!("projection range {pmin}..{pmax}"),
-            ));
-        }
-        let at = at + 12;
-        let alphas = body[at..at + count]
-            .iter()
-            .map(|&a| amax * f32::from(a) / 255.0)
-            .collect();
-        let projs = body[at + count..at + 2 * count]
-            .iter()
-            .map(|&b| pmin + (pmax - pmin) * f32::from(b) / 255.0)
-            .collect();
-        let codes = body[at + 2 * count..].to_vec();
+        let RowCodes {
+            alphas,
+            projs,
+            codes,
+        } = read_codes(&file, body, r.pos(), count, dim)?;
         Ok(BinaryList {
             docs,
             first: first as usize,
@@ -877,6 +1080,473 @@ impl BinaryList {
             s += t.table[p * 256 + usize::from(b)];
         }
         self.projs[i] * qc + self.alphas[i] * (2.0 * s - t.sum)
+    }
+}
+
+/// Bytes of one centroid's 4-bit codes for vectors of `dim`: two dimensions a byte.
+pub fn nibble_bytes(dim: usize) -> usize {
+    dim.div_ceil(2)
+}
+
+/// Centroids as floats, `dim` each.
+type Centroids = Vec<Vec<f32>>;
+
+/// The centroid pages' raw bodies for `centroids` (each `dim` long) coded as `codes`, and
+/// the centroids as a reader decodes them ([`StoredCentroids::get`], bit for bit).
+///
+/// Int8: a `vectors.bin` body of each page's centroids ([`crate::vectors::quantize`]).
+/// 4-bit centred: `μ` = the centroids' mean, stored int8 (`(sμ, μq)`, `μ̂ = sμ·μq`); each
+/// centroid `c` as a scale `s` and codes `q_t` in `−7..=7` of `c − μ̂` ([`int4_code`]:
+/// `s = max_t |c_t − μ̂_t| / 7`; `ĉ = μ̂ + s·q`). Page 0 starts with `f32` `sμ` and the `dim` bytes of `μq`;
+/// every page then holds per centroid `f32` `s` and [`nibble_bytes`] bytes: byte `b`'s low
+/// nibble is `q_{2b} + 8`, its high nibble `q_{2b+1} + 8` (8 past an odd `dim`).
+fn centroid_bodies(
+    centroids: &[Vec<f32>],
+    codes: CentroidCodes,
+    dim: usize,
+) -> Result<(Vec<Vec<u8>>, Centroids)> {
+    let mut bodies = Vec::new();
+    let mut stored: Vec<Vec<f32>> = Vec::with_capacity(centroids.len());
+    match codes {
+        CentroidCodes::Int8 => {
+            for group in centroids.chunks(CENTROIDS_PER_PAGE) {
+                let rows: Vec<(f32, Vec<i8>)> =
+                    group.iter().map(|c| crate::vectors::quantize(c)).collect();
+                stored.extend(
+                    rows.iter()
+                        .map(|(s, q)| q.iter().map(|&x| f32::from(x) * s).collect::<Vec<f32>>()),
+                );
+                bodies.push(write_quantized(
+                    dim,
+                    rows.iter().map(|(s, q)| (*s, q.as_slice())),
+                )?);
+            }
+        }
+        CentroidCodes::Int4Centred => {
+            let n = centroids.len().max(1) as f64;
+            let mean: Vec<f32> = (0..dim)
+                .map(|t| (centroids.iter().map(|c| f64::from(c[t])).sum::<f64>() / n) as f32)
+                .collect();
+            let (ms, mq) = crate::vectors::quantize(&mean);
+            let mu: Vec<f32> = mq.iter().map(|&x| f32::from(x) * ms).collect();
+            let hb = nibble_bytes(dim);
+            for (p, group) in centroids.chunks(CENTROIDS_PER_PAGE).enumerate() {
+                let mut body = Vec::with_capacity(group.len() * (4 + hb) + 4 + dim);
+                if p == 0 {
+                    body.extend(ms.to_le_bytes());
+                    body.extend(mq.iter().map(|&x| x as u8));
+                }
+                for c in group {
+                    let d: Vec<f32> = c.iter().zip(&mu).map(|(a, m)| a - m).collect();
+                    let (s, q) = int4_code(&d);
+                    body.extend(s.to_le_bytes());
+                    for b in 0..hb {
+                        let lo = (q[2 * b] + 8) as u8;
+                        let hi = (q.get(2 * b + 1).copied().unwrap_or(0) + 8) as u8;
+                        body.push(lo | (hi << 4));
+                    }
+                    stored.push(
+                        mu.iter()
+                            .zip(&q)
+                            .map(|(m, &x)| m + s * f32::from(x))
+                            .collect(),
+                    );
+                }
+                bodies.push(body);
+            }
+        }
+    }
+    Ok((bodies, stored))
+}
+
+/// `centroids` (each `dim` long) as a reader decodes them once written with `codes`
+/// ([`StoredCentroids::get`], bit for bit): what the binary codes are taken against and
+/// what a builder measures the routing (`nprobe`) with. Errors: InvalidInput when a
+/// centroid is not `dim` long.
+pub fn dequantized_centroids(
+    centroids: &[Vec<f32>],
+    codes: CentroidCodes,
+    dim: usize,
+) -> Result<Vec<Vec<f32>>> {
+    if centroids.iter().any(|c| c.len() != dim) {
+        return Err(FormatError::InvalidInput(
+            "a centroid's dimension differs from the vectors'".into(),
+        ));
+    }
+    Ok(centroid_bodies(centroids, codes, dim)?.1)
+}
+
+/// 4-bit codes of `d`: the scale `s = max_t |d_t| / 7` and codes `q_t = round(d_t / s)`
+/// in `−7..=7` (the prototype's code, `docs/design/dense-pq.md` §4.4; a scale chosen for
+/// the least squared error, clipping the largest components, routed worse on the engine
+/// test's vectors: recall@10 0.647 against 0.654); `(0, zeros)` for a zero or non-finite
+/// `d`.
+fn int4_code(d: &[f32]) -> (f32, Vec<i8>) {
+    let max = d.iter().fold(0f32, |m, v| m.max(v.abs()));
+    if max == 0.0 || !max.is_finite() {
+        return (0.0, vec![0; d.len()]);
+    }
+    let s = max / 7.0;
+    (
+        s,
+        d.iter()
+            .map(|v| (v / s).round().clamp(-7.0, 7.0) as i8)
+            .collect(),
+    )
+}
+
+/// The centroids of an index as stored on its `g` pages, decoded ([`CENTROIDS_INT8`] or
+/// [`CENTROIDS_INT4_CENTRED`]): what a reader ranks the lists by.
+pub struct StoredCentroids {
+    dim: usize,
+    codes: Stored,
+}
+
+enum Stored {
+    /// One `vectors.bin` body a page.
+    Int8(Vec<Vectors>),
+    /// The dequantized mean `μ̂`, each centroid's scale and [`nibble_bytes`] bytes of codes.
+    Int4 {
+        mean: Vec<f32>,
+        scales: Vec<f32>,
+        nibbles: Vec<u8>,
+    },
+}
+
+impl StoredCentroids {
+    /// Decodes the raw bodies of `root`'s centroid pages (`bodies[n]` of page `n`, every
+    /// page) for vectors of `dim`, as `root.centroid_codes` says. Errors: InvalidInput when
+    /// `bodies` is not one body a page; DataCorruption naming `p/<name>` and the byte
+    /// offset: an int8 page that is not a `vectors.bin` body of its centroids (256, the
+    /// last page fewer) of `dim`; a 4-bit page whose length is not exactly `(page 0: 4 +
+    /// dim) + centroids · (4 + ⌈dim/2⌉)`, or a non-finite or negative scale.
+    pub fn open<B: AsRef<[u8]>>(root: &IvfRoot, bodies: &[B], dim: usize) -> Result<Self> {
+        if bodies.len() != root.centroids.pages {
+            return Err(FormatError::InvalidInput(format!(
+                "{} centroid page bodies for {} pages",
+                bodies.len(),
+                root.centroids.pages
+            )));
+        }
+        let codes = match root.centroid_codes() {
+            CentroidCodes::Int8 => Stored::Int8(
+                bodies
+                    .iter()
+                    .enumerate()
+                    .map(|(n, b)| {
+                        open_rows(
+                            &root.centroid_page(n),
+                            b.as_ref(),
+                            centroids_on_page(root, n),
+                            dim,
+                        )
+                    })
+                    .collect::<Result<_>>()?,
+            ),
+            CentroidCodes::Int4Centred => {
+                let hb = nibble_bytes(dim);
+                let mut mean = Vec::new();
+                let mut scales = Vec::with_capacity(root.nlist.min(MAX_LISTS));
+                let mut nibbles = Vec::new();
+                for (n, b) in bodies.iter().enumerate() {
+                    let body = b.as_ref();
+                    let file = format!("p/{}", root.centroid_page(n));
+                    let rows = centroids_on_page(root, n);
+                    let head = if n == 0 { 4 + dim } else { 0 };
+                    let need = rows
+                        .checked_mul(4 + hb)
+                        .and_then(|x| x.checked_add(head))
+                        .unwrap_or(usize::MAX);
+                    if body.len() != need {
+                        return Err(FormatError::corrupt(
+                            &file,
+                            0,
+                            format!(
+                                "{} bytes of 4-bit centroids, {need} expected for {rows} centroids of dimension {dim}",
+                                body.len()
+                            ),
+                        ));
+                    }
+                    let scale_at = |at: usize| -> Result<f32> {
+                        let s = f32::from_le_bytes(body[at..at + 4].try_into().expect("4 bytes"));
+                        if s.is_finite() && s >= 0.0 {
+                            Ok(s)
+                        } else {
+                            Err(FormatError::corrupt(&file, at as u64, format!("scale {s}")))
+                        }
+                    };
+                    if n == 0 {
+                        let ms = scale_at(0)?;
+                        mean = body[4..4 + dim]
+                            .iter()
+                            .map(|&x| f32::from(x as i8) * ms)
+                            .collect();
+                    }
+                    for j in 0..rows {
+                        let at = head + j * (4 + hb);
+                        scales.push(scale_at(at)?);
+                        nibbles.extend_from_slice(&body[at + 4..at + 4 + hb]);
+                    }
+                }
+                Stored::Int4 {
+                    mean,
+                    scales,
+                    nibbles,
+                }
+            }
+        };
+        Ok(StoredCentroids { dim, codes })
+    }
+
+    /// Number of centroids.
+    pub fn len(&self) -> usize {
+        match &self.codes {
+            Stored::Int8(pages) => pages.iter().map(Vectors::len).sum(),
+            Stored::Int4 { scales, .. } => scales.len(),
+        }
+    }
+
+    /// True without centroids.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// `q·ĉ_j` for every centroid `j` in order (`q` is `dim` long): int8 pages by
+    /// [`Vectors::dot`]; 4-bit ones as `q·μ̂ + s_j · Σ_t q_t·(u_{j,t} − 8)` (`u` the
+    /// nibbles), the same dequantized values as [`Self::get`].
+    pub fn dots(&self, q: &[f32]) -> Vec<f32> {
+        match &self.codes {
+            Stored::Int8(pages) => pages
+                .iter()
+                .flat_map(|v| (0..v.len()).map(move |j| v.dot(j, q)))
+                .collect(),
+            Stored::Int4 {
+                mean,
+                scales,
+                nibbles,
+            } => {
+                let hb = nibble_bytes(self.dim);
+                let mut qe = vec![0f32; 2 * hb];
+                for (a, b) in qe.iter_mut().zip(q) {
+                    *a = *b;
+                }
+                let qm: f32 = mean.iter().zip(q).map(|(m, x)| m * x).sum();
+                scales
+                    .iter()
+                    .zip(nibbles.chunks_exact(hb.max(1)))
+                    .map(|(s, row)| {
+                        let mut acc = 0f32;
+                        for (pair, &x) in qe.chunks_exact(2).zip(row) {
+                            acc += pair[0] * f32::from(x & 15) - 8.0 * pair[0];
+                            acc += pair[1] * f32::from(x >> 4) - 8.0 * pair[1];
+                        }
+                        qm + s * acc
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// Centroid `j` dequantized (`dim` floats): an int8 row times its scale, or `μ̂ + s_j ·
+    /// (u_j − 8)`. Panics if `j` is out of range.
+    pub fn get(&self, j: usize) -> Vec<f32> {
+        match &self.codes {
+            Stored::Int8(pages) => pages[j / CENTROIDS_PER_PAGE].get(j % CENTROIDS_PER_PAGE),
+            Stored::Int4 {
+                mean,
+                scales,
+                nibbles,
+            } => {
+                let hb = nibble_bytes(self.dim);
+                let row = &nibbles[j * hb..(j + 1) * hb];
+                (0..self.dim)
+                    .map(|t| {
+                        let u = (row[t / 2] >> (4 * (t % 2))) & 15;
+                        mean[t] + scales[j] * f32::from(u as i8 - 8)
+                    })
+                    .collect()
+            }
+        }
+    }
+}
+
+/// The raw body of a coded background sample page ([`SAMPLE_BINARY`]): `f32` (LE) the
+/// spread correction ([`CodedSample::sigma_ratio`]), `varint count` (= `min(n, 256)`),
+/// `count × varint` the list of each sample chunk ([`sample_docs`] order), then the rows'
+/// codes as a binary list page has them ([`put_codes`]), each against its list's stored
+/// centroid. The correction is the median over `queries` (centred, `dim` long; none: the
+/// sample's own scoring vectors, each against the other rows) of `σ_exact / σ_coded`, the
+/// standard deviations of the exact scores `q·y_i` and of the coded estimates over the
+/// sample, clamped to `1/MAX_SIGMA_RATIO..=MAX_SIGMA_RATIO` (1 when no query measures).
+fn coded_sample_body(
+    lists: &[Vec<u32>],
+    stored: &[Vec<f32>],
+    scoring: &(dyn Fn(usize) -> Vec<f32> + Sync),
+    queries: &[Vec<f32>],
+    n: usize,
+    dim: usize,
+) -> Result<Vec<u8>> {
+    let nb = code_bytes(dim);
+    let mut list_of = vec![0u32; n];
+    for (j, l) in lists.iter().enumerate() {
+        for &d in l {
+            list_of[d as usize] = j as u32;
+        }
+    }
+    let docs: Vec<usize> = sample_docs(n).collect();
+    let ccs: Vec<f32> = stored
+        .iter()
+        .map(|c| c.iter().map(|x| x * x).sum())
+        .collect();
+    let mut ys = Vec::with_capacity(docs.len());
+    let (mut alphas, mut projs, mut codes) = (Vec::new(), Vec::new(), Vec::new());
+    for &d in &docs {
+        let y = scoring_of(scoring, d, dim)?;
+        let j = list_of[d] as usize;
+        let (p, a, bits) = code_row(&y, &stored[j], ccs[j], nb);
+        alphas.push(a);
+        projs.push(p);
+        codes.extend(bits);
+        ys.push(y);
+    }
+    let mut tail = Vec::new();
+    put_varint(&mut tail, docs.len() as u64);
+    for &d in &docs {
+        put_varint(&mut tail, u64::from(list_of[d]));
+    }
+    let at = tail.len();
+    put_codes(&mut tail, &alphas, &projs, &codes);
+    // The estimates a reader computes: the codes decoded by the reader's own code.
+    let coded = read_codes("w", &tail, at, docs.len(), dim)?;
+    let own: Vec<Vec<f32>> = if queries.iter().any(|q| q.len() == dim) {
+        Vec::new()
+    } else {
+        ys.clone()
+    };
+    let asked: Vec<(Option<usize>, &Vec<f32>)> = if own.is_empty() {
+        queries
+            .iter()
+            .filter(|q| q.len() == dim)
+            .map(|q| (None, q))
+            .collect()
+    } else {
+        own.iter().enumerate().map(|(i, q)| (Some(i), q)).collect()
+    };
+    let sd = |xs: &[f32]| {
+        let m = xs.iter().sum::<f32>() / xs.len().max(1) as f32;
+        (xs.iter().map(|x| (x - m) * (x - m)).sum::<f32>() / xs.len().max(1) as f32).sqrt()
+    };
+    let mut ratios: Vec<f32> = Vec::new();
+    for (skip, q) in asked {
+        let t = SignTables::new(q);
+        let (mut exact, mut est) = (Vec::new(), Vec::new());
+        for (i, &d) in docs.iter().enumerate() {
+            if skip == Some(i) {
+                continue;
+            }
+            let j = list_of[d] as usize;
+            let qc: f32 = q.iter().zip(&stored[j]).map(|(a, b)| a * b).sum();
+            exact.push(q.iter().zip(&ys[i]).map(|(a, b)| a * b).sum::<f32>());
+            est.push(coded.estimate(i, qc, &t));
+        }
+        let (se, sc) = (sd(&exact), sd(&est));
+        if se.is_finite() && sc.is_finite() && sc > 0.0 && se > 0.0 {
+            ratios.push(se / sc);
+        }
+    }
+    ratios.sort_by(f32::total_cmp);
+    let ratio = if ratios.is_empty() {
+        1.0
+    } else {
+        ratios[ratios.len() / 2].clamp(1.0 / MAX_SIGMA_RATIO, MAX_SIGMA_RATIO)
+    };
+    let mut out = Vec::with_capacity(4 + tail.len());
+    out.extend(ratio.to_le_bytes());
+    out.extend(tail);
+    Ok(out)
+}
+
+/// A decoded coded background sample page ([`SAMPLE_BINARY`]): sample row `i` is chunk
+/// `sample_docs(n)[i]`, coded against the stored centroid of list `lists[i]`.
+pub struct CodedSample {
+    /// The factor a reader multiplies the standard deviation of the coded estimates by
+    /// (coded estimates under-spread the exact scores; measured by the builder, ~1.07),
+    /// in `1/MAX_SIGMA_RATIO..=MAX_SIGMA_RATIO`.
+    pub sigma_ratio: f32,
+    /// Each row's list (< `nlist`).
+    pub lists: Vec<u32>,
+    codes: RowCodes,
+}
+
+impl CodedSample {
+    /// Decodes the raw body of sample page `name` holding `rows` rows of dimension `dim` of
+    /// an index of `nlist` lists. Errors (DataCorruption naming `p/<name>` and the byte
+    /// offset): a body shorter than its header, a spread correction that is not finite or
+    /// outside `1/MAX_SIGMA_RATIO..=MAX_SIGMA_RATIO`, a count other than `rows`, a list
+    /// number not below `nlist`, codes as [`BinaryList::open`] refuses them.
+    pub fn open(name: &str, body: &[u8], rows: usize, nlist: usize, dim: usize) -> Result<Self> {
+        let file = format!("p/{name}");
+        if body.len() < 4 {
+            return Err(FormatError::corrupt(
+                &file,
+                0,
+                format!("a {}-byte coded sample page", body.len()),
+            ));
+        }
+        let sigma_ratio = f32::from_le_bytes(body[..4].try_into().expect("4 bytes"));
+        if !sigma_ratio.is_finite()
+            || !(1.0 / MAX_SIGMA_RATIO..=MAX_SIGMA_RATIO).contains(&sigma_ratio)
+        {
+            return Err(FormatError::corrupt(
+                &file,
+                0,
+                format!("spread correction {sigma_ratio}"),
+            ));
+        }
+        let mut r = Reader::new(&file, body, 4);
+        let count = r.varint()?;
+        if count != rows as u64 || rows > body.len() {
+            return Err(FormatError::corrupt(
+                &file,
+                4,
+                format!("{count} sample rows, {rows} expected"),
+            ));
+        }
+        let mut lists = Vec::with_capacity(rows);
+        for _ in 0..rows {
+            let at = r.pos() as u64;
+            let j = r.varint()?;
+            if j >= nlist as u64 {
+                return Err(FormatError::corrupt(
+                    &file,
+                    at,
+                    format!("list {j} of an index of {nlist} lists"),
+                ));
+            }
+            lists.push(j as u32);
+        }
+        let codes = read_codes(&file, body, r.pos(), rows, dim)?;
+        Ok(CodedSample {
+            sigma_ratio,
+            lists,
+            codes,
+        })
+    }
+
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.lists.len()
+    }
+
+    /// True without rows.
+    pub fn is_empty(&self) -> bool {
+        self.lists.is_empty()
+    }
+
+    /// The estimate of row `i`'s exact score `q·y_i` as [`BinaryList::estimate`] makes it,
+    /// `qc = q·ĉ` of its list `lists[i]`. Panics if `i` is out of range.
+    pub fn estimate(&self, i: usize, qc: f32, t: &SignTables) -> f32 {
+        self.codes.estimate(i, qc, t)
     }
 }
 
@@ -1301,6 +1971,8 @@ mod tests {
             rows: None,
             rescore: None,
             chosen_by: None,
+            centroid_codes: None,
+            sample_codes: None,
             list_gens: None,
         }
     }
@@ -1471,5 +2143,362 @@ mod tests {
             root.check(100).is_err(),
             "sample rows disagree with the chunks"
         );
+    }
+
+    /// `n` pseudo-random rows of `dim` (a fixed LCG), with a common offset so their mean is
+    /// not 0 (as e5 vectors).
+    fn rows(n: usize, dim: usize, seed: u64) -> Vec<Vec<f32>> {
+        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        let mut next = || {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((x >> 33) as f32 / (1u64 << 31) as f32) - 0.5
+        };
+        (0..n)
+            .map(|_| (0..dim).map(|t| next() + 0.3 * (t % 3) as f32).collect())
+            .collect()
+    }
+
+    /// An index of `n` rows of `dim`, one list per row (centroid = the row), binary lists,
+    /// written with `opts`.
+    fn written_with(
+        n: usize,
+        dim: usize,
+        centroids: CentroidCodes,
+        coded_sample: bool,
+    ) -> (IvfRoot, Vec<Encoded>, Vec<Vec<f32>>) {
+        let r = rows(n, dim, 7);
+        let v = Vectors::open(&write_vectors(dim, &r).unwrap()).unwrap();
+        let lists: Vec<Vec<u32>> = (0..n as u32).map(|i| vec![i]).collect();
+        let scoring = |i: usize| v.get(i);
+        let mut pages = Vec::new();
+        let root = write_pages_with(
+            &IvfParts {
+                centroids: &r,
+                lists: &lists,
+                nprobe: 1,
+                codes: ListCodes::Binary {
+                    scoring: &scoring,
+                    rows_per_page: 4,
+                    rescore: 8,
+                },
+            },
+            &PageOptions {
+                centroids,
+                coded_sample,
+                sample_queries: &[],
+            },
+            &v,
+            &mut |p| {
+                pages.push(p);
+                Ok(())
+            },
+        )
+        .unwrap();
+        (root, pages, r)
+    }
+
+    fn centroid_bodies_of(root: &IvfRoot, pages: &[Encoded]) -> Vec<Vec<u8>> {
+        (0..root.centroids.pages)
+            .map(|n| body_of(pages, &root.centroid_page(n)))
+            .collect()
+    }
+
+    #[test]
+    fn int4_centred_centroids_decode_to_the_writers_values() {
+        // 300 centroids of an odd dimension: two pages, a padding nibble.
+        let (root, pages, r) = written_with(300, 7, CentroidCodes::Int4Centred, false);
+        root.check(300).unwrap();
+        assert_eq!(root.centroid_codes.as_deref(), Some(CENTROIDS_INT4_CENTRED));
+        assert_eq!(root.centroid_codes(), CentroidCodes::Int4Centred);
+        let bodies = centroid_bodies_of(&root, &pages);
+        assert_eq!(bodies.len(), 2);
+        assert_eq!(bodies[0].len(), 4 + 7 + 256 * (4 + 4));
+        assert_eq!(bodies[1].len(), 44 * (4 + 4));
+        let c = StoredCentroids::open(&root, &bodies, 7).unwrap();
+        assert_eq!(c.len(), 300);
+        let want = dequantized_centroids(&r, CentroidCodes::Int4Centred, 7).unwrap();
+        let q: Vec<f32> = rows(1, 7, 99).remove(0);
+        let dots = c.dots(&q);
+        for j in 0..300 {
+            // Bit for bit what the writer coded the residuals against.
+            assert_eq!(c.get(j), want[j], "centroid {j}");
+            let d: f32 = want[j].iter().zip(&q).map(|(a, b)| a * b).sum();
+            assert!((dots[j] - d).abs() < 1e-4, "{j}: {} vs {d}", dots[j]);
+            // Within half a step (max |c − μ̂| / 14) of the centroid, plus the mean's error.
+            let err = r[j]
+                .iter()
+                .zip(&want[j])
+                .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+            assert!(err < 0.2, "{j}: {err}");
+        }
+        // The binary residuals were taken against these stored centroids: list j holds row
+        // j, so its projection on its own centroid is close to 1.
+        let l = BinaryList::open(
+            &root.list_page(5),
+            &body_of(&pages, &root.list_page(5)),
+            300,
+            7,
+        )
+        .unwrap();
+        assert!((l.projs[0] - 1.0).abs() < 0.1, "{}", l.projs[0]);
+        // The int8 codes decode through the same reader.
+        let (root8, pages8, r8) = written_with(300, 7, CentroidCodes::Int8, false);
+        assert_eq!(root8.centroid_codes, None);
+        let c8 = StoredCentroids::open(&root8, &centroid_bodies_of(&root8, &pages8), 7).unwrap();
+        let want8 = dequantized_centroids(&r8, CentroidCodes::Int8, 7).unwrap();
+        for j in [0, 255, 256, 299] {
+            assert_eq!(c8.get(j), want8[j]);
+        }
+        // The entry's JSON reads back with the new field.
+        let json = serde_json::to_vec(&root).unwrap();
+        let j = crate::json::parse(&json, "jikji.json").unwrap();
+        assert_eq!(
+            <IvfRoot as crate::json::FromJson>::from_json(&j, "jikji.json").unwrap(),
+            root
+        );
+    }
+
+    #[test]
+    fn hostile_int4_centroid_pages_are_refused() {
+        let (root, pages, _) = written_with(300, 7, CentroidCodes::Int4Centred, false);
+        let bodies = centroid_bodies_of(&root, &pages);
+        for p in 0..2 {
+            let name = root.centroid_page(p);
+            for cut in 0..bodies[p].len() {
+                let mut b = bodies.clone();
+                b[p].truncate(cut);
+                let e = StoredCentroids::open(&root, &b, 7).err().unwrap();
+                assert!(
+                    matches!(e, FormatError::DataCorruption { .. })
+                        && e.to_string().contains(&name),
+                    "{e}"
+                );
+            }
+            let mut b = bodies.clone();
+            b[p].push(0);
+            assert!(StoredCentroids::open(&root, &b, 7).is_err());
+        }
+        // A NaN mean scale, a negative centroid scale (page 1, centroid 2: at 2 · 8).
+        let mut b = bodies.clone();
+        b[0][..4].copy_from_slice(&f32::NAN.to_le_bytes());
+        let e = StoredCentroids::open(&root, &b, 7)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("scale NaN") && e.contains("at byte 0"), "{e}");
+        let mut b = bodies.clone();
+        b[1][16..20].copy_from_slice(&(-1f32).to_le_bytes());
+        let e = StoredCentroids::open(&root, &b, 7)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("scale -1") && e.contains("at byte 16"), "{e}");
+        // Another dimension, a missing page.
+        assert!(StoredCentroids::open(&root, &bodies, 8).is_err());
+        assert!(StoredCentroids::open(&root, &bodies[..1], 7).is_err());
+        // Unknown codes in the entry.
+        let bad = IvfRoot {
+            centroid_codes: Some("int2".into()),
+            ..root.clone()
+        };
+        let e = bad.check(300).unwrap_err().to_string();
+        assert!(
+            e.contains("centroid_codes") && e.contains(ENTRY_FILE),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_coded_sample_estimates_the_sample_scores_and_corrects_their_spread() {
+        let dim = 64;
+        let n = 600;
+        // Lists of 6 consecutive rows, centroids their normalised means.
+        let r = rows(n, dim, 3);
+        let v = Vectors::open(&write_vectors(dim, &r).unwrap()).unwrap();
+        let lists: Vec<Vec<u32>> = (0..100u32).map(|j| (6 * j..6 * j + 6).collect()).collect();
+        let centroids: Vec<Vec<f32>> = lists
+            .iter()
+            .map(|l| {
+                let mut c = vec![0f32; dim];
+                for &d in l {
+                    for (a, b) in c.iter_mut().zip(v.get(d as usize)) {
+                        *a += b;
+                    }
+                }
+                let nrm = c.iter().map(|x| x * x).sum::<f32>().sqrt();
+                c.iter().map(|x| x / nrm).collect()
+            })
+            .collect();
+        let scoring = |i: usize| v.get(i);
+        let queries = rows(20, dim, 11);
+        let mut pages = Vec::new();
+        let root = write_pages_with(
+            &IvfParts {
+                centroids: &centroids,
+                lists: &lists,
+                nprobe: 4,
+                codes: ListCodes::Binary {
+                    scoring: &scoring,
+                    rows_per_page: 1,
+                    rescore: 16,
+                },
+            },
+            &PageOptions {
+                centroids: CentroidCodes::Int4Centred,
+                coded_sample: true,
+                sample_queries: &queries,
+            },
+            &v,
+            &mut |p| {
+                pages.push(p);
+                Ok(())
+            },
+        )
+        .unwrap();
+        root.check(n).unwrap();
+        assert!(root.sample_is_coded());
+        let name = root.sample_page();
+        let body = body_of(&pages, &name);
+        // 4 + count + 256 list ids + 12 + 256 · (2 + 8) bytes.
+        assert_eq!(body.len(), 4 + 2 + 256 + 12 + 256 * 10);
+        let s = CodedSample::open(&name, &body, 256, 100, dim).unwrap();
+        assert!(
+            s.sigma_ratio > 0.5 && s.sigma_ratio < 2.0,
+            "{}",
+            s.sigma_ratio
+        );
+        let c = StoredCentroids::open(&root, &centroid_bodies_of(&root, &pages), dim).unwrap();
+        let docs: Vec<usize> = sample_docs(n).collect();
+        let q = &queries[0];
+        let t = SignTables::new(q);
+        let dots = c.dots(q);
+        let (mut exact, mut est) = (Vec::new(), Vec::new());
+        for (i, &d) in docs.iter().enumerate() {
+            assert_eq!(s.lists[i] as usize, d / 6, "row {i}");
+            exact.push(q.iter().zip(v.get(d)).map(|(a, b)| a * b).sum::<f32>());
+            est.push(s.estimate(i, dots[s.lists[i] as usize], &t));
+        }
+        let mean = |x: &[f32]| x.iter().sum::<f32>() / x.len() as f32;
+        let sd = |x: &[f32]| {
+            let m = mean(x);
+            (x.iter().map(|a| (a - m) * (a - m)).sum::<f32>() / x.len() as f32).sqrt()
+        };
+        let (me, mc, se, sc) = (mean(&exact), mean(&est), sd(&exact), sd(&est));
+        assert!((me - mc).abs() < 0.25 * se, "means {me} vs {mc} (σ {se})");
+        assert!(
+            (sc * s.sigma_ratio / se - 1.0).abs() < 0.35,
+            "σ {se} vs {sc} × {}",
+            s.sigma_ratio
+        );
+        // A coded sample with int8 lists is refused, by the writer and in the entry.
+        let e = IvfRoot {
+            codes: CODES_INT8.into(),
+            rows: None,
+            rescore: None,
+            ..root.clone()
+        }
+        .check(n)
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("sample_codes"), "{e}");
+        assert!(write_pages_with(
+            &IvfParts {
+                centroids: &centroids,
+                lists: &lists,
+                nprobe: 4,
+                codes: ListCodes::Int8,
+            },
+            &PageOptions {
+                coded_sample: true,
+                ..PageOptions::default()
+            },
+            &v,
+            &mut |_| Ok(()),
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn hostile_coded_sample_pages_are_refused() {
+        let (root, pages, _) = written_with(300, 7, CentroidCodes::Int8, true);
+        root.check(300).unwrap();
+        let name = root.sample_page();
+        let good = body_of(&pages, &name);
+        let s = CodedSample::open(&name, &good, 256, 300, 7).unwrap();
+        assert_eq!(s.len(), 256);
+        for cut in 0..good.len() {
+            let e = CodedSample::open(&name, &good[..cut], 256, 300, 7)
+                .err()
+                .unwrap();
+            assert!(
+                matches!(e, FormatError::DataCorruption { .. }) && e.to_string().contains(&name),
+                "{e}"
+            );
+        }
+        let mut long = good.clone();
+        long.push(0);
+        assert!(CodedSample::open(&name, &long, 256, 300, 7).is_err());
+        // A NaN or huge spread correction, another row count, a list past nlist, other codes.
+        for r in [f32::NAN, 0.0, 1e9] {
+            let mut b = good.clone();
+            b[..4].copy_from_slice(&r.to_le_bytes());
+            let e = CodedSample::open(&name, &b, 256, 300, 7)
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(e.contains("spread correction"), "{e}");
+        }
+        let e = CodedSample::open(&name, &good, 255, 300, 7)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("sample rows"), "{e}");
+        let e = CodedSample::open(&name, &good, 256, 200, 7)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("of an index of 200 lists"), "{e}");
+        assert!(CodedSample::open(&name, &good, 256, 300, 9).is_err());
+        let bad = IvfRoot {
+            sample_codes: Some("pq".into()),
+            ..root.clone()
+        };
+        assert!(bad
+            .check(300)
+            .unwrap_err()
+            .to_string()
+            .contains("sample_codes"));
+    }
+
+    proptest::proptest! {
+        /// Garbled once-per-bundle pages give an error or a value, never a panic.
+        #[test]
+        fn garbled_once_pages_never_panic(
+            bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..2400),
+            flip in 0usize..2400,
+            rows in 0usize..300,
+        ) {
+            let (root, pages, _) = written_with(300, 7, CentroidCodes::Int4Centred, true);
+            let mut bodies = centroid_bodies_of(&root, &pages);
+            if let Some(b) = bodies[0].get_mut(flip) {
+                *b ^= 0x5a;
+            }
+            let _ = StoredCentroids::open(&root, &bodies, 7).map(|c| c.dots(&[0.1; 7]));
+            bodies[1] = bytes.clone();
+            let _ = StoredCentroids::open(&root, &bodies, 7);
+            let _ = CodedSample::open("w-x-0", &bytes, rows, 300, 7);
+            let mut s = body_of(&pages, &root.sample_page());
+            if let Some(b) = s.get_mut(flip) {
+                *b ^= 0xa5;
+            }
+            if let Ok(c) = CodedSample::open("w-x-0", &s, 256, 300, 7) {
+                let t = SignTables::new(&[0.1; 7]);
+                for i in 0..c.len() {
+                    let _ = c.estimate(i, 0.5, &t);
+                }
+            }
+        }
     }
 }
