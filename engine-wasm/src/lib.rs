@@ -653,6 +653,8 @@ impl Engine {
 
     /// The dense index dense queries go through: the paged bundle's `pages.ivf`, unless
     /// [`Engine::set_exact_dense`] asked for the exact scan (or the bundle is read whole).
+    /// Feature `dense` only.
+    #[cfg(feature = "dense")]
     pub fn dense_index(&self) -> Option<&jikji_format::paged::ivf::IvfRoot> {
         if self.exact_dense || !self.bundle.is_paged() {
             return None;
@@ -665,6 +667,8 @@ impl Engine {
     /// [`jikji_format::paged::ivf::IvfRoot::once_pages`]); empty without a dense index (or
     /// with [`Engine::set_exact_dense`]). The browser's worker fetches them while the query
     /// model loads, so the first dense query's index rounds are those of a warm cache.
+    /// Feature `dense` only.
+    #[cfg(feature = "dense")]
     pub fn dense_once_pages(&self) -> Vec<String> {
         self.dense_index()
             .map(jikji_format::paged::ivf::IvfRoot::once_pages)

@@ -401,7 +401,8 @@ describe("Jikji search page in Chromium", { timeout: READY_MS + 20 * 60_000 }, (
       requested.slice(...firstSemantic).map(pageName).filter((n) => n && n.startsWith("j-")),
     );
     log(
-      `[e2e] dense index: nlist ${ivf.nlist}, nprobe ${ivf.nprobe}; ${firstLists.size} list pages fetched by the first ` +
+      `[e2e] dense index: nlist ${ivf.nlist}, nprobe ${ivf.nprobe}, codes ${ivf.codes}, centroids ` +
+        `${ivf.centroid_codes ?? "int8"}, sample ${ivf.sample_codes ?? "int8"}; ${firstLists.size} list pages fetched by the first ` +
         `semantic query, ${lists.size} by all`,
     );
     assert.ok(names.some((n) => n.startsWith("g-")), "no centroid page fetched");

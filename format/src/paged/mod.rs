@@ -206,13 +206,17 @@ pub struct PagesRoot {
     pub expand: Option<Numbered>,
     /// The browser's query model (pack) as pages ([`qmodel`]), in bundles with vectors built
     /// while a query-model pack was present; absent otherwise. Always `None` when read by a
-    /// build without feature `dense` (the browser's BM25 engine: not parsed, not checked).
+    /// build without feature `dense` (the browser's BM25 engine: not parsed, not checked),
+    /// whose `PagesRoot` does not have the field (a smaller entry struct: the BM25 engine's
+    /// wasm budget is spent, and every byte of a struct's size shows in its moves).
+    #[cfg(feature = "dense")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub query_model: Option<qmodel::QueryModelRoot>,
     /// The dense index ([`ivf`], issue 14), in bundles with vectors built with
     /// `--dense-index ivf` (or `auto` choosing it); absent: dense queries scan every vector
-    /// page. Always `None` when read by a build without feature `dense` (not parsed, not
-    /// checked).
+    /// page. Not in a build without feature `dense` (not parsed, not checked; as
+    /// [`Self::query_model`]).
+    #[cfg(feature = "dense")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ivf: Option<ivf::IvfRoot>,
     /// The analyzer's Unicode table pages ([`crate::unicode`]); absent in bundles written
@@ -319,8 +323,8 @@ impl crate::json::Record for PagesRoot {
         "expand_buckets" Error expand_buckets,
     });
     // Dense-only parts (`query_model`, `ivf`): not read by a build without feature
-    // `dense` (the browser's BM25 engine), which never uses them; its `PagesRoot` has
-    // them `None` (the default).
+    // `dense` (the browser's BM25 engine), which never uses them; its `PagesRoot` does
+    // not have them.
     #[cfg(not(feature = "dense"))]
     const FIELDS: crate::json::Fields<PagesRoot> = crate::json::json_fields!(PagesRoot {
         "dict_keys" Error dict_keys,
@@ -772,8 +776,10 @@ pub fn write_pages_into(parts: &Parts, sink: &mut dyn PageSink) -> Result<PagesR
         sources,
         expand_keys,
         expand,
+        #[cfg(feature = "dense")]
         query_model: None,
         unicode,
+        #[cfg(feature = "dense")]
         ivf: None,
         buckets: written.buckets,
         expand_buckets,
@@ -1396,6 +1402,7 @@ pub fn all_pages(root: &PagesRoot) -> Vec<String> {
         out.push(u.nfkc.clone());
         out.push(u.t2s.clone());
     }
+    #[cfg(feature = "dense")]
     if let Some(i) = &root.ivf {
         out.extend(i.all_pages());
     }
