@@ -1,14 +1,16 @@
 //! Format 2 with a binary-coded dense index (issue 14, `pages.ivf.codes` = `binary`): the
-//! frozen fixture `format/tests/compat/v2-ivf/` (the format 1 fixtures' corpus, built with
-//! `--dense-index ivf-binary:3`; never rebuilt, see its README) searched with the query
+//! frozen fixtures `format/tests/compat/v2-ivf/` (int8 centroids and sample) and
+//! `format/tests/compat/v2-ivf4/` (4-bit centred centroids and a binary-coded sample,
+//! session 26) (the format 1 fixtures' corpus, built with `--dense-index ivf-binary:3`;
+//! never rebuilt, see their READMEs) searched with the query
 //! vectors of `../v2-centring/queries.json` (same corpus and model). Checked: the entry's
 //! `pages.ivf` is what FORMAT.md says; dense and hybrid hits through the index (one list
 //! binary-only, one list rescored, every list) equal the frozen `expected.json` (chunk ids
 //! and raw scores), natively and through the browser's page loop; every list probed and
 //! every chunk rescored equals the exact scan.
 //!
-//! `expected.json` was written once by the ignored test below:
-//! `cargo test --release -p jikji-engine --test compat_v2_ivf -- --ignored`.
+//! Each `expected.json` was written once by an ignored test below:
+//! `cargo test --release -p jikji-engine --test compat_v2_ivf -- --ignored write_v2_ivf4_expected`.
 
 use std::path::{Path, PathBuf};
 
@@ -81,10 +83,8 @@ fn results(dir: &Path) -> Vec<serde_json::Value> {
     out
 }
 
-#[test]
-#[ignore = "writes the frozen fixture's expected.json; run once by hand"]
-fn write_v2_ivf_expected() {
-    let dir = fixture("v2-ivf");
+fn write_expected(name: &str) {
+    let dir = fixture(name);
     let out = results(&dir.join("bundle"));
     std::fs::write(
         dir.join("expected.json"),
@@ -94,8 +94,32 @@ fn write_v2_ivf_expected() {
 }
 
 #[test]
+#[ignore = "writes the frozen fixture's expected.json; run once by hand"]
+fn write_v2_ivf_expected() {
+    write_expected("v2-ivf");
+}
+
+#[test]
+#[ignore = "writes the frozen fixture's expected.json; run once by hand"]
+fn write_v2_ivf4_expected() {
+    write_expected("v2-ivf4");
+}
+
+#[test]
 fn ivf_fixture_answers_as_frozen() {
-    let dir = fixture("v2-ivf/bundle");
+    answers_as_frozen("v2-ivf", (None, None));
+}
+
+/// The compact once pages (4-bit centred centroids, binary-coded sample) read as written.
+#[test]
+fn ivf4_fixture_answers_as_frozen() {
+    answers_as_frozen("v2-ivf4", (Some("int4-centred"), Some("binary")));
+}
+
+/// Fixture `name`'s entry has the layout it was built with (`codes`: its `pages.ivf`
+/// centroid and sample codes), and its hits are the frozen ones.
+fn answers_as_frozen(name: &str, codes: (Option<&str>, Option<&str>)) {
+    let dir = fixture(name).join("bundle");
     let e = Engine::open_dir_paged(&dir).unwrap();
     let root = e.dense_index().unwrap().clone();
     assert_eq!(
@@ -107,10 +131,15 @@ fn ivf_fixture_answers_as_frozen() {
         ),
         ("binary", 3, Some(8), Some((4, 4)))
     );
+    assert_eq!(
+        (root.centroid_codes.as_deref(), root.sample_codes.as_deref()),
+        codes
+    );
     let n = e.bundle().manifest().counts.chunks;
     assert_eq!(n, 13);
     let want: Vec<serde_json::Value> =
-        serde_json::from_slice(&std::fs::read(fixture("v2-ivf/expected.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(fixture(name).join("expected.json")).unwrap())
+            .unwrap();
     let got = results(&dir);
     assert_eq!(got.len(), want.len());
     for (g, w) in got.iter().zip(&want) {
@@ -155,11 +184,33 @@ fn ivf_fixture_answers_as_frozen() {
             let all = native
                 .search_with_vector(&q.text, Some(&q.vector), mode, 10)
                 .unwrap();
-            assert_eq!(
-                all.hits, exact.hits,
-                "{} {mode}: every chunk rescored",
-                q.text
-            );
+            if codes.1.is_none() {
+                assert_eq!(
+                    all.hits, exact.hits,
+                    "{} {mode}: every chunk rescored",
+                    q.text
+                );
+            } else {
+                // A coded background sample changes the calibrated scores (its σ-corrected
+                // estimates stand in for the int8 sample the exact scan normalises by), and so
+                // hybrid's fused raw scores, not the ranking: the same chunks in the same order,
+                // and in dense mode the same raw (cosine) scores.
+                let ids = |r: &SearchResult| -> Vec<String> {
+                    r.hits.iter().map(|h| h.chunk.id.clone()).collect()
+                };
+                assert_eq!(
+                    ids(&all),
+                    ids(&exact),
+                    "{} {mode}: every chunk rescored",
+                    q.text
+                );
+                if mode == Mode::Dense {
+                    let raw = |r: &SearchResult| -> Vec<f32> {
+                        r.hits.iter().map(|h| h.raw_score).collect()
+                    };
+                    assert_eq!(raw(&all), raw(&exact), "{} dense raw scores", q.text);
+                }
+            }
         }
     }
 }
