@@ -32,7 +32,7 @@
 // Escape leaves the list); a polite live region announces each result count; filters are native
 // <select>s; every control is at least 44 px high on touch screens.
 //
-// Semantic search: BM25 answers at once; dense and hybrid load the query model (~13 MB) the first
+// Semantic search: BM25 answers at once; dense and hybrid load the query model (~14 MB) the first
 // time they are asked for, never on load, and on a Save-Data connection only after the visitor
 // agrees (the "Load semantic search" button, or ?model=load with url-state). Until then a hybrid
 // query shows BM25 results and is asked again when the model is in.
