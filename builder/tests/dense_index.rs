@@ -14,7 +14,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use jikji_builder::ingest::{build, BundleSettings, IngestOptions};
+use jikji_builder::ingest::{build, BundleSettings};
 use jikji_builder::ivf::DenseIndex;
 use jikji_engine::centring::ChunkCentring;
 use jikji_engine::{Engine, EngineError, Mode, SearchOptions};
@@ -101,16 +101,11 @@ fn indexed_fixture_with(dir: &Path, nlist: usize, binary: bool) -> PathBuf {
     out
 }
 
-fn ivf_root(dir: &Path) -> ivf::IvfRoot {
-    let e = Engine::open_dir_paged(dir).unwrap();
-    e.dense_index().unwrap().clone()
-}
-
 #[test]
 fn ivf_probing_every_list_equals_the_exact_scan() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = indexed_fixture(tmp.path(), 4);
-    let root = ivf_root(&dir);
+    let root = common::ivf_root(&dir);
     assert_eq!(
         (root.nlist, root.nprobe, root.codes.as_str()),
         (4, 1, "int8")
@@ -149,7 +144,7 @@ fn ivf_probing_every_list_equals_the_exact_scan() {
 fn binary_lists_rescored_in_full_equal_the_exact_scan() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = indexed_fixture_with(tmp.path(), 4, true);
-    let root = ivf_root(&dir);
+    let root = common::ivf_root(&dir);
     assert_eq!((root.codes.as_str(), root.rescore), ("binary", Some(8)));
     let whole = Engine::open_dir(&dir).unwrap();
     let n = whole.bundle().manifest().counts.chunks;
@@ -207,7 +202,7 @@ fn binary_lists_rescored_in_full_equal_the_exact_scan() {
 fn hostile_binary_pages_are_refused_naming_the_page() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = indexed_fixture_with(tmp.path(), 2, true);
-    let root = ivf_root(&dir);
+    let root = common::ivf_root(&dir);
     let q = &queries()[0];
     let rows = root.rows.clone().unwrap();
     for (name, kind, gen, n) in [
@@ -278,7 +273,7 @@ fn ivf_through_the_browser_loop_equals_the_native_read() {
 fn hostile_list_pages_are_refused_naming_the_page() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = indexed_fixture(tmp.path(), 2);
-    let root = ivf_root(&dir);
+    let root = common::ivf_root(&dir);
     let q = &queries()[0];
     for (what, body) in [
         ("a count beyond the page", {
@@ -319,31 +314,16 @@ fn service_corpus(dir: &Path) -> PathBuf {
     to
 }
 
-fn with_model(corpus: &Path, out: &Path) -> IngestOptions {
-    IngestOptions {
-        model_dir: Some(common::model_dir()),
-        cache_dir: Some(common::cache_dir()),
-        threads: 2,
-        ..IngestOptions::new(corpus, out)
-    }
-}
-
-fn ivf_settings(nlist: usize) -> BundleSettings {
-    BundleSettings {
-        dense_index: DenseIndex::Ivf {
-            nlist: Some(nlist),
-            binary: false,
-        },
-        ..BundleSettings::default()
-    }
-}
-
 #[test]
 fn ivf_filters_keep_the_top_k_full() {
     let tmp = tempfile::tempdir().unwrap();
     let corpus = service_corpus(tmp.path());
     let out = tmp.path().join("bundle");
-    build(&with_model(&corpus, &out), &ivf_settings(usize::MAX)).unwrap();
+    build(
+        &common::with_model(&corpus, &out),
+        &common::ivf_settings(usize::MAX),
+    )
+    .unwrap();
     let whole = Engine::open_dir(&out).unwrap();
     let mut paged = Engine::open_dir_paged(&out).unwrap();
     let root = paged.dense_index().unwrap().clone();
@@ -380,7 +360,11 @@ fn update_past_the_refit_rule_rebuilds_the_dense_index_as_a_full_build() {
     let tmp = tempfile::tempdir().unwrap();
     let corpus = service_corpus(tmp.path());
     let bundle = tmp.path().join("bundle");
-    build(&with_model(&corpus, &bundle), &ivf_settings(3)).unwrap();
+    build(
+        &common::with_model(&corpus, &bundle),
+        &common::ivf_settings(3),
+    )
+    .unwrap();
     let plan = std::fs::read_to_string(corpus.join("1. platform/plan_v2.md")).unwrap();
     std::fs::write(
         corpus.join("1. platform/plan_v3.md"),
@@ -392,7 +376,7 @@ fn update_past_the_refit_rule_rebuilds_the_dense_index_as_a_full_build() {
     let gw = corpus.join("1. platform/gateway.md");
     let g = std::fs::read_to_string(&gw).unwrap();
     std::fs::write(&gw, g.replace("gateway", "edge gateway")).unwrap();
-    let r = jikji_builder::update::update(&with_model(&corpus, &bundle), false).unwrap();
+    let r = jikji_builder::update::update(&common::with_model(&corpus, &bundle), false).unwrap();
     assert!(r.written);
     // A new file, a deleted one and an edited one of eight: more than 20% of the vectors
     // changed.
@@ -402,8 +386,12 @@ fn update_past_the_refit_rule_rebuilds_the_dense_index_as_a_full_build() {
         "{note}"
     );
     let full = tmp.path().join("full");
-    build(&with_model(&corpus, &full), &ivf_settings(3)).unwrap();
-    let (mut a, mut b) = (ivf_root(&bundle), ivf_root(&full));
+    build(
+        &common::with_model(&corpus, &full),
+        &common::ivf_settings(3),
+    )
+    .unwrap();
+    let (mut a, mut b) = (common::ivf_root(&bundle), common::ivf_root(&full));
     // The entry records the refit and its reason; the pages are the full build's.
     let chosen = a.chosen_by.take().unwrap();
     assert!(
@@ -478,7 +466,11 @@ fn ivf_tier_and_language_filters_keep_the_top_k_full() {
     let tmp = tempfile::tempdir().unwrap();
     let corpus = mixed_corpus(tmp.path());
     let out = tmp.path().join("bundle");
-    build(&with_model(&corpus, &out), &ivf_settings(usize::MAX)).unwrap();
+    build(
+        &common::with_model(&corpus, &out),
+        &common::ivf_settings(usize::MAX),
+    )
+    .unwrap();
     let mut whole = Engine::open_dir(&out).unwrap();
     let mut paged = Engine::open_dir_paged(&out).unwrap();
     let n = whole.bundle().manifest().counts.chunks;
@@ -543,64 +535,17 @@ fn ivf_tier_and_language_filters_keep_the_top_k_full() {
     }
 }
 
-/// A corpus of `n` one-paragraph files, each on its own topic (a few sentences about one
-/// of 12 subjects, so the chunks cluster), in one tier folder.
-fn topic_corpus(dir: &Path, n: usize) -> PathBuf {
-    const SUBJECTS: [&str; 12] = [
-        "database backups and restore drills",
-        "invoice payment and billing cycles",
-        "password reset and account recovery",
-        "network gateway timeouts and retries",
-        "holiday opening hours of the support desk",
-        "storage quotas for object buckets",
-        "deploying containers to the cluster",
-        "encryption keys and their rotation",
-        "monitoring dashboards and alert rules",
-        "mobile app push notifications",
-        "data export to spreadsheets",
-        "single sign-on with company directories",
-    ];
-    let corpus = dir.join("topics");
-    std::fs::create_dir_all(corpus.join("1. docs")).unwrap();
-    for i in 0..n {
-        let s = SUBJECTS[i % SUBJECTS.len()];
-        std::fs::write(
-            corpus.join(format!("1. docs/note-{i:02}.md")),
-            format!(
-                "Source: https://docs.example.com/notes/{i}\n\n# Note {i}: {s}\n\n\
-                 This note, number {i}, explains {s}. Teams ask about {s} every week; \
-                 the short answer is in step {} of the guide on {s}, and the long one in \
-                 the appendix of release {}.\n",
-                i % 5 + 1,
-                i / 3 + 1
-            ),
-        )
-        .unwrap();
-    }
-    corpus
-}
-
-/// Mean recall@10 of `engine`'s dense hits against `exact`'s over `queries`.
-fn recall_at_10(engine: &Engine, exact: &Engine, queries: &[Vec<f32>]) -> f64 {
-    let mut sum = 0.0;
-    for q in queries {
-        let ids = |e: &Engine| -> Vec<String> {
-            let r = e.search_with_vector("q", Some(q), Mode::Dense, 10).unwrap();
-            r.hits.iter().map(|h| h.id.clone()).collect()
-        };
-        let (want, got) = (ids(exact), ids(engine));
-        sum += want.iter().filter(|d| got.contains(d)).count() as f64 / want.len().max(1) as f64;
-    }
-    sum / queries.len() as f64
-}
-
 #[test]
 fn update_keeps_the_centroids_and_renames_only_changed_lists() {
     let tmp = tempfile::tempdir().unwrap();
-    let corpus = topic_corpus(tmp.path(), 40);
+    let corpus = common::topic_corpus(tmp.path(), 40);
     let bundle = tmp.path().join("bundle");
-    build(&with_model(&corpus, &bundle), &ivf_settings(6)).unwrap();
-    let before = ivf_root(&bundle);
+    build(
+        &common::with_model(&corpus, &bundle),
+        &common::ivf_settings(6),
+    )
+    .unwrap();
+    let before = common::ivf_root(&bundle);
     let old = Bundle::open_dir(&bundle).unwrap();
     let old_n = old.manifest().counts.chunks;
     let dim = old.vectors().unwrap().dim();
@@ -628,13 +573,13 @@ fn update_keeps_the_centroids_and_renames_only_changed_lists() {
          every month and check the restored rows against the originals.\n",
     )
     .unwrap();
-    let r = jikji_builder::update::update(&with_model(&corpus, &bundle), false).unwrap();
+    let r = jikji_builder::update::update(&common::with_model(&corpus, &bundle), false).unwrap();
     let note = r.dense_index.clone().unwrap();
     assert!(
         note.starts_with("kept centroids: 3 of 41 vectors") && note.contains("2 assigned"),
         "{note}"
     );
-    let after = ivf_root(&bundle);
+    let after = common::ivf_root(&bundle);
     after.check(41).unwrap();
     // The centroid pages keep their names (and bytes); unchanged lists keep their names.
     assert_eq!(after.centroids, before.centroids);
@@ -734,7 +679,11 @@ fn update_keeps_the_centroids_and_renames_only_changed_lists() {
     // Against a full rebuild (its own k-means): recall@10 vs exact within 0.005 at each
     // bundle's default nprobe; every list probed, both give the exact ranking.
     let full = tmp.path().join("full");
-    build(&with_model(&corpus, &full), &ivf_settings(6)).unwrap();
+    build(
+        &common::with_model(&corpus, &full),
+        &common::ivf_settings(6),
+    )
+    .unwrap();
     let exact = Engine::open_dir(&bundle).unwrap();
     let (mut eu, mut ef) = (
         Engine::open_dir_paged(&bundle).unwrap(),
@@ -748,13 +697,13 @@ fn update_keeps_the_centroids_and_renames_only_changed_lists() {
         })
         .collect();
     let (ru, rf) = (
-        recall_at_10(&eu, &exact, &queries),
-        recall_at_10(&ef, &exact, &queries),
+        common::recall_at_10(&eu, &exact, &queries),
+        common::recall_at_10(&ef, &exact, &queries),
     );
     eprintln!(
         "update nprobe {} recall@10 {ru:.4}; full rebuild nprobe {} recall@10 {rf:.4}",
         after.nprobe,
-        ivf_root(&full).nprobe
+        common::ivf_root(&full).nprobe
     );
     assert!(ru >= rf - 0.005, "update {ru} vs full rebuild {rf}");
     eu.set_nprobe(Some(6));
@@ -784,7 +733,7 @@ fn update_keeps_the_centroids_and_renames_only_changed_lists() {
 #[test]
 fn update_of_binary_lists_refits() {
     let tmp = tempfile::tempdir().unwrap();
-    let corpus = topic_corpus(tmp.path(), 40);
+    let corpus = common::topic_corpus(tmp.path(), 40);
     let bundle = tmp.path().join("bundle");
     let settings = BundleSettings {
         dense_index: DenseIndex::Ivf {
@@ -793,16 +742,16 @@ fn update_of_binary_lists_refits() {
         },
         ..BundleSettings::default()
     };
-    build(&with_model(&corpus, &bundle), &settings).unwrap();
-    assert!(ivf_root(&bundle).is_binary());
+    build(&common::with_model(&corpus, &bundle), &settings).unwrap();
+    assert!(common::ivf_root(&bundle).is_binary());
     // One file edited (2 of 40 vectors changed: below the share rule).
     let edited = corpus.join("1. docs/note-07.md");
     let text = std::fs::read_to_string(&edited).unwrap();
     std::fs::write(&edited, text.replace("every week", "every single day")).unwrap();
-    let r = jikji_builder::update::update(&with_model(&corpus, &bundle), false).unwrap();
+    let r = jikji_builder::update::update(&common::with_model(&corpus, &bundle), false).unwrap();
     let note = r.dense_index.clone().unwrap();
     assert!(note.starts_with("refitted: binary lists"), "{note}");
-    let after = ivf_root(&bundle);
+    let after = common::ivf_root(&bundle);
     assert!(after.is_binary() && after.list_gens.is_none());
     assert!(
         after
@@ -815,8 +764,8 @@ fn update_of_binary_lists_refits() {
     );
     // The refitted index is the full build's.
     let full = tmp.path().join("full");
-    build(&with_model(&corpus, &full), &settings).unwrap();
-    let mut f = ivf_root(&full);
+    build(&common::with_model(&corpus, &full), &settings).unwrap();
+    let mut f = common::ivf_root(&full);
     let mut a = after;
     a.chosen_by = None;
     f.chosen_by = None;
@@ -830,9 +779,13 @@ fn auto_records_its_choice() {
     for (name, n) in [("small", 40), ("big", 300)] {
         let dir = tmp.path().join(name);
         std::fs::create_dir_all(&dir).unwrap();
-        let corpus = topic_corpus(&dir, n);
+        let corpus = common::topic_corpus(&dir, n);
         let out = tmp.path().join(format!("{name}-bundle"));
-        build(&with_model(&corpus, &out), &BundleSettings::default()).unwrap();
+        build(
+            &common::with_model(&corpus, &out),
+            &BundleSettings::default(),
+        )
+        .unwrap();
         let b = Bundle::open_dir(&out).unwrap();
         assert_eq!(b.manifest().counts.chunks, n);
         assert!(Engine::open_dir_paged(&out)

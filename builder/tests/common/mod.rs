@@ -155,3 +155,84 @@ pub fn write_eval_set(dir: &Path, queries: &[(&str, &str)], qrels: &[(&str, &str
         .collect();
     std::fs::write(dir.join("qrels.tsv"), r).unwrap();
 }
+
+pub fn with_model(corpus: &Path, out: &Path) -> jikji_builder::ingest::IngestOptions {
+    jikji_builder::ingest::IngestOptions {
+        model_dir: Some(model_dir()),
+        cache_dir: Some(cache_dir()),
+        threads: 2,
+        ..jikji_builder::ingest::IngestOptions::new(corpus, out)
+    }
+}
+
+pub fn ivf_settings(nlist: usize) -> jikji_builder::ingest::BundleSettings {
+    jikji_builder::ingest::BundleSettings {
+        dense_index: jikji_builder::ivf::DenseIndex::Ivf {
+            nlist: Some(nlist),
+            binary: false,
+        },
+        ..jikji_builder::ingest::BundleSettings::default()
+    }
+}
+
+pub fn ivf_root(dir: &Path) -> jikji_format::paged::ivf::IvfRoot {
+    let e = jikji_engine::Engine::open_dir_paged(dir).unwrap();
+    e.dense_index().unwrap().clone()
+}
+
+/// A corpus of `n` one-paragraph files, each on its own topic (a few sentences about one
+/// of 12 subjects, so the chunks cluster), in one tier folder.
+pub fn topic_corpus(dir: &Path, n: usize) -> PathBuf {
+    const SUBJECTS: [&str; 12] = [
+        "database backups and restore drills",
+        "invoice payment and billing cycles",
+        "password reset and account recovery",
+        "network gateway timeouts and retries",
+        "holiday opening hours of the support desk",
+        "storage quotas for object buckets",
+        "deploying containers to the cluster",
+        "encryption keys and their rotation",
+        "monitoring dashboards and alert rules",
+        "mobile app push notifications",
+        "data export to spreadsheets",
+        "single sign-on with company directories",
+    ];
+    let corpus = dir.join("topics");
+    std::fs::create_dir_all(corpus.join("1. docs")).unwrap();
+    for i in 0..n {
+        let s = SUBJECTS[i % SUBJECTS.len()];
+        std::fs::write(
+            corpus.join(format!("1. docs/note-{i:02}.md")),
+            format!(
+                "Source: https://docs.example.com/notes/{i}\n\n# Note {i}: {s}\n\n\
+                 This note, number {i}, explains {s}. Teams ask about {s} every week; \
+                 the short answer is in step {} of the guide on {s}, and the long one in \
+                 the appendix of release {}.\n",
+                i % 5 + 1,
+                i / 3 + 1
+            ),
+        )
+        .unwrap();
+    }
+    corpus
+}
+
+/// Mean recall@10 of `engine`'s dense hits against `exact`'s over `queries`.
+pub fn recall_at_10(
+    engine: &jikji_engine::Engine,
+    exact: &jikji_engine::Engine,
+    queries: &[Vec<f32>],
+) -> f64 {
+    let mut sum = 0.0;
+    for q in queries {
+        let ids = |e: &jikji_engine::Engine| -> Vec<String> {
+            let r = e
+                .search_with_vector("q", Some(q), jikji_engine::Mode::Dense, 10)
+                .unwrap();
+            r.hits.iter().map(|h| h.id.clone()).collect()
+        };
+        let (want, got) = (ids(exact), ids(engine));
+        sum += want.iter().filter(|d| got.contains(d)).count() as f64 / want.len().max(1) as f64;
+    }
+    sum / queries.len() as f64
+}
