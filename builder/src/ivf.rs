@@ -1185,6 +1185,43 @@ pub fn update_cap(n: usize, old_lists: &[Vec<u32>]) -> usize {
 /// real questions do (measured on the eval sets: README, "Dense index (issue 14)").
 pub const PROBE_RECALL_TARGET: f64 = 0.99;
 
+/// From [`BALANCE_MIN_CHUNKS`] on, the most bytes a dense query of a binary index may read
+/// by default (its lists and rescoring rows, as [`query_cost`] estimates them): the
+/// builder's default `nprobe` is the fewest lists reaching [`PROBE_RECALL_TARGET`], but
+/// at most the most lists within this budget ([`budget_nprobe`]). Fine lists (capped at
+/// [`FINE_LIST_CAP`]) need ~200 lists for recall 0.99 of the lists at 1M chunks (~920 kB
+/// a query, measured in session 27's browser bench); 150 kB estimated is 20 lists there,
+/// recall@10 ≈ 0.92, ~170 kB measured per query (the estimate is ~12 % under the pages as
+/// stored: `docs/bench/s26-ivf-1m-int4.txt`, issue 14's ≤ 200 kB a query).
+pub const FINE_QUERY_BUDGET: f64 = 150_000.0;
+
+/// The most lists (≥ 1, ≤ `nlist`) a query of an index of `n` rows of `dim` in `nlist`
+/// binary lists (`rescore` × 10 rescoring rows, `per_page` rows an `i` page) can probe with
+/// [`query_cost`]'s `index` bytes within `budget` (bytes).
+pub fn budget_nprobe(
+    n: usize,
+    dim: usize,
+    nlist: usize,
+    rescore: (usize, usize),
+    budget: f64,
+) -> usize {
+    let fits = |p: usize| query_cost(n, dim, nlist, p, Some(rescore)).index <= budget;
+    // `index` grows with p: the largest p that fits, by bisection.
+    let (mut lo, mut hi) = (1usize, nlist.max(1));
+    if fits(hi) {
+        return hi;
+    }
+    while lo + 1 < hi {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
 /// Depth of the recall [`choose_nprobe`] measures: 10 (the target's recall@10).
 pub const PROBE_DEPTH: usize = 10;
 
@@ -1275,6 +1312,19 @@ mod tests {
             })
             .collect();
         Vectors::open(&write_vectors(8, &rows).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn the_byte_budget_bounds_the_default_nprobe_of_fine_binary_lists() {
+        // 1M chunks of 384 dims in 11,759 lists, x16 rescoring, 1 row an `i` page: 20
+        // lists fit 150 kB (estimate), 21 do not.
+        let p = budget_nprobe(1_000_000, 384, 11_759, (16, 1), FINE_QUERY_BUDGET);
+        assert_eq!(p, 20);
+        let cost = |p| query_cost(1_000_000, 384, 11_759, p, Some((16, 1))).index;
+        assert!(cost(p) <= FINE_QUERY_BUDGET && cost(p + 1) > FINE_QUERY_BUDGET);
+        // A budget every list fits in: nlist; one no list fits in: 1.
+        assert_eq!(budget_nprobe(1000, 8, 10, (8, 4), 1e12), 10);
+        assert_eq!(budget_nprobe(1000, 8, 10, (8, 4), 0.0), 1);
     }
 
     #[test]

@@ -190,7 +190,9 @@ pub fn coded_sample_for(binary: bool, forced: Option<&str>) -> Result<bool> {
 /// fewest lists whose recall@[`crate::ivf::PROBE_DEPTH`] against the exact scan reaches
 /// [`crate::ivf::PROBE_RECALL_TARGET`] on `queries` (the calibration's pseudo-queries,
 /// centred; [`crate::ivf::choose_nprobe`]), or [`crate::ivf::default_nprobe`] without
-/// them; `nprobe_from` in the entry says which.
+/// them; for binary lists from [`crate::ivf::BALANCE_MIN_CHUNKS`] chunks on at most
+/// [`crate::ivf::budget_nprobe`] lists ([`crate::ivf::FINE_QUERY_BUDGET`] a query);
+/// `nprobe_from` in the entry says which.
 ///
 /// `auto`: the index is written only when [`crate::ivf::auto_cost`] finds it cheaper than
 /// the exact scan for this bundle (its `nprobe` and the rows it probes measured on the
@@ -227,7 +229,26 @@ fn write_dense_index(
             c => jikji_format::paged::ivf::dequantized_centroids(&ivf.centroids, c, v.dim())?,
         },
     )?)?;
-    let (nprobe, nprobe_from) = measure_nprobe(v, model, &ivf, &cents, queries)?;
+    let (mut nprobe, mut nprobe_from) = measure_nprobe(v, model, &ivf, &cents, queries)?;
+    if binary && v.len() >= crate::ivf::BALANCE_MIN_CHUNKS {
+        let budget = crate::ivf::budget_nprobe(
+            v.len(),
+            v.dim(),
+            ivf.lists.len(),
+            (
+                crate::ivf::default_rescore(v.len()),
+                crate::ivf::default_rows_per_page(v.len()),
+            ),
+            crate::ivf::FINE_QUERY_BUDGET,
+        );
+        if budget < nprobe {
+            nprobe_from = format!(
+                "{nprobe_from}; capped at {budget} lists by the {:.0} kB budget a query",
+                crate::ivf::FINE_QUERY_BUDGET / 1e3
+            );
+            nprobe = budget;
+        }
+    }
     let auto_note = if auto && !binary {
         let qs: Vec<Vec<f32>> = queries
             .iter()
