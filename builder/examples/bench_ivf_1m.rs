@@ -806,6 +806,8 @@ struct Run {
     engine_ms: f64,
     last_pass_ms: f64,
     fetch_ms: f64,
+    /// Each pass's time, ms.
+    passes_ms: Vec<f64>,
     /// The hits' row numbers (chunk ids are the row number in hex).
     top: Vec<u32>,
 }
@@ -833,6 +835,7 @@ fn run_query(engine: &jikji_engine::Engine, dir: &std::path::Path, q: &[f32], ta
         let res = engine.search_with_vector(tag, Some(q), jikji_engine::Mode::Dense, 10);
         let ms = t.elapsed().as_secs_f64() * 1e3;
         r.engine_ms += ms;
+        r.passes_ms.push(ms);
         match res {
             Ok(res) => {
                 r.last_pass_ms = ms;
@@ -1115,6 +1118,6 @@ fn run_json(r: &Run) -> serde_json::Value {
     serde_json::json!({
         "rounds": r.rounds, "pages": r.pages, "bytes": r.bytes, "index_bytes": r.index_bytes,
         "chunk_bytes": r.chunk_bytes, "other_bytes": r.other_bytes, "engine_ms": r.engine_ms,
-        "last_pass_ms": r.last_pass_ms, "fetch_ms": r.fetch_ms, "top": r.top,
+        "last_pass_ms": r.last_pass_ms, "fetch_ms": r.fetch_ms, "passes_ms": r.passes_ms, "top": r.top,
     })
 }

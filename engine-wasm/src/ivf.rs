@@ -58,6 +58,47 @@ impl IvfScan {
     }
 }
 
+/// A query's routing through the index: the lists ranked by `q·ĉ` ([`ranked_lists`]) and
+/// the background ([`background`]), kept by the engine for the query vector that made them,
+/// so the passes of one query (lists, rows, chunk pages: 3–4 at 1M chunks) scan the
+/// centroids once instead of once a pass. The same values as computed afresh: the key is the
+/// query vector's bits, and an engine reads one bundle.
+#[derive(Default)]
+pub(crate) struct Routing {
+    key: Vec<u32>,
+    order: std::sync::Arc<Vec<(u32, f32)>>,
+    background: (f32, f32),
+}
+
+/// The routing of the query of `scorer`: `memo`'s when it was made for the same query
+/// vector, else computed (and kept in `memo`). Errors: as [`ranked_lists`] and
+/// [`background`] (nothing is kept then).
+fn routing(
+    cache: &dyn IndexPages,
+    root: &IvfRoot,
+    scorer: &RowScorer,
+    at: Place,
+    memo: Option<&std::sync::Mutex<Routing>>,
+) -> Result<(std::sync::Arc<Vec<(u32, f32)>>, (f32, f32)), EngineError> {
+    let key: Vec<u32> = scorer.query().iter().map(|x| x.to_bits()).collect();
+    if let Some(m) = memo {
+        let m = m.lock().unwrap_or_else(|e| e.into_inner());
+        if !m.key.is_empty() && m.key == key {
+            return Ok((m.order.clone(), m.background));
+        }
+    }
+    let order = std::sync::Arc::new(ranked_lists(cache, root, scorer, at.dim)?);
+    let background = background(cache, root, scorer, &order, at)?;
+    if let Some(m) = memo {
+        *m.lock().unwrap_or_else(|e| e.into_inner()) = Routing {
+            key,
+            order: order.clone(),
+            background,
+        };
+    }
+    Ok((order, background))
+}
+
 /// Hits whose candidates a binary index rescores per unit of oversampling: the recall the
 /// rescoring protects is recall@10.
 pub const RESCORE_DEPTH: usize = 10;
@@ -152,7 +193,8 @@ fn background(
 /// the first nprobe lists))` allowed chunks were scanned: the filters never make the
 /// ranking shorter than the unfiltered scan of those lists, nor shorter than `fill` (the
 /// hits asked for). Errors: PageMissing (pages recorded in the cache: the caller
-/// fetches them and runs the pass again), DataCorruption naming a page.
+/// fetches them and runs the pass again), DataCorruption naming a page. `memo`: the
+/// engine's [`Routing`] of its last query.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn scan(
     bundle: &Bundle,
@@ -163,6 +205,7 @@ pub(crate) fn scan(
     rescore: Option<usize>,
     fill: usize,
     allow: Option<&[bool]>,
+    memo: &std::sync::Mutex<Routing>,
 ) -> Result<IvfScan, EngineError> {
     let cache = bundle.cache().ok_or_else(not_paged)?;
     let at = Place {
@@ -179,6 +222,7 @@ pub(crate) fn scan(
         rescore,
         fill,
         allow,
+        Some(memo),
     )
 }
 
@@ -222,7 +266,7 @@ pub fn search_pages(
     rescore: Option<usize>,
 ) -> Result<Vec<Scored>, EngineError> {
     let scorer = RowScorer::new(None, q);
-    Ok(scan_pages(pages, at, root, &scorer, k, nprobe, rescore, k, None)?.ranked)
+    Ok(scan_pages(pages, at, root, &scorer, k, nprobe, rescore, k, None, None)?.ranked)
 }
 
 /// [`scan`] over any page source.
@@ -237,14 +281,14 @@ fn scan_pages(
     rescore: Option<usize>,
     fill: usize,
     allow: Option<&[bool]>,
+    memo: Option<&std::sync::Mutex<Routing>>,
 ) -> Result<IvfScan, EngineError> {
     if root.is_binary() {
         let x = rescore.or(root.rescore).unwrap_or(ivf::DEFAULT_RESCORE);
-        return scan_binary(cache, at, root, scorer, k, nprobe, x, fill, allow);
+        return scan_binary(cache, at, root, scorer, k, nprobe, x, fill, allow, memo);
     }
     let Place { chunks, dim } = at;
-    let order = ranked_lists(cache, root, scorer, dim)?;
-    let background = background(cache, root, scorer, &order, at)?;
+    let (order, background) = routing(cache, root, scorer, at, memo)?;
     let mut probe = nprobe.clamp(1, root.nlist);
     let mut target = None;
     loop {
@@ -303,10 +347,10 @@ fn scan_binary(
     rescore: usize,
     fill: usize,
     allow: Option<&[bool]>,
+    memo: Option<&std::sync::Mutex<Routing>>,
 ) -> Result<IvfScan, EngineError> {
     let Place { chunks, dim } = at;
-    let order = ranked_lists(cache, root, scorer, dim)?;
-    let background = background(cache, root, scorer, &order, at)?;
+    let (order, background) = routing(cache, root, scorer, at, memo)?;
     let tables = SignTables::new(scorer.query());
     let mut probe = nprobe.clamp(1, root.nlist);
     let mut target = None;
