@@ -1022,7 +1022,7 @@ fn search_native(dir: &std::path::Path, queries: &[Vec<f32>], exact: &[Vec<u32>]
     // First query, cold.
     let mut e = open();
     setup(&mut e);
-    let cold = run_query(&e, &dir, &queries[0], "q0");
+    let cold = run_query(&e, dir, &queries[0], "q0");
     // First query with the once pages prefetched.
     let mut e = open();
     setup(&mut e);
@@ -1030,12 +1030,12 @@ fn search_native(dir: &std::path::Path, queries: &[Vec<f32>], exact: &[Vec<u32>]
     let once: usize = e
         .dense_once_pages()
         .iter()
-        .map(|p| add_stored_page(&e, &dir, p))
+        .map(|p| add_stored_page(&e, dir, p))
         .sum();
     let once_ms = t.elapsed().as_secs_f64() * 1e3;
     let mut runs = Vec::new();
     for (i, q) in queries.iter().enumerate() {
-        runs.push(run_query(&e, &dir, q, &format!("q{i}")));
+        runs.push(run_query(&e, dir, q, &format!("q{i}")));
     }
     let show = |what: &str, r: &Run| {
         println!(

@@ -66,9 +66,12 @@ impl IvfScan {
 #[derive(Default)]
 pub(crate) struct Routing {
     key: Vec<u32>,
-    order: std::sync::Arc<Vec<(u32, f32)>>,
+    order: Ranked,
     background: (f32, f32),
 }
+
+/// Lists ranked by `q·ĉ`, `(list, q·ĉ)` best first ([`ranked_lists`]), shared.
+type Ranked = std::sync::Arc<Vec<(u32, f32)>>;
 
 /// The routing of the query of `scorer`: `memo`'s when it was made for the same query
 /// vector, else computed (and kept in `memo`). Errors: as [`ranked_lists`] and
@@ -79,7 +82,7 @@ fn routing(
     scorer: &RowScorer,
     at: Place,
     memo: Option<&std::sync::Mutex<Routing>>,
-) -> Result<(std::sync::Arc<Vec<(u32, f32)>>, (f32, f32)), EngineError> {
+) -> Result<(Ranked, (f32, f32)), EngineError> {
     let key: Vec<u32> = scorer.query().iter().map(|x| x.to_bits()).collect();
     if let Some(m) = memo {
         let m = m.lock().unwrap_or_else(|e| e.into_inner());
