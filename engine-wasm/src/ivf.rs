@@ -605,7 +605,43 @@ mod tests {
             dim: q.len(),
         };
         let scorer = RowScorer::new(None, q);
-        scan_pages(pages, at, root, &scorer, 10, nprobe, None, 10, None).unwrap()
+        scan_pages(pages, at, root, &scorer, 10, nprobe, None, 10, None, None).unwrap()
+    }
+
+    #[test]
+    fn the_kept_routing_gives_the_scan_computed_afresh() {
+        // A query's passes through one memo (as the engine's), queries in turn: every scan
+        // equals the scan without a memo; a memo holding another query's routing is
+        // replaced, not used.
+        let (rows, queries) = data(3000, 48);
+        let n = rows.len();
+        let (root, pages, _) = index(&rows, 60, CentroidCodes::Int4Centred, true);
+        let at = Place { chunks: n, dim: 48 };
+        let memo = std::sync::Mutex::new(Routing::default());
+        for q in queries.iter().take(20) {
+            let scorer = RowScorer::new(None, q);
+            let fresh = scan_of(&root, &pages, n, q, 6);
+            for _pass in 0..3 {
+                let kept = scan_pages(
+                    &pages,
+                    at,
+                    &root,
+                    &scorer,
+                    10,
+                    6,
+                    None,
+                    10,
+                    None,
+                    Some(&memo),
+                )
+                .unwrap();
+                assert_eq!(kept.ranked, fresh.ranked);
+                assert_eq!(kept.background, fresh.background);
+                assert_eq!(kept.scanned, fresh.scanned);
+            }
+            let key: Vec<u32> = q.iter().map(|x| x.to_bits()).collect();
+            assert_eq!(memo.lock().unwrap().key, key);
+        }
     }
 
     #[test]
