@@ -8,7 +8,7 @@
 //                             {id, type: "loadModel"}
 //                             {id, type: "search", query, mode, topK, includeArchived, minScore?, fusion?,
 //                              filters?: {tier?: "N"|"A-B", lang?: "ko,en", folder?: string}, vector?,
-//                              queryVector?, nprobe?}
+//                              queryVector?, nprobe?, rescore?}
 //                             {id, type: "loadDense", prefetch?}
 //                             {id, type: "cacheStats"}
 //                             {id, type: "facets"}
@@ -61,7 +61,8 @@
 // measures search time without the query embedding): a dense or hybrid "search" with `queryVector`
 // (an array of numbers, the model's dimension, L2-normalised) passes it to the engine as it is and
 // neither loads nor runs the query model; `nprobe` (> 0) sets the dense index's lists per query
-// for that search (Engine.set_nprobe; absent or 0: the bundle's). "loadDense" loads the dense
+// for that search (Engine.set_nprobe; absent or 0: the bundle's), `rescore` (> 0) a binary index's
+// oversampling (Engine.set_rescore; absent or 0: the bundle's). "loadDense" loads the dense
 // engine and, unless `prefetch` is false, fetches its once-per-bundle pages as loadModel does
 // (centroids, background sample), without the query model. The search's stats also say where its
 // time went: engineMs (the engine's passes, JSON parse included), lastPassMs (its final pass),
@@ -708,7 +709,7 @@ function needOf(result) {
   return need;
 }
 
-async function search(id, query, mode, topK, includeArchived, minScore, fusion, filters, wantVector, queryVector, nprobe) {
+async function search(id, query, mode, topK, includeArchived, minScore, fusion, filters, wantVector, queryVector, nprobe, rescore) {
   const bm25Engine = await getEngine();
   if (!bundleOpen) throw new Error("open the bundle before searching");
   const dense = ["dense", "hybrid"].includes(String(mode).toLowerCase());
@@ -723,6 +724,7 @@ async function search(id, query, mode, topK, includeArchived, minScore, fusion, 
   const opt = (v) => (v == null || v === "" ? undefined : String(v));
   engine.set_filters(opt(f.tier), opt(f.lang), opt(f.folder));
   if (dense && typeof engine.set_nprobe === "function") engine.set_nprobe(Math.max(0, Math.floor(Number(nprobe) || 0)));
+  if (dense && typeof engine.set_rescore === "function") engine.set_rescore(Math.max(0, Math.floor(Number(rescore) || 0)));
   const m = String(mode);
   const stats = { rounds: 0, requests: 0, pages: 0, transfer: 0, stored: 0, raw: 0, shared: 0, transferEstimated: false };
   const t0 = performance.now();
@@ -861,7 +863,7 @@ self.onmessage = async (ev) => {
         result = await loadModel(id);
         break;
       case "search":
-        result = await search(id, msg.query, msg.mode, msg.topK, msg.includeArchived, msg.minScore, msg.fusion, msg.filters, Boolean(msg.vector), msg.queryVector, msg.nprobe);
+        result = await search(id, msg.query, msg.mode, msg.topK, msg.includeArchived, msg.minScore, msg.fusion, msg.filters, Boolean(msg.vector), msg.queryVector, msg.nprobe, msg.rescore);
         break;
       case "loadDense":
         result = await loadDense(msg.prefetch);

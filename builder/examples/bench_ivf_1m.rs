@@ -101,6 +101,8 @@ struct Args {
     /// `--search DIR`: the native search of an earlier `--write DIR` again (its queries
     /// from `DIR.queries.json`, which it rewrites), without making the vectors.
     search: String,
+    /// `--rescore` was given (`--search` then uses its last value; else the bundle's).
+    rescore_set: bool,
     /// `--probe-queries N`: with `--write`, held-out queries (none of the measured ones)
     /// given to the writer as its pseudo-queries (`nprobe` measure, background sample).
     probe_queries: usize,
@@ -133,6 +135,7 @@ fn args() -> Args {
         centroid_codes: vec!["int8".into()],
         write: String::new(),
         search: String::new(),
+        rescore_set: false,
         probe_queries: 200,
     };
     let list =
@@ -147,7 +150,10 @@ fn args() -> Args {
             "--n" => a.n = v.parse().expect("--n"),
             "--nlist" => a.nlist = v.parse().expect("--nlist"),
             "--nprobe" => a.nprobe = list(&v),
-            "--rescore" => a.rescore = list(&v),
+            "--rescore" => {
+                a.rescore = list(&v);
+                a.rescore_set = true;
+            }
             "--codes" => a.codes = v.split(',').map(String::from).collect(),
             "--rows-per-page" => a.rows_per_page_list = list(&v),
             "--max-queries" => a.max_queries = v.parse().expect("--max-queries"),
@@ -260,7 +266,10 @@ fn main() {
         let queries: Vec<Vec<f32>> = serde_json::from_value(j["queries"].clone()).expect("queries");
         let exact: Vec<Vec<u32>> = serde_json::from_value(j["exact"].clone()).expect("exact");
         let nprobe = a.nprobe.last().copied().unwrap_or(0);
-        search_native(&dir, &queries, &exact, nprobe);
+        let rescore = a
+            .rescore_set
+            .then(|| a.rescore.last().copied().unwrap_or(0));
+        search_native(&dir, &queries, &exact, nprobe, rescore);
         println!("load at the end: {}", load().trim());
         return;
     }
@@ -982,13 +991,20 @@ fn write_and_search(
         println!("  {k}: {s:.1} s");
     }
     let nprobe = a.nprobe.last().copied().unwrap_or(0);
-    search_native(&dir, queries, exact, nprobe);
+    search_native(&dir, queries, exact, nprobe, None);
 }
 
 /// The native half of `--write` (and `--search DIR`, which reads the queries back from
 /// `DIR.queries.json`): every query through the engine as the worker drives it; writes
-/// `DIR.queries.json`.
-fn search_native(dir: &std::path::Path, queries: &[Vec<f32>], exact: &[Vec<u32>], nprobe: usize) {
+/// `DIR.queries.json`. `rescore`: the oversampling (`None`: the bundle's; `--rescore X`
+/// with `--search`).
+fn search_native(
+    dir: &std::path::Path,
+    queries: &[Vec<f32>],
+    exact: &[Vec<u32>],
+    nprobe: usize,
+    rescore: Option<usize>,
+) {
     let entry = std::fs::read(dir.join("jikji.json")).expect("jikji.json");
     let open = || jikji_engine::Engine::open_entry(&entry).expect("opening the entry");
     let engine0 = open();
@@ -1017,6 +1033,9 @@ fn search_native(dir: &std::path::Path, queries: &[Vec<f32>], exact: &[Vec<u32>]
     let setup = |e: &mut jikji_engine::Engine| {
         if nprobe > 0 {
             e.set_nprobe(Some(nprobe));
+        }
+        if rescore.is_some() {
+            e.set_rescore(rescore);
         }
     };
     // First query, cold.
@@ -1101,6 +1120,7 @@ fn search_native(dir: &std::path::Path, queries: &[Vec<f32>], exact: &[Vec<u32>]
         "nlist": root.nlist,
         "nprobe": used,
         "bundle_nprobe": root.nprobe,
+        "rescore": rescore,
         "queries": queries,
         "exact": exact,
         "native": {

@@ -22,7 +22,9 @@
 // query in the same order (DIR.queries.json "native", written by bench_ivf_1m).
 //
 // Usage: node tests/e2e/bench-ivf-browser.mjs --bundle DIR [--queries DIR.queries.json]
-//        [--latency 0,50] [--max N] [--pkg DIR] [--out JSON]
+//        [--latency 0,50] [--max N] [--pkg DIR] [--out JSON] [--server h2|jikji] [--rescore X]
+// --rescore: a binary index's oversampling for every query (0: the bundle's); compare with a native run of
+// the same (bench_ivf_1m --search DIR --rescore X), else the top 10 and bytes differ from native's.
 // Exit status 0, or 1 with a message on any failure.
 
 import { execFileSync } from "node:child_process";
@@ -47,6 +49,7 @@ const { values: o } = parseArgs({
     pkg: { type: "string", default: path.join(ROOT, "pkg") },
     out: { type: "string" },
     server: { type: "string", default: "h2" },
+    rescore: { type: "string", default: "0" },
     bin: { type: "string", default: path.join(ROOT, "target/release/jikji") },
   },
 });
@@ -167,7 +170,7 @@ async function withPage(srv, fn) {
 }
 
 const search = (call, i) =>
-  call({ type: "search", query: `q${i}`, mode: "dense", topK: 10, includeArchived: false, queryVector: queries[i], nprobe: Q.nprobe }).then(({ result, wallMs }) => ({
+  call({ type: "search", query: `q${i}`, mode: "dense", topK: 10, includeArchived: false, queryVector: queries[i], nprobe: Q.nprobe, rescore: Number(o.rescore) || 0 }).then(({ result, wallMs }) => ({
     wallMs,
     stats: result.stats,
     top: result.hits.map((h) => parseInt(h.id, 16)),
@@ -260,7 +263,7 @@ row("load (start → end)", "-", (r) => `${r.loadStart} → ${r.loadEnd}`);
 const widths = [0, ...cols.map(() => 0)];
 const table = [["", ...cols], ...rows];
 for (const r of table) r.forEach((c, i) => (widths[i] = Math.max(widths[i], String(c).length)));
-console.log(`Chromium ${results.chromium}; server ${o.server === "h2" ? "Node http2 over TLS (this process)" : "jikji serve (HTTP/1.1)"}; ${queries.length} queries; nprobe ${Q.nprobe} (the bundle's ${Q.bundle_nprobe}); nlist ${Q.nlist}`);
+console.log(`Chromium ${results.chromium}; server ${o.server === "h2" ? "Node http2 over TLS (this process)" : "jikji serve (HTTP/1.1)"}; ${queries.length} queries; nprobe ${Q.nprobe} (the bundle's ${Q.bundle_nprobe}); rescore ${Number(o.rescore) || "the bundle's"} (native: ${Q.rescore ?? "the bundle's"}); nlist ${Q.nlist}`);
 for (const r of table) console.log(r.map((c, i) => String(c).padEnd(widths[i])).join("  "));
 if (o.out) writeFileSync(o.out, JSON.stringify({ results, native: { cold: native.cold, once_bytes: native.once_bytes } }));
 process.exit(0);
