@@ -7,13 +7,16 @@
 // Protocol (main → worker):   {id, type: "open", bundleUrl, cacheBudget?, engineUrl, integrity}
 //                             {id, type: "loadModel"}
 //                             {id, type: "search", query, mode, topK, includeArchived, minScore?, fusion?,
-//                              filters?: {tier?: "N"|"A-B", lang?: "ko,en", folder?: string}, vector?}
+//                              filters?: {tier?: "N"|"A-B", lang?: "ko,en", folder?: string}, vector?,
+//                              queryVector?, nprobe?, rescore?}
+//                             {id, type: "loadDense", prefetch?}
 //                             {id, type: "cacheStats"}
 //                             {id, type: "facets"}
 // Replies (worker → main):    {id, ok: true, result}      open: {summary: JSON string, modelBytes: number | null, stats}
 //                                                         search: the SearchResult object + stats (+ queryVector,
 //                                                                 queryTokens when vector and dense/hybrid)
 //                                                         (each hit with label and snippet: addDisplay)
+//                                                         loadDense: {ms, pages, stats} (the once pages' fetch)
 //                                                         facets: {tiers, untiered, langs, folders}
 //                                                         cacheStats: {engine: {pages, bytes, hits, misses}, session,
 //                                                                      model: {requests, transfer, stored, cached, cachedBytes, rowPages},
@@ -53,6 +56,20 @@
 // its row pages (stats.model counts them), embed it and pass the vector to
 // Engine.search_with_vector; the vector pages (`v-…`) come through the same need → fetch loop,
 // so BM25 never downloads them.
+//
+// Query vectors from elsewhere (the caller's own embedding, and scripts/bench-ivf-browser, which
+// measures search time without the query embedding): a dense or hybrid "search" with `queryVector`
+// (an array of numbers, the model's dimension, L2-normalised) passes it to the engine as it is and
+// neither loads nor runs the query model; `nprobe` (> 0) sets the dense index's lists per query
+// for that search (Engine.set_nprobe; absent or 0: the bundle's), `rescore` (> 0) a binary index's
+// oversampling (Engine.set_rescore; absent or 0: the bundle's). "loadDense" loads the dense
+// engine and, unless `prefetch` is false, fetches its once-per-bundle pages as loadModel does
+// (centroids, background sample), without the query model. The search's stats also say where its
+// time went: engineMs (the engine's passes, JSON parse included), lastPassMs (its final pass),
+// fetchMs (waiting for page rounds), and per page fetched, summed over the round's parallel pages:
+// pageNetMs (request to body read), pageDecodeMs (header check + inflate), pageVerifyMs
+// (SHA-256), pageAddMs (add_page: the copy into wasm and the engine's checks); roundPages lists
+// the pages asked per round.
 
 import { MAX_PAGE, PAGE_HEADER_LEN, decodePage, verifyPage } from "./pages.js";
 // The BM25 engine's glue, as wasm-bindgen writes it into pkg/ (scripts/build-wasm); bundled into the
@@ -313,6 +330,7 @@ async function loadPage(engine, name) {
   // Pages are immutable (named by content and build): the HTTP cache may answer, and a
   // request that stalls (a server that leaves one connection unanswered) is safe to repeat.
   let stored;
+  const t0 = performance.now();
   for (let attempt = 1; ; attempt++) {
     const abort = new AbortController();
     const timer = setTimeout(() => abort.abort(), PAGE_TIMEOUT_MS);
@@ -330,15 +348,20 @@ async function loadPage(engine, name) {
       clearTimeout(timer);
     }
   }
+  const t1 = performance.now();
   const transfer = await transferOf(url, stored.length);
+  const t2 = performance.now();
   const bytes = await decodePage(name, stored);
+  const t3 = performance.now();
   await verifyPage(name, bytes); // the digest and the name: the engine wasm has no SHA-256
+  const t4 = performance.now();
   try {
     engine.add_page(name, bytes);
   } catch (e) {
     throw new Error(`page p/${name}: ${errorMessage(e)}`);
   }
-  return { transfer: transfer.bytes, transferKnown: transfer.known, stored: stored.length, raw: bytes.length - PAGE_HEADER_LEN };
+  const ms = { net: t1 - t0, decode: t3 - t2, verify: t4 - t3, add: performance.now() - t4 };
+  return { transfer: transfer.bytes, transferKnown: transfer.known, stored: stored.length, raw: bytes.length - PAGE_HEADER_LEN, ms };
 }
 
 /**
@@ -361,6 +384,10 @@ function ensurePage(engine, name, stats) {
     stats.transfer += c.transfer;
     stats.stored += c.stored;
     stats.raw += c.raw;
+    stats.pageNetMs = (stats.pageNetMs || 0) + c.ms.net;
+    stats.pageDecodeMs = (stats.pageDecodeMs || 0) + c.ms.decode;
+    stats.pageVerifyMs = (stats.pageVerifyMs || 0) + c.ms.verify;
+    stats.pageAddMs = (stats.pageAddMs || 0) + c.ms.add;
     if (!c.transferKnown) stats.transferEstimated = true;
     session.requests++;
     session.pages++;
@@ -651,10 +678,25 @@ function modelDownloadBytes(root) {
  * counted in the session's stats like any page.
  */
 async function prefetchDensePages(engine) {
-  if (typeof engine.dense_once_pages !== "function") return;
+  if (typeof engine.dense_once_pages !== "function") return null;
   const names = engine.dense_once_pages();
   const stats = { rounds: 0, requests: 0, pages: 0, transfer: 0, stored: 0, raw: 0, shared: 0, transferEstimated: false };
   await Promise.all(names.map((n) => ensurePage(engine, n, stats)));
+  return stats;
+}
+
+/**
+ * "loadDense": the dense engine, and (unless prefetch is false) its once-per-bundle pages, without
+ * the query model (for searches given a queryVector). Resolves to {ms, pages, stats}.
+ */
+async function loadDense(prefetch) {
+  await getEngine();
+  if (!bundleOpen) throw new Error("open the bundle before loading the dense engine");
+  const t0 = performance.now();
+  const engine = await getDenseEngine();
+  const engineMs = performance.now() - t0;
+  const stats = prefetch === false ? null : await prefetchDensePages(engine);
+  return { engineMs, ms: performance.now() - t0, pages: stats ? stats.pages : 0, stats };
 }
 
 /** A "need" answer's page names, or null for a SearchResult. Throws on a malformed need list. */
@@ -667,7 +709,7 @@ function needOf(result) {
   return need;
 }
 
-async function search(id, query, mode, topK, includeArchived, minScore, fusion, filters, wantVector) {
+async function search(id, query, mode, topK, includeArchived, minScore, fusion, filters, wantVector, queryVector, nprobe, rescore) {
   const bm25Engine = await getEngine();
   if (!bundleOpen) throw new Error("open the bundle before searching");
   const dense = ["dense", "hybrid"].includes(String(mode).toLowerCase());
@@ -681,13 +723,21 @@ async function search(id, query, mode, topK, includeArchived, minScore, fusion, 
   const f = filters || {};
   const opt = (v) => (v == null || v === "" ? undefined : String(v));
   engine.set_filters(opt(f.tier), opt(f.lang), opt(f.folder));
+  if (dense && typeof engine.set_nprobe === "function") engine.set_nprobe(Math.max(0, Math.floor(Number(nprobe) || 0)));
+  if (dense && typeof engine.set_rescore === "function") engine.set_rescore(Math.max(0, Math.floor(Number(rescore) || 0)));
   const m = String(mode);
   const stats = { rounds: 0, requests: 0, pages: 0, transfer: 0, stored: 0, raw: 0, shared: 0, transferEstimated: false };
   const t0 = performance.now();
   // Without the query model the engine answers dense/hybrid with "needs the embedding model".
   let qvec = null;
   let ids = null;
-  if (dense && qmodel && qmodel.is_ready()) {
+  if (dense && queryVector != null) {
+    // The caller's own query vector: no query model (see the header).
+    if (!(Array.isArray(queryVector) || ArrayBuffer.isView(queryVector)) || !Array.from(queryVector).every(Number.isFinite)) {
+      throw new Error("queryVector must be an array of finite numbers");
+    }
+    qvec = Float32Array.from(queryVector);
+  } else if (dense && qmodel && qmodel.is_ready()) {
     ids = qmodel.token_ids(String(query));
     const need = qmodel.missing_rows(ids);
     stats.model = { requests: 0, transfer: 0, stored: 0, cached: 0, cachedBytes: 0, rowPages: need.length };
@@ -697,7 +747,11 @@ async function search(id, query, mode, topK, includeArchived, minScore, fusion, 
     stats.embedMs = performance.now() - te;
     stats.tokens = ids.length;
   }
+  stats.engineMs = 0;
+  stats.fetchMs = 0;
+  stats.roundPages = [];
   for (;;) {
+    const tp = performance.now();
     const json = engine.search_with_vector(String(query), qvec, m, Number(topK));
     let result;
     try {
@@ -705,6 +759,8 @@ async function search(id, query, mode, topK, includeArchived, minScore, fusion, 
     } catch (e) {
       throw new Error(`the engine answered invalid JSON: ${errorMessage(e)}`);
     }
+    stats.lastPassMs = performance.now() - tp;
+    stats.engineMs += stats.lastPassMs;
     const need = needOf(result);
     if (!need) {
       addDisplay(engine, String(query), result);
@@ -724,7 +780,10 @@ async function search(id, query, mode, topK, includeArchived, minScore, fusion, 
       );
     }
     stats.rounds++;
+    stats.roundPages.push(need.length);
+    const tf = performance.now();
     await Promise.all(need.map((n) => ensurePage(engine, n, stats)));
+    stats.fetchMs += performance.now() - tf;
     self.postMessage({
       id,
       type: "progress",
@@ -804,7 +863,10 @@ self.onmessage = async (ev) => {
         result = await loadModel(id);
         break;
       case "search":
-        result = await search(id, msg.query, msg.mode, msg.topK, msg.includeArchived, msg.minScore, msg.fusion, msg.filters, Boolean(msg.vector));
+        result = await search(id, msg.query, msg.mode, msg.topK, msg.includeArchived, msg.minScore, msg.fusion, msg.filters, Boolean(msg.vector), msg.queryVector, msg.nprobe, msg.rescore);
+        break;
+      case "loadDense":
+        result = await loadDense(msg.prefetch);
         break;
       case "cacheStats":
         result = await cacheStats();

@@ -19,7 +19,16 @@
 //!     [--seeding sample|farthest] [--threads 2] [--dump target/rows.f32] [--kmeans-only 1]
 //! # without an embedding cache: a synthetic base of N vectors (see `synthetic`)
 //! cargo run --release -p jikji-builder --example bench_ivf_1m -- --synthetic 27000 ...
+//! # the browser's bundle (scripts/bench-ivf-browser): one configuration, the builder's own
+//! # writer and defaults, then the native engine driven as the worker drives it
+//! cargo run --release -p jikji-builder --example bench_ivf_1m -- --cache … --model … \
+//!     --queries … --n 1000000 --max-queries 300 --probe-queries 200 --nprobe 16 --write DIR
+//! cargo run --release -p jikji-builder --example bench_ivf_1m -- --search DIR --nprobe 16
 //! ```
+//!
+//! `--write DIR` replaces the grid below: see `write_and_search` (the bundle, its stand-in
+//! chunks, `DIR.queries.json`) and `search_native` (what is measured). `--nprobe` there is one
+//! value (0: the bundle's measured `nprobe`).
 //!
 //! Vectors. Base: every vector of the embedding cache file (passages of the eval corpora
 //! and books embedded so far, and the calibration's pseudo-queries) except the eval queries
@@ -86,6 +95,17 @@ struct Args {
     /// `--centroid-codes int8,int4-centred`: the centroid pages' codes to compare (the
     /// compact variant also codes the background sample when the lists are binary).
     centroid_codes: Vec<String>,
+    /// `--write DIR`: write the rows as a bundle with the builder's writer and search it
+    /// through the engine as the browser does (see [`write_and_search`]) instead of the grid.
+    write: String,
+    /// `--search DIR`: the native search of an earlier `--write DIR` again (its queries
+    /// from `DIR.queries.json`, which it rewrites), without making the vectors.
+    search: String,
+    /// `--rescore` was given (`--search` then uses its last value; else the bundle's).
+    rescore_set: bool,
+    /// `--probe-queries N`: with `--write`, held-out queries (none of the measured ones)
+    /// given to the writer as its pseudo-queries (`nprobe` measure, background sample).
+    probe_queries: usize,
 }
 
 fn args() -> Args {
@@ -113,6 +133,10 @@ fn args() -> Args {
         dump: String::new(),
         kmeans_only: false,
         centroid_codes: vec!["int8".into()],
+        write: String::new(),
+        search: String::new(),
+        rescore_set: false,
+        probe_queries: 200,
     };
     let list =
         |s: &str| -> Vec<usize> { s.split(',').map(|x| x.parse().expect("a number")).collect() };
@@ -126,7 +150,10 @@ fn args() -> Args {
             "--n" => a.n = v.parse().expect("--n"),
             "--nlist" => a.nlist = v.parse().expect("--nlist"),
             "--nprobe" => a.nprobe = list(&v),
-            "--rescore" => a.rescore = list(&v),
+            "--rescore" => {
+                a.rescore = list(&v);
+                a.rescore_set = true;
+            }
             "--codes" => a.codes = v.split(',').map(String::from).collect(),
             "--rows-per-page" => a.rows_per_page_list = list(&v),
             "--max-queries" => a.max_queries = v.parse().expect("--max-queries"),
@@ -152,11 +179,14 @@ fn args() -> Args {
             "--synthetic" => a.synthetic = v.parse().expect("--synthetic"),
             "--caps" => a.caps = list(&v),
             "--centroid-codes" => a.centroid_codes = v.split(',').map(String::from).collect(),
+            "--write" => a.write = v,
+            "--search" => a.search = v,
+            "--probe-queries" => a.probe_queries = v.parse().expect("--probe-queries"),
             _ => panic!("unknown argument {k}"),
         }
     }
     assert!(
-        !a.cache.is_empty() || a.synthetic > 0,
+        !a.cache.is_empty() || a.synthetic > 0 || !a.search.is_empty(),
         "--cache FILE or --synthetic N is required"
     );
     if a.rows_per_page_list.is_empty() {
@@ -226,6 +256,23 @@ fn main() {
     let t0 = Instant::now();
     let load = || std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!("load at start: {}", load().trim());
+    if !a.search.is_empty() {
+        // --search DIR: the queries of an earlier --write, searched again natively.
+        let dir = std::path::PathBuf::from(&a.search);
+        let j: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(format!("{}.queries.json", dir.display())).expect("DIR.queries.json"),
+        )
+        .expect("JSON");
+        let queries: Vec<Vec<f32>> = serde_json::from_value(j["queries"].clone()).expect("queries");
+        let exact: Vec<Vec<u32>> = serde_json::from_value(j["exact"].clone()).expect("exact");
+        let nprobe = a.nprobe.last().copied().unwrap_or(0);
+        let rescore = a
+            .rescore_set
+            .then(|| a.rescore.last().copied().unwrap_or(0));
+        search_native(&dir, &queries, &exact, nprobe, rescore);
+        println!("load at the end: {}", load().trim());
+        return;
+    }
     let (base, queries, held_out) = if a.synthetic > 0 {
         let (b, q) = synthetic(a.synthetic, a.max_queries);
         println!(
@@ -246,6 +293,20 @@ fn main() {
     );
     // Queries evenly spaced over the sets' order, at most max_queries.
     let take = queries.len().min(a.max_queries);
+    // With --write: other held-out queries, the next one after each measured query, as the
+    // writer's pseudo-queries (disjoint from the measured ones while take ≤ half of them).
+    let probe: Vec<Vec<f32>> = if a.write.is_empty() {
+        Vec::new()
+    } else {
+        let m = a.probe_queries.min(take);
+        assert!(
+            2 * take <= queries.len(),
+            "--write needs twice --max-queries held-out queries"
+        );
+        (0..m)
+            .map(|i| queries[(i * take / m) * queries.len() / take + 1].clone())
+            .collect()
+    };
     let queries: Vec<Vec<f32>> = (0..take)
         .map(|i| queries[i * queries.len() / take].clone())
         .collect();
@@ -350,6 +411,15 @@ fn main() {
             a.dump,
             t.elapsed().as_secs_f64()
         );
+    }
+    if !a.write.is_empty() {
+        write_and_search(&a, &v, &vbytes, &queries, &probe, &exact);
+        println!(
+            "total {:.0} s; load at the end: {}",
+            t0.elapsed().as_secs_f64(),
+            load().trim()
+        );
+        return;
     }
     // k-means.
     let mut params = jikji_builder::ivf::KmeansParams::for_chunks(n);
@@ -727,4 +797,347 @@ fn mean_dot(v: &Vectors, ivf: &jikji_builder::ivf::Ivf) -> f64 {
         }
     }
     sum / count.max(1) as f64
+}
+
+/// One query's pages and times through the engine driven as the browser's worker drives it.
+#[derive(Default, Clone)]
+struct Run {
+    /// Fetch rounds (engine answers "need").
+    rounds: usize,
+    /// Pages read, and their stored bytes: all, index (`g`/`w`/`j`/`i`), chunk pages (`c`).
+    pages: usize,
+    bytes: usize,
+    index_bytes: usize,
+    chunk_bytes: usize,
+    other_bytes: usize,
+    /// Time in `search_with_vector` over every pass, in the final pass alone, and reading +
+    /// adding pages (file read, inflate, SHA-256, `add_page`), ms.
+    engine_ms: f64,
+    last_pass_ms: f64,
+    fetch_ms: f64,
+    /// Each pass's time, ms.
+    passes_ms: Vec<f64>,
+    /// The hits' row numbers (chunk ids are the row number in hex).
+    top: Vec<u32>,
+}
+
+/// Reads page `name` of bundle `dir` (stored bytes) and gives its header + raw body to
+/// `engine`, as the worker does; returns the stored length.
+fn add_stored_page(engine: &jikji_engine::Engine, dir: &std::path::Path, name: &str) -> usize {
+    let stored =
+        std::fs::read(dir.join("p").join(name)).unwrap_or_else(|e| panic!("p/{name}: {e}"));
+    let raw = decode_stored(name, &stored).expect("decoding a page");
+    let mut bytes = stored[..jikji_format::paged::page::HEADER_LEN].to_vec();
+    bytes.extend_from_slice(&raw);
+    engine.add_page(name, &bytes).expect("adding a page");
+    stored.len()
+}
+
+/// One dense query through `engine` (an entry-opened engine: pages come only by
+/// `add_page`), its missing pages read from `dir` round after round as the worker fetches
+/// them (the cache trimmed before the query, as the wasm engine does for a new query).
+fn run_query(engine: &jikji_engine::Engine, dir: &std::path::Path, q: &[f32], tag: &str) -> Run {
+    engine.trim_cache();
+    let mut r = Run::default();
+    loop {
+        let t = Instant::now();
+        let res = engine.search_with_vector(tag, Some(q), jikji_engine::Mode::Dense, 10);
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        r.engine_ms += ms;
+        r.passes_ms.push(ms);
+        match res {
+            Ok(res) => {
+                r.last_pass_ms = ms;
+                r.top = res
+                    .hits
+                    .iter()
+                    .map(|h| u32::from_str_radix(&h.chunk.id, 16).expect("a row id"))
+                    .collect();
+                return r;
+            }
+            Err(jikji_engine::EngineError::NeedPages(need)) => {
+                r.rounds += 1;
+                assert!(r.rounds <= 8, "more than 8 rounds");
+                let t = Instant::now();
+                for name in &need {
+                    let b = add_stored_page(engine, dir, name);
+                    r.pages += 1;
+                    r.bytes += b;
+                    match name.as_bytes()[0] {
+                        b'g' | b'w' | b'j' | b'i' => r.index_bytes += b,
+                        b'c' => r.chunk_bytes += b,
+                        _ => r.other_bytes += b,
+                    }
+                }
+                r.fetch_ms += t.elapsed().as_secs_f64() * 1e3;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+/// `--write DIR`: writes the `n` rows `v` as a paged bundle at `dir` with the builder's own
+/// writer (`jikji_builder::ingest::write::write_bundle`, what `jikji build` runs: the dense
+/// index with the builder's defaults for `n` chunks — k-means, capped lists, binary codes,
+/// rescoring, 4-bit centroids, coded sample — `nprobe` measured on `probe`, every page
+/// content-checked and named as the format names it) and searches it natively through the
+/// engine as the browser's worker does (`search_with_vector`, "need" → read the pages →
+/// `add_page` → again). The chunks are stand-ins: row `d` is chunk `d` (id `d` in 16 hex
+/// digits), text `row d (copy c of base vector b)`, 1,000 rows a source file, language en,
+/// tier 1; BM25 is built over those texts (dense queries never read it). Prints the
+/// index's settings, the first query cold (nothing cached) and with the once pages
+/// prefetched, then every query in order on one engine (its page cache kept, as in the
+/// worker); writes `DIR.queries.json` (query vectors, exact top 10, nprobe, the native
+/// runs) for `scripts/bench-ivf-browser`.
+fn write_and_search(
+    a: &Args,
+    v: &Vectors,
+    vbytes: &[u8],
+    queries: &[Vec<f32>],
+    probe: &[Vec<f32>],
+    exact: &[Vec<u32>],
+) {
+    use jikji_builder::ingest::write::{write_bundle, BundleParts};
+    let dir = std::path::PathBuf::from(&a.write);
+    let n = v.len();
+    let t = Instant::now();
+    let per_file = 1000;
+    let records: Vec<jikji_format::ChunkRecord> = (0..n)
+        .map(|d| jikji_format::ChunkRecord {
+            id: format!("{d:016x}"),
+            source: format!("rows/{:05}.md", d / per_file),
+            tier: Some(1),
+            lang: "en".into(),
+            start: d % per_file * 64,
+            end: d % per_file * 64 + 48,
+            text: format!(
+                "row {d} (copy {} of base vector {})",
+                d / 28_848,
+                d % 28_848
+            ),
+            ..Default::default()
+        })
+        .collect();
+    let sources: Vec<jikji_format::manifest::SourceEntry> = (0..n.div_ceil(per_file))
+        .map(|f| jikji_format::manifest::SourceEntry {
+            path: format!("rows/{f:05}.md"),
+            sha256: hex(&Sha256::digest(format!("rows/{f:05}.md").as_bytes())),
+            bytes: 64 * per_file as u64,
+            chunks: per_file.min(n - f * per_file),
+            ..Default::default()
+        })
+        .collect();
+    let settings = jikji_builder::ingest::BundleSettings {
+        hanja: false,
+        centring: None,
+        ..Default::default()
+    };
+    let indexed = jikji_builder::ingest::index::index(&records, &settings).expect("indexing");
+    let chunks = jikji_format::chunks::write_chunks(&records).expect("chunk records");
+    drop(records);
+    let mut model =
+        jikji_builder::ingest::model_info(std::path::Path::new(&a.model)).expect("model info");
+    model.centring = None;
+    println!(
+        "stand-in chunks and BM25 index of {n} rows: {:.1} s; writing {} with the builder's writer (probe queries {})",
+        t.elapsed().as_secs_f64(),
+        dir.display(),
+        probe.len()
+    );
+    let t = Instant::now();
+    let (_, file_bytes, pages) = write_bundle(
+        &dir,
+        BundleParts {
+            chunks: chunks.into(),
+            n_chunks: n,
+            chunking: jikji_format::manifest::ChunkingInfo {
+                strategy: "fixed".into(),
+                chunk_size: 512,
+                overlap: 0,
+                max_tokens: None,
+                parent_size: None,
+                parents: 0,
+            },
+            indexed,
+            vectors: Some((model, vbytes.to_vec())),
+            sources,
+            calibration: None,
+            probe_queries: probe,
+            settings,
+            query_model: None,
+            threads: a.threads,
+            previous: None,
+            kept_index: None,
+            kept_chosen_by: None,
+            refit_note: None,
+            row_map: Default::default(),
+        },
+    )
+    .expect("writing the bundle");
+    println!(
+        "written in {:.1} s ({} pages; load {}): {}",
+        t.elapsed().as_secs_f64(),
+        pages.written,
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim(),
+        file_bytes
+            .iter()
+            .map(|(k, b)| format!("{k} {:.1} MB", *b as f64 / 1e6))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    for (k, s) in &pages.seconds {
+        println!("  {k}: {s:.1} s");
+    }
+    let nprobe = a.nprobe.last().copied().unwrap_or(0);
+    search_native(&dir, queries, exact, nprobe, None);
+}
+
+/// The native half of `--write` (and `--search DIR`, which reads the queries back from
+/// `DIR.queries.json`): every query through the engine as the worker drives it; writes
+/// `DIR.queries.json`. `rescore`: the oversampling (`None`: the bundle's; `--rescore X`
+/// with `--search`).
+fn search_native(
+    dir: &std::path::Path,
+    queries: &[Vec<f32>],
+    exact: &[Vec<u32>],
+    nprobe: usize,
+    rescore: Option<usize>,
+) {
+    let entry = std::fs::read(dir.join("jikji.json")).expect("jikji.json");
+    let open = || jikji_engine::Engine::open_entry(&entry).expect("opening the entry");
+    let engine0 = open();
+    let root = engine0.dense_index().expect("a dense index").clone();
+    println!(
+        "pages.ivf: nlist {}, nprobe {} ({}), codes {}, rescore {:?}, rows a page {:?}, centroids {:?}, sample {:?}; chosen by: {}",
+        root.nlist,
+        root.nprobe,
+        root.nprobe_from.clone().unwrap_or_default(),
+        root.codes,
+        root.rescore,
+        root.rows.as_ref().map(|r| r.per_page),
+        root.centroid_codes,
+        root.sample_codes,
+        root.chosen_by.clone().unwrap_or_default()
+    );
+    let used = if nprobe == 0 { root.nprobe } else { nprobe };
+    println!(
+        "searching with nprobe {used} ({})",
+        if nprobe == 0 {
+            "the bundle's"
+        } else {
+            "--nprobe; the worker passes it with set_nprobe"
+        }
+    );
+    let setup = |e: &mut jikji_engine::Engine| {
+        if nprobe > 0 {
+            e.set_nprobe(Some(nprobe));
+        }
+        if rescore.is_some() {
+            e.set_rescore(rescore);
+        }
+    };
+    // First query, cold.
+    let mut e = open();
+    setup(&mut e);
+    let cold = run_query(&e, dir, &queries[0], "q0");
+    // First query with the once pages prefetched.
+    let mut e = open();
+    setup(&mut e);
+    let t = Instant::now();
+    let once: usize = e
+        .dense_once_pages()
+        .iter()
+        .map(|p| add_stored_page(&e, dir, p))
+        .sum();
+    let once_ms = t.elapsed().as_secs_f64() * 1e3;
+    let mut runs = Vec::new();
+    for (i, q) in queries.iter().enumerate() {
+        runs.push(run_query(&e, dir, q, &format!("q{i}")));
+    }
+    let show = |what: &str, r: &Run| {
+        println!(
+            "{what}: rounds {}, pages {}, {:.1} kB (index {:.1}, chunk pages {:.1}, other {:.1}), engine {:.2} ms (last pass {:.2}), read+add {:.2} ms",
+            r.rounds,
+            r.pages,
+            r.bytes as f64 / 1e3,
+            r.index_bytes as f64 / 1e3,
+            r.chunk_bytes as f64 / 1e3,
+            r.other_bytes as f64 / 1e3,
+            r.engine_ms,
+            r.last_pass_ms,
+            r.fetch_ms
+        );
+    };
+    println!(
+        "native (this process, entry-opened engine, pages read from {}):",
+        dir.display()
+    );
+    show("  first query, cold", &cold);
+    println!(
+        "  once pages prefetched: {} pages, {:.1} kB, read+add {:.1} ms",
+        e.dense_once_pages().len(),
+        once as f64 / 1e3,
+        once_ms
+    );
+    show("  first query after the prefetch", &runs[0]);
+    let warm = &runs[1..];
+    let col = |f: &dyn Fn(&Run) -> f64| -> (f64, f64) {
+        let mut x: Vec<f64> = warm.iter().map(f).collect();
+        (percentile(&mut x.clone(), 0.5), percentile(&mut x, 0.9))
+    };
+    let recall: f64 = runs
+        .iter()
+        .zip(exact)
+        .map(|(r, ex)| ex.iter().filter(|d| r.top.contains(d)).count() as f64 / ex.len() as f64)
+        .sum::<f64>()
+        / runs.len() as f64;
+    for (name, f) in [
+        (
+            "engine ms (all passes)",
+            &(|r: &Run| r.engine_ms) as &dyn Fn(&Run) -> f64,
+        ),
+        ("engine ms (last pass)", &|r: &Run| r.last_pass_ms),
+        ("read+add ms", &|r: &Run| r.fetch_ms),
+        ("rounds", &|r: &Run| r.rounds as f64),
+        ("requests", &|r: &Run| r.pages as f64),
+        ("new kB", &|r: &Run| r.bytes as f64 / 1e3),
+        ("index kB", &|r: &Run| r.index_bytes as f64 / 1e3),
+        ("chunk kB", &|r: &Run| r.chunk_bytes as f64 / 1e3),
+    ] {
+        let (p50, p90) = col(f);
+        println!(
+            "  warm ({} queries) {name}: p50 {p50:.2}, p90 {p90:.2}",
+            warm.len()
+        );
+    }
+    println!(
+        "  recall@10 vs the exact int8 scan: {recall:.4} ({} queries)",
+        runs.len()
+    );
+    let json = serde_json::json!({
+        "nlist": root.nlist,
+        "nprobe": used,
+        "bundle_nprobe": root.nprobe,
+        "rescore": rescore,
+        "queries": queries,
+        "exact": exact,
+        "native": {
+            "cold": run_json(&cold),
+            "once_bytes": once,
+            "runs": runs.iter().map(run_json).collect::<Vec<_>>(),
+        },
+    });
+    let out = format!("{}.queries.json", dir.display());
+    std::fs::write(&out, serde_json::to_vec(&json).unwrap()).expect("writing the queries");
+    println!("wrote {out}");
+}
+
+fn run_json(r: &Run) -> serde_json::Value {
+    serde_json::json!({
+        "rounds": r.rounds, "pages": r.pages, "bytes": r.bytes, "index_bytes": r.index_bytes,
+        "chunk_bytes": r.chunk_bytes, "other_bytes": r.other_bytes, "engine_ms": r.engine_ms,
+        "last_pass_ms": r.last_pass_ms, "fetch_ms": r.fetch_ms, "passes_ms": r.passes_ms, "top": r.top,
+    })
 }

@@ -58,6 +58,50 @@ impl IvfScan {
     }
 }
 
+/// A query's routing through the index: the lists ranked by `q·ĉ` ([`ranked_lists`]) and
+/// the background ([`background`]), kept by the engine for the query vector that made them,
+/// so the passes of one query (lists, rows, chunk pages: 3–4 at 1M chunks) scan the
+/// centroids once instead of once a pass. The same values as computed afresh: the key is the
+/// query vector's bits, and an engine reads one bundle.
+#[derive(Default)]
+pub(crate) struct Routing {
+    key: Vec<u32>,
+    order: Ranked,
+    background: (f32, f32),
+}
+
+/// Lists ranked by `q·ĉ`, `(list, q·ĉ)` best first ([`ranked_lists`]), shared.
+type Ranked = std::sync::Arc<Vec<(u32, f32)>>;
+
+/// The routing of the query of `scorer`: `memo`'s when it was made for the same query
+/// vector, else computed (and kept in `memo`). Errors: as [`ranked_lists`] and
+/// [`background`] (nothing is kept then).
+fn routing(
+    cache: &dyn IndexPages,
+    root: &IvfRoot,
+    scorer: &RowScorer,
+    at: Place,
+    memo: Option<&std::sync::Mutex<Routing>>,
+) -> Result<(Ranked, (f32, f32)), EngineError> {
+    let key: Vec<u32> = scorer.query().iter().map(|x| x.to_bits()).collect();
+    if let Some(m) = memo {
+        let m = m.lock().unwrap_or_else(|e| e.into_inner());
+        if !m.key.is_empty() && m.key == key {
+            return Ok((m.order.clone(), m.background));
+        }
+    }
+    let order = std::sync::Arc::new(ranked_lists(cache, root, scorer, at.dim)?);
+    let background = background(cache, root, scorer, &order, at)?;
+    if let Some(m) = memo {
+        *m.lock().unwrap_or_else(|e| e.into_inner()) = Routing {
+            key,
+            order: order.clone(),
+            background,
+        };
+    }
+    Ok((order, background))
+}
+
 /// Hits whose candidates a binary index rescores per unit of oversampling: the recall the
 /// rescoring protects is recall@10.
 pub const RESCORE_DEPTH: usize = 10;
@@ -152,7 +196,8 @@ fn background(
 /// the first nprobe lists))` allowed chunks were scanned: the filters never make the
 /// ranking shorter than the unfiltered scan of those lists, nor shorter than `fill` (the
 /// hits asked for). Errors: PageMissing (pages recorded in the cache: the caller
-/// fetches them and runs the pass again), DataCorruption naming a page.
+/// fetches them and runs the pass again), DataCorruption naming a page. `memo`: the
+/// engine's [`Routing`] of its last query.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn scan(
     bundle: &Bundle,
@@ -163,6 +208,7 @@ pub(crate) fn scan(
     rescore: Option<usize>,
     fill: usize,
     allow: Option<&[bool]>,
+    memo: &std::sync::Mutex<Routing>,
 ) -> Result<IvfScan, EngineError> {
     let cache = bundle.cache().ok_or_else(not_paged)?;
     let at = Place {
@@ -179,6 +225,7 @@ pub(crate) fn scan(
         rescore,
         fill,
         allow,
+        Some(memo),
     )
 }
 
@@ -222,7 +269,7 @@ pub fn search_pages(
     rescore: Option<usize>,
 ) -> Result<Vec<Scored>, EngineError> {
     let scorer = RowScorer::new(None, q);
-    Ok(scan_pages(pages, at, root, &scorer, k, nprobe, rescore, k, None)?.ranked)
+    Ok(scan_pages(pages, at, root, &scorer, k, nprobe, rescore, k, None, None)?.ranked)
 }
 
 /// [`scan`] over any page source.
@@ -237,14 +284,14 @@ fn scan_pages(
     rescore: Option<usize>,
     fill: usize,
     allow: Option<&[bool]>,
+    memo: Option<&std::sync::Mutex<Routing>>,
 ) -> Result<IvfScan, EngineError> {
     if root.is_binary() {
         let x = rescore.or(root.rescore).unwrap_or(ivf::DEFAULT_RESCORE);
-        return scan_binary(cache, at, root, scorer, k, nprobe, x, fill, allow);
+        return scan_binary(cache, at, root, scorer, k, nprobe, x, fill, allow, memo);
     }
     let Place { chunks, dim } = at;
-    let order = ranked_lists(cache, root, scorer, dim)?;
-    let background = background(cache, root, scorer, &order, at)?;
+    let (order, background) = routing(cache, root, scorer, at, memo)?;
     let mut probe = nprobe.clamp(1, root.nlist);
     let mut target = None;
     loop {
@@ -303,10 +350,10 @@ fn scan_binary(
     rescore: usize,
     fill: usize,
     allow: Option<&[bool]>,
+    memo: Option<&std::sync::Mutex<Routing>>,
 ) -> Result<IvfScan, EngineError> {
     let Place { chunks, dim } = at;
-    let order = ranked_lists(cache, root, scorer, dim)?;
-    let background = background(cache, root, scorer, &order, at)?;
+    let (order, background) = routing(cache, root, scorer, at, memo)?;
     let tables = SignTables::new(scorer.query());
     let mut probe = nprobe.clamp(1, root.nlist);
     let mut target = None;
@@ -558,7 +605,43 @@ mod tests {
             dim: q.len(),
         };
         let scorer = RowScorer::new(None, q);
-        scan_pages(pages, at, root, &scorer, 10, nprobe, None, 10, None).unwrap()
+        scan_pages(pages, at, root, &scorer, 10, nprobe, None, 10, None, None).unwrap()
+    }
+
+    #[test]
+    fn the_kept_routing_gives_the_scan_computed_afresh() {
+        // A query's passes through one memo (as the engine's), queries in turn: every scan
+        // equals the scan without a memo; a memo holding another query's routing is
+        // replaced, not used.
+        let (rows, queries) = data(3000, 48);
+        let n = rows.len();
+        let (root, pages, _) = index(&rows, 60, CentroidCodes::Int4Centred, true);
+        let at = Place { chunks: n, dim: 48 };
+        let memo = std::sync::Mutex::new(Routing::default());
+        for q in queries.iter().take(20) {
+            let scorer = RowScorer::new(None, q);
+            let fresh = scan_of(&root, &pages, n, q, 6);
+            for _pass in 0..3 {
+                let kept = scan_pages(
+                    &pages,
+                    at,
+                    &root,
+                    &scorer,
+                    10,
+                    6,
+                    None,
+                    10,
+                    None,
+                    Some(&memo),
+                )
+                .unwrap();
+                assert_eq!(kept.ranked, fresh.ranked);
+                assert_eq!(kept.background, fresh.background);
+                assert_eq!(kept.scanned, fresh.scanned);
+            }
+            let key: Vec<u32> = q.iter().map(|x| x.to_bits()).collect();
+            assert_eq!(memo.lock().unwrap().key, key);
+        }
     }
 
     #[test]

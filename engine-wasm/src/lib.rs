@@ -333,6 +333,10 @@ pub struct Engine {
     rescore: Option<usize>,
     /// Scan every vector even when the bundle has a dense index.
     exact_dense: bool,
+    /// The dense index's routing of the last query ([`ivf::Routing`]): its passes rank the
+    /// lists once.
+    #[cfg(feature = "dense")]
+    ivf_routing: std::sync::Mutex<ivf::Routing>,
     /// Give hits their [`Hit::coverage`].
     coverage: bool,
     fetched: std::sync::Mutex<FetchStats>,
@@ -385,6 +389,8 @@ impl Engine {
             nprobe: None,
             rescore: None,
             exact_dense: false,
+            #[cfg(feature = "dense")]
+            ivf_routing: Default::default(),
             coverage: false,
             fetched: Default::default(),
         }

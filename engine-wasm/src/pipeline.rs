@@ -136,6 +136,7 @@ impl Engine {
                 self.rescore,
                 fill,
                 allow,
+                &self.ivf_routing,
             )?;
             return Ok((scan.ranked.clone(), DenseSide::Ivf(scan)));
         }

@@ -1213,6 +1213,86 @@ enum Stored {
     },
 }
 
+/// The query padded to `2·⌈dim/2⌉` (a zero for the padding nibble) and `q·μ̂`.
+fn int4_query(dim: usize, mean: &[f32], q: &[f32]) -> (Vec<f32>, f32) {
+    let mut qe = vec![0f32; 2 * nibble_bytes(dim)];
+    for (a, b) in qe.iter_mut().zip(q) {
+        *a = *b;
+    }
+    (qe, mean.iter().zip(q).map(|(m, x)| m * x).sum())
+}
+
+/// `q·ĉ_j` of one 4-bit centroid (scale `s`, nibbles `row`), the plain loop: per byte the
+/// low nibble's term `q_{2t}·u − 8·q_{2t}`, then the high one's, added in order. The
+/// reference [`int4_dots`] equals bit for bit.
+fn int4_dot_plain(qe: &[f32], qm: f32, s: f32, row: &[u8]) -> f32 {
+    let mut acc = 0f32;
+    for (pair, &x) in qe.chunks_exact(2).zip(row) {
+        acc += pair[0] * f32::from(x & 15) - 8.0 * pair[0];
+        acc += pair[1] * f32::from(x >> 4) - 8.0 * pair[1];
+    }
+    qm + s * acc
+}
+
+/// Centroids [`int4_dots`] scores side by side: independent sums, so the CPU (native or
+/// wasm) overlaps their additions instead of waiting on one chain.
+const INT4_LANES: usize = 8;
+
+/// `q·ĉ_j` of every 4-bit centroid, equal bit for bit to [`int4_dot_plain`] of each
+/// (tested): each term is read from a per-query table of the values the plain loop computes
+/// (`q_{2t}·v − 8·q_{2t}` and `q_{2t+1}·v − 8·q_{2t+1}` for v in 0..16, computed by the same
+/// expression), and each centroid's sum adds them in the plain loop's order; only the
+/// interleaving of [`INT4_LANES`] centroids' sums differs, which changes no value. At 1M
+/// chunks (11,759 centroids of 384 dims) the plain loop, one dependent float chain per
+/// centroid, took 5–6 ms a pass natively and more in wasm.
+fn int4_dots(dim: usize, mean: &[f32], scales: &[f32], nibbles: &[u8], q: &[f32]) -> Vec<f32> {
+    let hb = nibble_bytes(dim);
+    let (qe, qm) = int4_query(dim, mean, q);
+    let n = scales.len();
+    let mut out = Vec::with_capacity(n);
+    if hb == 0 {
+        out.extend(scales.iter().map(|s| qm + s * 0f32));
+        return out;
+    }
+    // table[t·32 + v] = low term of byte t for nibble v; table[t·32 + 16 + v] = high term.
+    let mut table = vec![0f32; hb * 32];
+    for (t, pair) in qe.chunks_exact(2).enumerate() {
+        for v in 0..16u8 {
+            table[t * 32 + v as usize] = pair[0] * f32::from(v) - 8.0 * pair[0];
+            table[t * 32 + 16 + v as usize] = pair[1] * f32::from(v) - 8.0 * pair[1];
+        }
+    }
+    let blocks = n / INT4_LANES;
+    for (b, block) in nibbles
+        .chunks_exact(hb * INT4_LANES)
+        .take(blocks)
+        .enumerate()
+    {
+        let rows: [&[u8]; INT4_LANES] = std::array::from_fn(|c| &block[c * hb..(c + 1) * hb]);
+        let mut acc = [0f32; INT4_LANES];
+        for (t, terms) in table.chunks_exact(32).enumerate() {
+            let (lo, hi) = terms.split_at(16);
+            for c in 0..INT4_LANES {
+                let x = rows[c][t];
+                acc[c] += lo[usize::from(x & 15)];
+                acc[c] += hi[usize::from(x >> 4)];
+            }
+        }
+        for (c, a) in acc.iter().enumerate() {
+            out.push(qm + scales[b * INT4_LANES + c] * a);
+        }
+    }
+    for j in blocks * INT4_LANES..n {
+        out.push(int4_dot_plain(
+            &qe,
+            qm,
+            scales[j],
+            &nibbles[j * hb..(j + 1) * hb],
+        ));
+    }
+    out
+}
+
 impl StoredCentroids {
     /// Decodes the raw bodies of `root`'s centroid pages (`bodies[n]` of page `n`, every
     /// page) for vectors of `dim`, as `root.centroid_codes` says. Errors: InvalidInput when
@@ -1324,26 +1404,7 @@ impl StoredCentroids {
                 mean,
                 scales,
                 nibbles,
-            } => {
-                let hb = nibble_bytes(self.dim);
-                let mut qe = vec![0f32; 2 * hb];
-                for (a, b) in qe.iter_mut().zip(q) {
-                    *a = *b;
-                }
-                let qm: f32 = mean.iter().zip(q).map(|(m, x)| m * x).sum();
-                scales
-                    .iter()
-                    .zip(nibbles.chunks_exact(hb.max(1)))
-                    .map(|(s, row)| {
-                        let mut acc = 0f32;
-                        for (pair, &x) in qe.chunks_exact(2).zip(row) {
-                            acc += pair[0] * f32::from(x & 15) - 8.0 * pair[0];
-                            acc += pair[1] * f32::from(x >> 4) - 8.0 * pair[1];
-                        }
-                        qm + s * acc
-                    })
-                    .collect()
-            }
+            } => int4_dots(self.dim, mean, scales, nibbles, q),
         }
     }
 
@@ -2203,6 +2264,48 @@ mod tests {
         (0..root.centroids.pages)
             .map(|n| body_of(pages, &root.centroid_page(n)))
             .collect()
+    }
+
+    #[test]
+    fn int4_dots_equal_the_plain_loop_bit_for_bit() {
+        // Counts around the lane width, odd and even dimensions, extreme nibbles and a query
+        // with zeros, tiny and large components.
+        for &(n, dim) in &[(1, 7), (8, 8), (13, 384), (300, 7), (1000, 384), (17, 1)] {
+            let mut s = (n * 31 + dim) as u64;
+            let mut next = || {
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (s >> 33) as u32
+            };
+            let hb = nibble_bytes(dim);
+            let nibbles: Vec<u8> = (0..n * hb).map(|_| next() as u8).collect();
+            let scales: Vec<f32> = (0..n)
+                .map(|_| next() as f32 / u32::MAX as f32 / 7.0)
+                .collect();
+            let mean: Vec<f32> = (0..dim)
+                .map(|_| next() as f32 / u32::MAX as f32 - 0.5)
+                .collect();
+            let q: Vec<f32> = (0..dim)
+                .map(|i| match i % 5 {
+                    0 => 0.0,
+                    1 => 1e-30,
+                    2 => -3.5e3,
+                    _ => next() as f32 / u32::MAX as f32 - 0.5,
+                })
+                .collect();
+            let fast = int4_dots(dim, &mean, &scales, &nibbles, &q);
+            let (qe, qm) = int4_query(dim, &mean, &q);
+            assert_eq!(fast.len(), n);
+            for j in 0..n {
+                let plain = int4_dot_plain(&qe, qm, scales[j], &nibbles[j * hb..(j + 1) * hb]);
+                assert_eq!(
+                    fast[j].to_bits(),
+                    plain.to_bits(),
+                    "n {n} dim {dim} centroid {j}"
+                );
+            }
+        }
     }
 
     #[test]
