@@ -229,26 +229,8 @@ fn write_dense_index(
             c => jikji_format::paged::ivf::dequantized_centroids(&ivf.centroids, c, v.dim())?,
         },
     )?)?;
-    let (mut nprobe, mut nprobe_from) = measure_nprobe(v, model, &ivf, &cents, queries)?;
-    if binary && v.len() >= crate::ivf::BALANCE_MIN_CHUNKS {
-        let budget = crate::ivf::budget_nprobe(
-            v.len(),
-            v.dim(),
-            ivf.lists.len(),
-            (
-                crate::ivf::default_rescore(v.len()),
-                crate::ivf::default_rows_per_page(v.len()),
-            ),
-            crate::ivf::FINE_QUERY_BUDGET,
-        );
-        if budget < nprobe {
-            nprobe_from = format!(
-                "{nprobe_from}; capped at {budget} lists by the {:.0} kB budget a query",
-                crate::ivf::FINE_QUERY_BUDGET / 1e3
-            );
-            nprobe = budget;
-        }
-    }
+    let cap = fine_nprobe_cap(v.len(), v.dim(), ivf.lists.len(), binary);
+    let (nprobe, nprobe_from) = measure_nprobe(v, model, &ivf, &cents, queries, cap)?;
     let auto_note = if auto && !binary {
         let qs: Vec<Vec<f32>> = queries
             .iter()
@@ -326,19 +308,31 @@ fn write_dense_index(
 /// The default `nprobe` of an index of `ivf`'s lists under the stored centroids `cents`:
 /// the fewest lists whose recall@[`crate::ivf::PROBE_DEPTH`] against the exact scan
 /// reaches [`crate::ivf::PROBE_RECALL_TARGET`] on `queries` (centred pseudo-queries), or
-/// [`crate::ivf::default_nprobe`] without them; and how it was chosen (`nprobe_from`).
+/// [`crate::ivf::default_nprobe`] without them, at most `cap` lists ([`fine_nprobe_cap`]);
+/// and how it was chosen (`nprobe_from`, with the recall at the capped value).
 fn measure_nprobe(
     v: &Vectors,
     model: &ModelInfo,
     ivf: &crate::ivf::Ivf,
     cents: &Vectors,
     queries: &[Vec<f32>],
+    cap: Option<usize>,
 ) -> Result<(usize, String)> {
     let engine_error = |e: jikji_engine::EngineError| crate::error::BuildError::Ivf(e.to_string());
     let queries: Vec<&Vec<f32>> = queries.iter().filter(|q| q.len() == v.dim()).collect();
     Ok(if queries.is_empty() {
         let p = crate::ivf::default_nprobe(ivf.lists.len());
-        (p, format!("share {}", crate::ivf::DEFAULT_PROBE_SHARE))
+        let note = format!("share {}", crate::ivf::DEFAULT_PROBE_SHARE);
+        match cap {
+            Some(c) if c < p => (
+                c,
+                format!(
+                    "{note}: {p} lists; capped at {c} by the {:.0} kB budget a query",
+                    crate::ivf::FINE_QUERY_BUDGET / 1e3
+                ),
+            ),
+            _ => (p, note),
+        }
     } else {
         // The engine's exact score (with the centred norms of every row).
         let full = match &model.centring {
@@ -359,14 +353,42 @@ fn measure_nprobe(
             crate::ivf::PROBE_DEPTH,
         );
         let (p, r) = crate::ivf::choose_nprobe(&curve, crate::ivf::PROBE_RECALL_TARGET);
-        (
-            p,
-            format!(
-                "pseudo-queries: recall@{} {r:.4} over {} (target {})",
-                crate::ivf::PROBE_DEPTH,
-                owned.len(),
-                crate::ivf::PROBE_RECALL_TARGET
+        let note = format!(
+            "pseudo-queries: recall@{} {r:.4} over {} (target {})",
+            crate::ivf::PROBE_DEPTH,
+            owned.len(),
+            crate::ivf::PROBE_RECALL_TARGET
+        );
+        match cap {
+            Some(c) if c < p => (
+                c,
+                format!(
+                    "{note} at {p} lists; capped at {c} by the {:.0} kB budget a query (recall@{} {:.4} there)",
+                    crate::ivf::FINE_QUERY_BUDGET / 1e3,
+                    crate::ivf::PROBE_DEPTH,
+                    curve[c - 1]
+                ),
             ),
+            _ => (p, note),
+        }
+    })
+}
+
+/// The most lists a dense query probes by default: for binary lists from
+/// [`crate::ivf::BALANCE_MIN_CHUNKS`] chunks on, [`crate::ivf::budget_nprobe`] within
+/// [`crate::ivf::FINE_QUERY_BUDGET`] (the builder's defaults: [`crate::ivf::default_rescore`]
+/// × 10 rescoring rows, [`crate::ivf::default_rows_per_page`]); `None` (no cap) otherwise.
+fn fine_nprobe_cap(n: usize, dim: usize, nlist: usize, binary: bool) -> Option<usize> {
+    (binary && n >= crate::ivf::BALANCE_MIN_CHUNKS).then(|| {
+        crate::ivf::budget_nprobe(
+            n,
+            dim,
+            nlist,
+            (
+                crate::ivf::default_rescore(n),
+                crate::ivf::default_rows_per_page(n),
+            ),
+            crate::ivf::FINE_QUERY_BUDGET,
         )
     })
 }
@@ -426,7 +448,8 @@ fn write_kept_index(
         centroids: (0..cents.len()).map(|j| cents.get(j)).collect(),
         lists: kept.lists.clone(),
     };
-    let (nprobe, nprobe_from) = measure_nprobe(v, model, &ivf, &cents, queries)?;
+    let cap = fine_nprobe_cap(v.len(), v.dim(), ivf.lists.len(), kept.old.is_binary());
+    let (nprobe, nprobe_from) = measure_nprobe(v, model, &ivf, &cents, queries, cap)?;
     let (mut root, stats) = jikji_format::paged::ivf::write_pages_kept(
         &kept.old,
         &kept.centroid_bodies,
