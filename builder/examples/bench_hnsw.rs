@@ -550,19 +550,21 @@ fn main() {
     let km = kmeans_for(&v, &a);
     let (ivf, ivf_s) = capped(&v, &km, 125);
 
-    if a.native {
-        native(&a, &v, store, &ivf, ivf_s, &queries, &news);
-    }
-    if a.pairs {
-        pairs(&a, store, &ivf);
-    }
+    // The exact top 10 of every query: the reference of every section.
+    let (eq, eq_ms) = run_all(&queries, a.threads, |q| exact_query(&v, q, 10));
     for &cap in &a.centroid_caps {
         let index = if cap == 125 {
             ivf.clone()
         } else {
             capped(&v, &km, cap).0
         };
-        centroids(&a, &v, &index, cap, &queries);
+        centroids(&a, &v, &index, cap, &queries, &eq);
+    }
+    if a.native {
+        native(&a, &v, store, &ivf, ivf_s, &queries, &news, (&eq, eq_ms));
+    }
+    if a.pairs {
+        pairs(&a, store, &ivf);
     }
     println!(
         "total {:.0} s; load at the end: {}",
@@ -580,6 +582,7 @@ fn native(
     ivf_s: f64,
     queries: &[Vec<f32>],
     news: &[Vec<f32>],
+    exact: (&[Vec<(u32, f32)>], Vec<f64>),
 ) {
     let n = v.len();
     println!(
@@ -603,7 +606,7 @@ fn native(
         "class",
         "evals/q"
     );
-    let (eq, q_ms) = run_all(queries, a.threads, |q| exact_query(v, q, 10));
+    let (eq, q_ms) = exact;
     let (en, n_ms) = run_all(news, a.threads, |q| exact_query(v, q, 1));
     let mut dist = [0usize; 3];
     for e in &en {
@@ -628,7 +631,7 @@ fn native(
         let evals = mean(&gq.iter().map(|x| x.1 as f64).collect::<Vec<_>>());
         let gq: Vec<_> = gq.into_iter().map(|x| x.0).collect();
         let gn: Vec<_> = gn.into_iter().map(|x| x.0).collect();
-        let (recall, top1, cls) = score(&eq, &en, &gq, &gn);
+        let (recall, top1, cls) = score(eq, &en, &gq, &gn);
         print_row(
             "ivf (bundle's)",
             &format!("{} lists, nprobe {np}", ivf.lists.len()),
@@ -678,7 +681,7 @@ fn native(
                 n_ms.push(t.elapsed().as_secs_f64() * 1e3);
                 gn.push(r);
             }
-            let (recall, top1, cls) = score(&eq, &en, &gq, &gn);
+            let (recall, top1, cls) = score(eq, &en, &gq, &gn);
             print_row(
                 "hnsw (ours)",
                 &format!("M {m} efc {} ef {ef}", a.efc),
@@ -722,7 +725,7 @@ fn native(
         };
         let (gq, q_ms) = run_all(queries, a.threads, |q| ask(q, 10));
         let (gn, n_ms) = run_all(news, a.threads, |q| ask(q, 1));
-        let (recall, top1, cls) = score(&eq, &en, &gq, &gn);
+        let (recall, top1, cls) = score(eq, &en, &gq, &gn);
         print_row(
             "instant-distance",
             &format!("M 32 efc {} ef {ef}", a.efc),
@@ -1042,7 +1045,6 @@ fn centroids(
             list_of[d as usize] = j as u32;
         }
     }
-    let (exact, _) = run_all(queries, a.threads, |q| exact_query(v, q, 10));
     let at = Place {
         chunks: n,
         dim: DIM,
@@ -1117,7 +1119,7 @@ fn centroids(
         let mut st = Steps::default();
         let (mut cov, mut rec, mut total, mut mism) = (0f64, 0f64, Vec::new(), 0usize);
         let mut f32_ms = Vec::new();
-        for (q, e) in queries.iter().zip(&exact) {
+        for (q, e) in queries.iter().zip(exact) {
             let t = Instant::now();
             let c2 = StoredCentroids::open(&root, &bodies, DIM).expect("centroids");
             st.centroid_decode.push(t.elapsed().as_secs_f64() * 1e3);
@@ -1199,7 +1201,7 @@ fn centroids(
                 }
                 let mut st = Steps::default();
                 let (mut cov, mut rec, mut ms, mut sims) = (0f64, 0f64, Vec::new(), 0usize);
-                for (q, e) in queries.iter().zip(&exact) {
+                for (q, e) in queries.iter().zip(exact) {
                     let t = Instant::now();
                     let (probed, w) = g.search(np, ef, |x| dot(&cf[x as usize], q));
                     ms.push(t.elapsed().as_secs_f64() * 1e3);
