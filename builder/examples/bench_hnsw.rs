@@ -990,6 +990,7 @@ fn centroids(
     index: &jikji_builder::ivf::Ivf,
     cap: usize,
     queries: &[Vec<f32>],
+    exact: &[Vec<(u32, f32)>],
 ) {
     let n = v.len();
     let nlist = index.lists.len();
