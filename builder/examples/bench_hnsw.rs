@@ -62,6 +62,9 @@ use sha2::{Digest, Sha256};
 const DIM: usize = 384;
 const RECORD: usize = 32 + 4 + 1 + 4 * DIM;
 const DUPLICATE: f32 = 0.965;
+
+/// A ranking: `(row, score)`, best first.
+type Top = Vec<(u32, f32)>;
 const PARTIAL: f32 = 0.93;
 
 struct Args {
@@ -582,7 +585,7 @@ fn native(
     ivf_s: f64,
     queries: &[Vec<f32>],
     news: &[Vec<f32>],
-    exact: (&[Vec<(u32, f32)>], Vec<f64>),
+    exact: (&[Top], Vec<f64>),
 ) {
     let n = v.len();
     println!(
