@@ -130,12 +130,11 @@ pub extern "C" fn flat32(qi: usize, np: usize) {
     S.with(|s| {
         let mut s = s.borrow_mut();
         let q = &s.queries[qi];
-        let mut o: Vec<(u32, f32)> = s
-            .cf
-            .iter()
-            .enumerate()
-            .map(|(j, c)| (j as u32, dot(c, q)))
-            .collect();
+        let mut o: Vec<(u32, f32)> =
+            s.cf.iter()
+                .enumerate()
+                .map(|(j, c)| (j as u32, dot(c, q)))
+                .collect();
         let k = np.min(o.len());
         o.select_nth_unstable_by(k - 1, |a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         o.truncate(k);
