@@ -275,6 +275,7 @@ fn write_ivf_bundle(
             centroids,
             coded_sample,
             sample_queries: &[],
+            rows_per_list: false,
         },
         &v,
         &mut |p| {
