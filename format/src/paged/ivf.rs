@@ -2269,7 +2269,8 @@ mod tests {
             stats,
             KeptLists {
                 kept: 3,
-                rewritten: 1
+                rewritten: 1,
+                ..KeptLists::default()
             }
         );
         assert_eq!(root.centroids, old.centroids);
@@ -2324,7 +2325,8 @@ mod tests {
             stats,
             KeptLists {
                 kept: 3,
-                rewritten: 1
+                rewritten: 1,
+                ..KeptLists::default()
             }
         );
         assert_eq!(root3.list_page(2), root.list_page(2));
