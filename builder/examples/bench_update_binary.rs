@@ -10,8 +10,12 @@
 //! rescoring).
 //!
 //! ```text
-//! cargo run --release -p jikji-builder --example bench_update_binary -- [--n 100000] [--add 1000] [--queries 300] [--nprobe 16]
+//! cargo run --release -p jikji-builder --example bench_update_binary -- [--n 100000] [--add 1000] [--queries 300] [--nprobe 16] [--cap 250]
 //! ```
+//!
+//! `--cap N`: the longest list the update may make instead of `update_cap` (125 from
+//! 100,000 chunks, where any list passing it makes the update refit: splitting such lists
+//! is not built yet), at most the rows reserved per list.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -201,6 +205,7 @@ fn recall(store: &Store, root: &IvfRoot, v: &Vectors, queries: &[Vec<f32>], npro
 fn main() {
     let mut args = std::env::args().skip(1);
     let (mut n, mut add, mut nq, mut nprobe) = (100_000usize, 1_000usize, 300usize, 16usize);
+    let mut cap_arg = 0usize;
     while let Some(a) = args.next() {
         let v: usize = args.next().and_then(|x| x.parse().ok()).expect("a number");
         match a.as_str() {
@@ -208,6 +213,7 @@ fn main() {
             "--add" => add = v,
             "--queries" => nq = v,
             "--nprobe" => nprobe = v,
+            "--cap" => cap_arg = v,
             _ => panic!("unknown option {a}"),
         }
     }
@@ -250,8 +256,13 @@ fn main() {
     .unwrap();
     let from_old: Vec<Option<usize>> = (0..n + add).map(|d| (d < n).then_some(d)).collect();
     let scoring = |i: usize| v_new.get(i);
-    let cap = jikji_builder::ivf::update_cap(n + add, &old_lists)
-        .min(root.list_rows.unwrap() * root.rows.as_ref().unwrap().per_page);
+    let room = root.list_rows.unwrap() * root.rows.as_ref().unwrap().per_page;
+    let cap = if cap_arg > 0 {
+        cap_arg.min(room)
+    } else {
+        jikji_builder::ivf::update_cap(n + add, &old_lists).min(room)
+    };
+    println!("update cap {cap}");
     let plan = jikji_builder::ivf::plan_update(&cents, &old_lists, n, &from_old, &scoring, cap);
     let lists = match plan {
         jikji_builder::ivf::UpdatePlan::Keep { lists, .. } => lists,
