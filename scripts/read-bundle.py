@@ -10,7 +10,9 @@ CRC-32C checksum), postings.bin, vectors.bin, chunks.bin and hanja.fst, cross-ch
     scripts/read-bundle.py BUNDLE --chunk 5    # summary + chunk 5
     scripts/read-bundle.py BUNDLE --json       # everything decoded, as one JSON object
     scripts/read-bundle.py BUNDLE --ivf        # format 2: the dense index's centroid and
-                                               # background sample pages, decoded, as JSON
+                                               # background sample pages, decoded, and with
+                                               # binary lists each list's page, doc ids and
+                                               # row (`i`) pages, as JSON
 
 Exit status 0 on success; 1 with a message naming the file (and byte offset where one
 applies) on any bad byte. It does not analyze queries or rank: see FORMAT.md, "Analyzer".
@@ -504,8 +506,78 @@ def read_ivf(folder):
         sample = {"codes": "binary", "sigma_ratio": rho, "lists": lists, **read_codes(file, r, count, dim)}
     else:
         fail("jikji.json", 0, f"pages.ivf.sample_codes {scodes!r} with {ivf['codes']!r} lists")
-    return {"nlist": nlist, "dim": dim, "centroid_codes": codes, "mean": mean,
-            "centroids": centroids, "sample": sample}
+    out = {"nlist": nlist, "dim": dim, "centroid_codes": codes, "mean": mean,
+           "centroids": centroids, "sample": sample}
+    if ivf["codes"] == "binary":
+        out["lists"] = read_binary_lists(folder, ivf, n, dim)
+    return out
+
+
+def list_gen(ivf, j):
+    """The generation in list j's page name: its `list_gens` entry's, else `lists.gen`."""
+    for g in ivf.get("list_gens") or []:
+        if j in g["lists"]:
+            return g["gen"]
+    return ivf["lists"]["gen"]
+
+
+def read_binary_lists(folder, ivf, n, dim):
+    """Each binary list's page, doc ids and the `i` pages of its rows (each checked to hold
+    the rows it should): rows in list order (`i-<rows.gen>-<(first + k) // per_page>`), or
+    with `list_rows` = S numbered per list (`i-<G_j>-<j*S + k // per_page>`, G_j list j's
+    generation, `first` 0)."""
+    rows = ivf["rows"]
+    per = rows["per_page"]
+    if not 1 <= per <= 256:
+        fail("jikji.json", 0, f"pages.ivf.rows.per_page {per}")
+    s = ivf.get("list_rows")
+    if s is not None and (s < 1 or ivf["nlist"] * s > 2**32 - 1):
+        fail("jikji.json", 0, f"pages.ivf.list_rows {s} for {ivf['nlist']} lists")
+    nb = (dim + 7) // 8
+    out = []
+    for j in range(ivf["nlist"]):
+        gen = list_gen(ivf, j)
+        name = f"j-{gen}-{j}"
+        file = f"p/{name}"
+        body = read_page(folder, name)
+        r = Reader(file, body)
+        count = r.varint()
+        if count > (len(body) - r.pos) // (nb + 3):
+            fail(file, 0, f"list of {count} rows in a {len(body)}-byte page")
+        at = r.pos
+        first = r.varint()
+        if first + count > n:
+            fail(file, at, f"rows {first}.. + {count} of a bundle of {n} chunks")
+        docs, prev = [], None
+        for _ in range(count):
+            at = r.pos
+            d = r.varint()
+            if prev is not None:
+                if d == 0:
+                    fail(file, at, "doc ids not ascending")
+                d += prev
+            if d >= n:
+                fail(file, at, f"doc {d} of a bundle of {n} chunks")
+            docs.append(d)
+            prev = d
+        if s is None:
+            places = [((first + k) // per, rows["gen"]) for k in range(count)]
+            held = lambda p: min(per, n - p * per)
+        else:
+            if first != 0 or count > s * per:
+                fail(file, 0, f"list of {count} rows from {first} where the entry numbers rows per list")
+            places = [(j * s + k // per, gen) for k in range(count)]
+            held = lambda p, j=j: min(per, count - (p - j * s) * per)
+        pages = []
+        for p, g in places:
+            pname = f"i-{g}-{p}"
+            if pname not in pages:
+                pages.append(pname)
+                d, scales, _ = read_vectors_body(f"p/{pname}", read_page(folder, pname))
+                if d != dim or len(scales) != held(p):
+                    fail(f"p/{pname}", 8, f"{len(scales)} rows of {d}, expected {held(p)} of {dim}")
+        out.append({"page": name, "first": first, "docs": docs, "row_pages": pages})
+    return out
 
 
 def main(argv):

@@ -542,6 +542,7 @@ fn main() {
                         centroids: ccodes,
                         coded_sample: compact && binary,
                         sample_queries: &[],
+                        rows_per_list: true,
                     },
                     &v,
                     &mut |p| {

@@ -564,6 +564,13 @@ pub fn update_with(opts: &IngestOptions, u: &UpdateOptions) -> Result<UpdateRepo
     )?;
     crate::generations::rotate(&opts.bundle, u.keep)?;
     report.dense_index = match (index_note, pages.ivf_lists) {
+        (Some(n), Some(l)) if l.row_pages_kept + l.row_pages_rewritten > 0 => Some(format!(
+            "{n}; {} of {} list pages and {} of {} row pages rewritten",
+            l.rewritten,
+            l.kept + l.rewritten,
+            l.row_pages_rewritten,
+            l.row_pages_kept + l.row_pages_rewritten
+        )),
         (Some(n), Some(l)) => Some(format!(
             "{n}; {} of {} list pages rewritten",
             l.rewritten,
@@ -845,8 +852,22 @@ fn kept_index(
     let Some(r) = old.bundle.pages().and_then(|p| p.ivf.clone()) else {
         return refit("the old bundle has no dense index".into());
     };
-    if r.is_binary() || settings.dense_index.binary_for(n) {
-        return refit("binary lists are rebuilt (their row positions shift)".into());
+    if r.is_binary() != settings.dense_index.binary_for(n) {
+        return refit(format!(
+            "{} lists asked, the index has {} lists",
+            if settings.dense_index.binary_for(n) {
+                "binary"
+            } else {
+                "int8"
+            },
+            r.codes
+        ));
+    }
+    if r.is_binary() && r.list_rows.is_none() {
+        return refit(
+            "binary lists with rows in list order (written before rows per list) are rebuilt once"
+                .into(),
+        );
     }
     let Some(ov) = old.bundle.vectors() else {
         return refit("the old bundle has no vectors".into());
@@ -881,8 +902,11 @@ fn kept_index(
         let Some(b) = old.previous.body(&name) else {
             return refit(format!("list page {name} unreadable"));
         };
-        old_lists
-            .push(jikji_format::paged::ivf::ListPage::open(&name, &b, ov.len(), ov.dim())?.docs);
+        old_lists.push(if r.is_binary() {
+            jikji_format::paged::ivf::BinaryList::open(&name, &b, ov.len(), ov.dim())?.docs
+        } else {
+            jikji_format::paged::ivf::ListPage::open(&name, &b, ov.len(), ov.dim())?.docs
+        });
     }
     let centroids = crate::ingest::write::stored_centroids(&r, &bodies, v.dim())?;
     let centring = match &info.centring {
@@ -897,7 +921,11 @@ fn kept_index(
             None => v.get(i),
         }
     };
-    let cap = crate::ivf::update_cap(n, &old_lists);
+    let mut cap = crate::ivf::update_cap(n, &old_lists);
+    if let (Some(s), Some(rows)) = (r.list_rows, &r.rows) {
+        // A binary list may not pass the row page numbers reserved for it.
+        cap = cap.min(s.saturating_mul(rows.per_page));
+    }
     match crate::ivf::plan_update(&centroids, &old_lists, ov.len(), rows_from, &scoring, cap) {
         crate::ivf::UpdatePlan::Refit(why) => refit(why),
         crate::ivf::UpdatePlan::Keep {
@@ -1152,7 +1180,21 @@ fn vectors(
             .filter(|(l, _)| present.contains(l.as_str()))
             .collect();
         let runs = jikji_engine::centring::write_runs(langs.iter().copied());
-        c.passage = passage;
+        // A binary index in the per-list row layout codes each row against the scoring
+        // vector `x̂ − o[l]`: recomputed offsets would change every list's codes (hence
+        // every page name). While the offsets move within the refit rule's
+        // `REFIT_OFFSET_SHIFT` (same languages), the update keeps the recorded ones, as it
+        // keeps the centroids (`docs/design/update.md`, "Binary lists kept").
+        let binary_kept = old
+            .bundle
+            .pages()
+            .and_then(|p| p.ivf.as_ref())
+            .is_some_and(|i| i.is_binary() && i.list_rows.is_some());
+        let small = crate::ivf::offsets_shift(&c.passage, &passage)
+            .is_some_and(|x| x <= crate::ivf::REFIT_OFFSET_SHIFT);
+        if !(binary_kept && small) {
+            c.passage = passage;
+        }
         c.chunks = Some(runs);
     }
     Ok((Some((info, bytes)), rows))

@@ -357,7 +357,9 @@ fn scan_binary(
     let tables = SignTables::new(scorer.query());
     let mut probe = nprobe.clamp(1, root.nlist);
     let mut target = None;
-    // (doc, estimate, list-order position) of every scanned chunk, and of the allowed ones.
+    // (doc, estimate, index in `opened_lists`, row in its list) of every scanned chunk,
+    // and of the allowed ones; `opened_lists`: (list, first, count) of each list read.
+    let mut opened_lists: Vec<(usize, usize, usize)> = Vec::new();
     let (estimates, allowed) = loop {
         let probed = &order[..probe.min(order.len())];
         let bodies: Vec<_> = probed
@@ -370,13 +372,17 @@ fn scan_binary(
             }
             .into());
         }
-        let mut estimates: Vec<(u32, f32, usize)> = Vec::new();
-        let mut allowed: Vec<(u32, f32, usize)> = Vec::new();
+        let mut estimates: Vec<(u32, f32, usize, usize)> = Vec::new();
+        let mut allowed: Vec<(u32, f32, usize, usize)> = Vec::new();
+        opened_lists.clear();
         for ((j, qc), body) in probed.iter().zip(bodies) {
             let name = root.list_page(*j as usize);
             let list = BinaryList::open(&name, &body.expect("checked"), chunks, dim)?;
+            root.check_list(&name, list.first, list.docs.len())?;
+            let li = opened_lists.len();
+            opened_lists.push((*j as usize, list.first, list.docs.len()));
             for (i, &doc) in list.docs.iter().enumerate() {
-                let e = (doc, list.estimate(i, *qc, &tables), list.first + i);
+                let e = (doc, list.estimate(i, *qc, &tables), li, i);
                 estimates.push(e);
                 if allows(allow, doc) {
                     allowed.push(e);
@@ -390,8 +396,9 @@ fn scan_binary(
         let ratio = want.div_ceil(allowed.len().max(1));
         probe = probe.saturating_mul(2).max(probe.saturating_mul(ratio));
     };
-    let by_estimate =
-        |a: &(u32, f32, usize), b: &(u32, f32, usize)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+    let by_estimate = |a: &(u32, f32, usize, usize), b: &(u32, f32, usize, usize)| {
+        b.1.total_cmp(&a.1).then(a.0.cmp(&b.0))
+    };
     let mut allowed = allowed;
     allowed.sort_by(by_estimate);
     let take = rescore
@@ -399,11 +406,13 @@ fn scan_binary(
         .min(allowed.len());
     let candidates = &allowed[..take];
     // Ask for every candidate's row page before failing, so they come in one round.
-    let mut pages: Vec<(String, usize)> = candidates
+    // (page, place on it, rows it holds) of each candidate's int8 row.
+    let mut pages: Vec<(String, usize, usize)> = candidates
         .iter()
         .map(|c| {
-            root.row_page(c.2)
-                .ok_or_else(|| corrupt_root("a binary index without row pages"))
+            let (j, first, count) = opened_lists[c.2];
+            root.list_row(j, first, c.3, count, chunks)
+                .ok_or_else(|| corrupt_root("a binary index without the rows of its lists"))
         })
         .collect::<Result<_, _>>()?;
     let bodies: HashMap<String, _> = {
@@ -418,13 +427,11 @@ fn scan_binary(
     if let Some((name, _)) = bodies.iter().find(|(_, b)| b.is_none()) {
         return Err(FormatError::PageMissing { name: name.clone() }.into());
     }
-    let per = root.rows.as_ref().map_or(1, |r| r.per_page.max(1));
     let mut opened: HashMap<String, jikji_format::vectors::Vectors> = HashMap::new();
     let mut exact: Vec<Scored> = Vec::with_capacity(take);
-    for (c, (name, at)) in candidates.iter().zip(pages.drain(..)) {
+    for (c, (name, at, rows)) in candidates.iter().zip(pages.drain(..)) {
         if !opened.contains_key(&name) {
             let body = bodies[&name].as_ref().expect("checked");
-            let rows = root.rows_on_page(c.2 / per, chunks);
             let v = ivf::open_rows(&name, body, rows, dim)?;
             opened.insert(name.clone(), v);
         }
@@ -587,6 +594,7 @@ mod tests {
                 centroids,
                 coded_sample,
                 sample_queries: &[],
+                rows_per_list: false,
             },
             &v,
             &mut |p| {

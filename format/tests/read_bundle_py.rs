@@ -227,6 +227,7 @@ fn write_ivf_bundle(
     dim: usize,
     centroids: jikji_format::paged::ivf::CentroidCodes,
     coded_sample: bool,
+    rows_per_list: bool,
 ) -> (
     jikji_format::paged::ivf::IvfRoot,
     std::collections::HashMap<String, Vec<u8>>,
@@ -275,6 +276,7 @@ fn write_ivf_bundle(
             centroids,
             coded_sample,
             sample_queries: &[],
+            rows_per_list,
         },
         &v,
         &mut |p| {
@@ -311,7 +313,7 @@ fn python_reader_decodes_compact_dense_index_pages_as_rust_does() {
     ] {
         let tmp = tempfile::tempdir().unwrap();
         // 3,300 rows: 275 lists on two centroid pages, a full 256-row sample.
-        let (root, bodies) = write_ivf_bundle(tmp.path(), 3300, dim, codes, coded);
+        let (root, bodies) = write_ivf_bundle(tmp.path(), 3300, dim, codes, coded, false);
         let (code, stdout, stderr) = python(&["--ivf".as_ref(), tmp.path().as_os_str()]);
         assert_eq!(code, 0, "read-bundle.py --ivf failed: {stderr}");
         let py: Value = serde_json::from_str(&stdout).unwrap();
@@ -392,5 +394,77 @@ fn python_reader_decodes_compact_dense_index_pages_as_rust_does() {
         let (code, _, stderr) = python(&["--ivf".as_ref(), tmp.path().as_os_str()]);
         assert_eq!(code, 1);
         assert!(stderr.contains(&name), "{stderr}");
+    }
+}
+
+/// The binary lists' pages, doc ids and row (`i`) pages as `read-bundle.py --ivf` finds them
+/// equal the Rust reader's, in both row layouts (list order; `list_rows`: numbered per
+/// list); a per-list list page whose `first` is not 0 is refused naming the page.
+#[test]
+fn python_reader_finds_binary_lists_and_their_rows_as_rust_does() {
+    use jikji_format::paged::ivf::{BinaryList, CentroidCodes};
+    for per_list in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
+        // 302 rows: 26 lists of 12 (the last 2), 4 rows an `i` page.
+        let (root, bodies) = write_ivf_bundle(
+            tmp.path(),
+            302,
+            9,
+            CentroidCodes::Int4Centred,
+            true,
+            per_list,
+        );
+        assert_eq!(root.list_rows.is_some(), per_list);
+        let (code, stdout, stderr) = python(&["--ivf".as_ref(), tmp.path().as_os_str()]);
+        assert_eq!(code, 0, "read-bundle.py --ivf failed: {stderr}");
+        let py: Value = serde_json::from_str(&stdout).unwrap();
+        let lists = py["lists"].as_array().unwrap();
+        assert_eq!(lists.len(), root.nlist);
+        for (j, l) in lists.iter().enumerate() {
+            let name = root.list_page(j);
+            assert_eq!(l["page"], name.as_str());
+            let b = BinaryList::open(&name, &bodies[&name], 302, 9).unwrap();
+            let docs: Vec<u32> = l["docs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_u64().unwrap() as u32)
+                .collect();
+            assert_eq!(docs, b.docs);
+            let mut want: Vec<String> = Vec::new();
+            for k in 0..b.docs.len() {
+                let (page, _, _) = root.list_row(j, b.first, k, b.docs.len(), 302).unwrap();
+                if !want.contains(&page) {
+                    want.push(page);
+                }
+            }
+            if per_list {
+                assert_eq!(want, root.list_row_pages(j, b.docs.len()));
+            }
+            let got: Vec<&str> = l["row_pages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_str().unwrap())
+                .collect();
+            assert_eq!(got, want, "list {j}");
+        }
+        if per_list {
+            // `first` 1 in a per-list list page (valid header, digest and name).
+            let name = root.list_page(3);
+            let mut body = bodies[&name].clone();
+            assert_eq!(body[1], 0);
+            body[1] = 1;
+            let p = jikji_format::paged::page::encode_numbered(
+                jikji_format::paged::page::Kind::Lists,
+                root.list_gen(3),
+                3,
+                &body,
+            );
+            std::fs::write(tmp.path().join("p").join(&name), p.bytes).unwrap();
+            let (code, _, stderr) = python(&["--ivf".as_ref(), tmp.path().as_os_str()]);
+            assert_eq!(code, 1);
+            assert!(stderr.contains(&format!("p/{name}")), "{stderr}");
+        }
     }
 }

@@ -69,7 +69,7 @@ pub struct BundleParts<'a> {
     pub row_map: jikji_query_model::paged::RowMapChoice,
 }
 
-/// An int8 dense index whose centroids an update keeps ([`crate::ivf::UpdatePlan::Keep`]).
+/// A dense index (int8 lists, or binary ones with rows per list) whose centroids an update keeps ([`crate::ivf::UpdatePlan::Keep`]).
 pub struct KeptIndex {
     /// The old bundle's `pages.ivf`.
     pub old: jikji_format::paged::ivf::IvfRoot,
@@ -279,6 +279,7 @@ fn write_dense_index(
             centroids: centroid_codes,
             coded_sample,
             sample_queries: queries,
+            rows_per_list: binary,
         },
         v,
         sink,
@@ -450,19 +451,55 @@ fn write_kept_index(
     };
     let cap = fine_nprobe_cap(v.len(), v.dim(), ivf.lists.len(), kept.old.is_binary());
     let (nprobe, nprobe_from) = measure_nprobe(v, model, &ivf, &cents, queries, cap)?;
-    let (mut root, stats) = jikji_format::paged::ivf::write_pages_kept(
-        &kept.old,
-        &kept.centroid_bodies,
-        &kept.lists,
-        nprobe,
-        v,
-        sink,
-    )?;
+    let (mut root, stats) = if kept.old.is_binary() {
+        let centring = match &model.centring {
+            Some(c) => jikji_engine::centring::ChunkCentring::langs_of(c, v.len(), v.dim())
+                .map_err(|e| crate::error::BuildError::Ivf(e.to_string()))?,
+            None => None,
+        };
+        let scoring = |i: usize| {
+            let (scale, row) = v.row(i);
+            match &centring {
+                Some(c) => c.scoring_vector(i, scale, row),
+                None => v.get(i),
+            }
+        };
+        jikji_format::paged::ivf::write_pages_kept_binary(
+            &kept.old,
+            &kept.centroid_bodies,
+            &kept.lists,
+            nprobe,
+            v,
+            &scoring,
+            queries,
+            sink,
+        )?
+    } else {
+        jikji_format::paged::ivf::write_pages_kept(
+            &kept.old,
+            &kept.centroid_bodies,
+            &kept.lists,
+            nprobe,
+            v,
+            sink,
+        )?
+    };
     root.nprobe_from = Some(nprobe_from);
-    root.chosen_by = Some(format!(
-        "{}; {} of {} list pages rewritten",
-        kept.note, stats.rewritten, root.nlist
-    ));
+    root.chosen_by = Some(if root.is_binary() {
+        format!(
+            "{}; {} of {} list pages and {} of {} row pages rewritten",
+            kept.note,
+            stats.rewritten,
+            root.nlist,
+            stats.row_pages_rewritten,
+            stats.row_pages_kept + stats.row_pages_rewritten
+        )
+    } else {
+        format!(
+            "{}; {} of {} list pages rewritten",
+            kept.note, stats.rewritten, root.nlist
+        )
+    });
     Ok((root, stats))
 }
 

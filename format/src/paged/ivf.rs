@@ -148,6 +148,15 @@ pub struct IvfRoot {
     /// one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub list_gens: Option<Vec<ListGen>>,
+    /// Binary codes only: the `i` pages are numbered per list, this many page numbers
+    /// reserved for each list (`S`): row `k` of list `j` is on page `i-<G_j>-<j·S + ⌊k /
+    /// rows.per_page⌋>`, `G_j` the generation of list `j`'s page ([`Self::list_page`]), so
+    /// a list's rows do not move when another list changes and an update renames only the
+    /// row pages of the lists it rewrites ([`Self::list_row`]). Absent (bundles written
+    /// before it): the rows are in list order (`i-<rows.gen>-<⌊pos / per_page⌋>`, `pos` =
+    /// the list page's `first` + `k`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub list_rows: Option<usize>,
 }
 
 /// A set of list pages written together by an update ([`IvfRoot::list_gens`]).
@@ -193,6 +202,7 @@ impl crate::json::FromJson for IvfRoot {
             centroid_codes: o.req("centroid_codes")?,
             sample_codes: o.req("sample_codes")?,
             list_gens: o.req("list_gens")?,
+            list_rows: o.req("list_rows")?,
         })
     }
 }
@@ -205,16 +215,7 @@ impl IvfRoot {
 
     /// The name of list `j`'s page.
     pub fn list_page(&self, j: usize) -> String {
-        let own = self
-            .list_gens
-            .as_deref()
-            .unwrap_or_default()
-            .iter()
-            .find(|g| u32::try_from(j).is_ok_and(|j| g.lists.binary_search(&j).is_ok()));
-        match own {
-            Some(g) => super::page::numbered_name(Kind::Lists, &g.gen, j as u32),
-            None => self.lists.name(Kind::Lists, j),
-        }
+        super::page::numbered_name(Kind::Lists, self.list_gen(j), j as u32)
     }
 
     /// The name of the background sample page.
@@ -252,11 +253,97 @@ impl IvfRoot {
     }
 
     /// The `i` page holding row `pos` (list order) and the row's place on it, for a binary
-    /// index; `None` for int8 lists.
+    /// index whose rows are in list order (no [`Self::list_rows`]); `None` for int8 lists.
     pub fn row_page(&self, pos: usize) -> Option<(String, usize)> {
         let r = self.rows.as_ref()?;
         let per = r.per_page.max(1);
         Some((r.name(Kind::IndexRows, pos / per), pos % per))
+    }
+
+    /// Where row `k` of binary list `j` is (its page says `first` and `count` rows, checked
+    /// by [`Self::check_list`]): the `i` page's name, the row's place on it and the rows the
+    /// page holds, in either layout ([`Self::list_rows`]); `None` for int8 lists or a row
+    /// past the list or the bundle's `chunks`.
+    pub fn list_row(
+        &self,
+        j: usize,
+        first: usize,
+        k: usize,
+        count: usize,
+        chunks: usize,
+    ) -> Option<(String, usize, usize)> {
+        let r = self.rows.as_ref()?;
+        let per = r.per_page.max(1);
+        if k >= count {
+            return None;
+        }
+        match self.list_rows {
+            None => {
+                let pos = first.checked_add(k).filter(|&p| p < chunks)?;
+                let (name, at) = self.row_page(pos)?;
+                Some((name, at, self.rows_on_page(pos / per, chunks)))
+            }
+            Some(s) => {
+                let p = k / per;
+                if p >= s {
+                    return None;
+                }
+                let n = u32::try_from(j.checked_mul(s)?.checked_add(p)?).ok()?;
+                let gen = self.list_gen(j);
+                Some((
+                    super::page::numbered_name(Kind::IndexRows, gen, n),
+                    k % per,
+                    (count - p * per).min(per),
+                ))
+            }
+        }
+    }
+
+    /// The `i` pages of binary list `j` of `count` rows in the per-list layout
+    /// ([`Self::list_rows`]), in order; empty in the list-order layout or for int8 lists.
+    pub fn list_row_pages(&self, j: usize, count: usize) -> Vec<String> {
+        let Some(r) = &self.rows else {
+            return Vec::new();
+        };
+        if self.list_rows.is_none() {
+            return Vec::new();
+        }
+        let per = r.per_page.max(1);
+        (0..count.div_ceil(per))
+            .filter_map(|p| self.list_row(j, 0, p * per, count, usize::MAX))
+            .map(|x| x.0)
+            .collect()
+    }
+
+    /// Checks binary list page `name` (list `j`'s, holding `count` rows from `first`)
+    /// against the row layout: in the per-list layout ([`Self::list_rows`] `S`) `first`
+    /// must be 0 and `count` at most `S · rows.per_page`. Errors: DataCorruption naming
+    /// `p/<name>`.
+    pub fn check_list(&self, name: &str, first: usize, count: usize) -> Result<()> {
+        let (Some(s), Some(r)) = (self.list_rows, &self.rows) else {
+            return Ok(());
+        };
+        let room = s.saturating_mul(r.per_page);
+        if first != 0 || count > room {
+            return Err(FormatError::corrupt(
+                &format!("p/{name}"),
+                0,
+                format!(
+                    "list of {count} rows from {first} where the entry numbers rows per list (first 0, at most {room} rows)"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The generation in list `j`'s page name (its [`ListGen`]'s, or `lists.gen`).
+    pub fn list_gen(&self, j: usize) -> &str {
+        self.list_gens
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .find(|g| u32::try_from(j).is_ok_and(|j| g.lists.binary_search(&j).is_ok()))
+            .map_or(self.lists.gen.as_str(), |g| g.gen.as_str())
     }
 
     /// Rows on `i` page `n` of a bundle of `chunks` chunks (0 for int8 lists).
@@ -268,14 +355,15 @@ impl IvfRoot {
         })
     }
 
-    /// Every page of the index.
+    /// Every page of the index; in the per-list row layout ([`Self::list_rows`]) without
+    /// the `i` pages, whose numbers depend on the lists' counts ([`Self::list_row_pages`]).
     pub fn all_pages(&self) -> Vec<String> {
         let mut out: Vec<String> = (0..self.centroids.pages)
             .map(|n| self.centroid_page(n))
             .collect();
         out.extend((0..self.lists.pages).map(|j| self.list_page(j)));
         out.push(self.sample_page());
-        if let Some(r) = &self.rows {
+        if let (Some(r), None) = (&self.rows, self.list_rows) {
             out.extend((0..r.pages).map(|n| r.name(Kind::IndexRows, n)));
         }
         out
@@ -300,10 +388,13 @@ impl IvfRoot {
         match (self.codes.as_str(), &self.rows, self.rescore) {
             (CODES_INT8, None, None) => {}
             (CODES_BINARY, Some(r), Some(x)) => {
-                if r.per_page == 0
-                    || r.per_page > MAX_INDEX_ROWS_PER_PAGE
-                    || r.pages != chunks.div_ceil(r.per_page)
-                {
+                // Per list: each list's last page may be short, so between ⌈chunks /
+                // per_page⌉ and `chunks` pages.
+                let pages_ok = match self.list_rows {
+                    None => r.pages == chunks.div_ceil(r.per_page.max(1)),
+                    Some(_) => r.pages >= chunks.div_ceil(r.per_page.max(1)) && r.pages <= chunks,
+                };
+                if r.per_page == 0 || r.per_page > MAX_INDEX_ROWS_PER_PAGE || !pages_ok {
                     return bad(format!(
                         "pages.ivf.rows: {} pages of {} rows for {chunks} chunks (1..={MAX_INDEX_ROWS_PER_PAGE} rows a page)",
                         r.pages, r.per_page
@@ -389,6 +480,20 @@ impl IvfRoot {
                         g.gen, self.nlist
                     ));
                 }
+            }
+        }
+        if let Some(s) = self.list_rows {
+            // Page numbers `j·S + p` must fit a page header's u32.
+            let fits = self
+                .nlist
+                .checked_mul(s)
+                .is_some_and(|x| x <= u32::MAX as usize);
+            if !self.is_binary() || s == 0 || !fits {
+                return bad(format!(
+                    "pages.ivf.list_rows {s} with {} lists of {} codes (binary codes only, 1 ≤ nlist · list_rows ≤ 2^32 − 1)",
+                    self.nlist,
+                    crate::quote::Quoted(&self.codes)
+                ));
             }
         }
         if self.sample.pages != 1 || self.sample.per_page != chunks.min(SAMPLE_ROWS) {
@@ -482,6 +587,10 @@ pub struct PageOptions<'a> {
     /// calibration pseudo-queries. Empty: the sample's own scoring vectors serve as
     /// queries, each against the other rows.
     pub sample_queries: &'a [Vec<f32>],
+    /// True: binary lists' `i` pages are numbered per list ([`IvfRoot::list_rows`], what
+    /// the builder writes, so `jikji update` can keep them); false: in list order (the
+    /// layout of bundles written before it).
+    pub rows_per_list: bool,
 }
 
 /// Writes the index's pages for `vectors` (the bundle's rows, doc id = row) to `sink`,
@@ -549,6 +658,8 @@ pub fn write_pages_with(
     for p in pages {
         sink(p)?;
     }
+    // The per-list layout's list root, list pages and `S` (its row pages are already out).
+    let mut per_list: Option<(Numbered, Vec<Encoded>, usize)> = None;
     let (lbodies, rows) = match &parts.codes {
         ListCodes::Int8 => (
             parts
@@ -558,6 +669,59 @@ pub fn write_pages_with(
                 .collect::<Result<Vec<_>>>()?,
             None,
         ),
+        ListCodes::Binary {
+            scoring,
+            rows_per_page,
+            ..
+        } if opts.rows_per_list => {
+            let s = list_rows_for(parts.lists, *rows_per_page)?;
+            let mut made = Vec::with_capacity(nlist);
+            for (l, c) in parts.lists.iter().zip(&stored) {
+                made.push(per_list_binary(l, c, *scoring, *rows_per_page, vectors)?);
+            }
+            let gen = per_list_gen(made.iter().enumerate().map(|(j, (b, r))| (j, b, r)));
+            let mut pages = 0usize;
+            let mut lbodies = Vec::with_capacity(nlist);
+            for (j, (body, rbodies)) in made.into_iter().enumerate() {
+                for (p, rb) in rbodies.iter().enumerate() {
+                    sink(super::page::encode_numbered(
+                        Kind::IndexRows,
+                        &gen,
+                        (j * s + p) as u32,
+                        rb,
+                    ))?;
+                }
+                pages += rbodies.len();
+                lbodies.push(body);
+            }
+            let pages_out: Vec<Encoded> = lbodies
+                .iter()
+                .enumerate()
+                .map(|(j, b)| super::page::encode_numbered(Kind::Lists, &gen, j as u32, b))
+                .collect();
+            per_list = Some((
+                Numbered {
+                    gen: gen.clone(),
+                    per_page: 1,
+                    pages: nlist,
+                    ..Numbered::default()
+                },
+                pages_out,
+                s,
+            ));
+            (
+                Vec::new(),
+                Some((
+                    Numbered {
+                        gen,
+                        per_page: *rows_per_page,
+                        pages,
+                        ..Numbered::default()
+                    },
+                    Vec::new(),
+                )),
+            )
+        }
         ListCodes::Binary {
             scoring,
             rows_per_page,
@@ -580,7 +744,13 @@ pub fn write_pages_with(
             )
         }
     };
-    let (lists, pages) = super::numbered(Kind::Lists, lbodies, 1);
+    let (lists, pages, list_rows) = match per_list {
+        Some((root, pages, s)) => (root, pages, Some(s)),
+        None => {
+            let (root, pages) = super::numbered(Kind::Lists, lbodies, 1);
+            (root, pages, None)
+        }
+    };
     for p in pages {
         sink(p)?;
     }
@@ -622,7 +792,66 @@ pub fn write_pages_with(
             .then(|| opts.centroids.name().to_string()),
         sample_codes: opts.coded_sample.then(|| SAMPLE_BINARY.to_string()),
         list_gens: None,
+        list_rows,
     })
+}
+
+/// The page numbers reserved per list in the per-list row layout ([`IvfRoot::list_rows`])
+/// for `lists` at `per` rows a page: room for the longest list to double (`⌈2·longest /
+/// per⌉`, at least 1; an update that would pass it writes the index afresh), at most what
+/// keeps `nlist · S` within a u32. Errors: InvalidInput when the longest list itself does
+/// not fit.
+fn list_rows_for(lists: &[Vec<u32>], per: usize) -> Result<usize> {
+    let per = per.max(1);
+    let longest = lists.iter().map(Vec::len).max().unwrap_or(0);
+    let most = u32::MAX as usize / lists.len().max(1);
+    let need = longest.div_ceil(per).max(1);
+    if need > most {
+        return Err(FormatError::InvalidInput(format!(
+            "a list of {longest} rows does not fit {} lists' row page numbers",
+            lists.len()
+        )));
+    }
+    Ok((2 * longest).div_ceil(per).clamp(1, most))
+}
+
+/// Binary list `docs`'s page body in the per-list layout (`first` 0, codes against the
+/// stored centroid `centroid`) and the raw bodies of its `i` pages (its int8 rows, `per`
+/// a page, the last fewer).
+fn per_list_binary(
+    docs: &[u32],
+    centroid: &[f32],
+    scoring: &(dyn Fn(usize) -> Vec<f32> + Sync),
+    per: usize,
+    vectors: &Vectors,
+) -> Result<(Vec<u8>, Vec<Vec<u8>>)> {
+    let dim = vectors.dim();
+    let body = binary_list_body(docs, 0, centroid, scoring, dim)?;
+    let rows = docs
+        .chunks(per.max(1))
+        .map(|part| write_quantized(dim, part.iter().map(|&d| vectors.row(d as usize))))
+        .collect::<Result<Vec<_>>>()?;
+    Ok((body, rows))
+}
+
+/// The generation of binary lists written together in the per-list layout (a full build's
+/// `lists.gen`, or an update's [`ListGen`]): the first 8 bytes of SHA-256 over, for each
+/// list in order, its number (u64 LE), its page's raw body length (u64 LE) and body, then
+/// each of its `i` pages' raw body length (u64 LE) and body. The rows are in the digest:
+/// their pages are named by it.
+fn per_list_gen<'a>(lists: impl Iterator<Item = (usize, &'a Vec<u8>, &'a Vec<Vec<u8>>)>) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for (j, body, rows) in lists {
+        h.update((j as u64).to_le_bytes());
+        h.update((body.len() as u64).to_le_bytes());
+        h.update(body);
+        for r in rows {
+            h.update((r.len() as u64).to_le_bytes());
+            h.update(r);
+        }
+    }
+    hex::encode(&h.finalize()[..8])
 }
 
 /// What [`write_pages_kept`] did with the list pages.
@@ -633,6 +862,10 @@ pub struct KeptLists {
     pub kept: usize,
     /// List pages written with a new name.
     pub rewritten: usize,
+    /// Binary lists in the per-list row layout: `i` pages kept under their old name.
+    pub row_pages_kept: usize,
+    /// Binary lists in the per-list row layout: `i` pages written with a new name.
+    pub row_pages_rewritten: usize,
 }
 
 /// Writes an int8 index for `vectors` whose centroids are the previous bundle's (`old`,
@@ -751,6 +984,7 @@ pub fn write_pages_kept(
             KeptLists {
                 kept: nlist - changed.len(),
                 rewritten: changed.len(),
+                ..KeptLists::default()
             },
         )
     };
@@ -776,9 +1010,194 @@ pub fn write_pages_kept(
             centroid_codes: old.centroid_codes.clone(),
             sample_codes: None,
             list_gens,
+            list_rows: None,
         },
         stats,
     ))
+}
+
+/// Writes a binary index in the per-list row layout ([`IvfRoot::list_rows`]) for `vectors`
+/// whose centroids are the previous bundle's (`old`, its `g` pages' raw bodies
+/// `centroid_bodies`) and whose lists are `lists`, as [`write_pages_kept`] does for int8
+/// lists: each list's codes are taken against its stored (dequantized) centroid exactly as
+/// [`write_pages_with`] takes them (`scoring`: chunk `i`'s scoring vector); a list whose
+/// page and `i` pages' raw bodies all equal the old ones (under their old names) keeps its
+/// names, the others are written under one new generation ([`ListGen`], the digest of
+/// [`per_list_gen`]) with their `i` pages; more than half changed or [`MAX_LIST_GENS`]
+/// reached: every list and `i` page under one new base generation. The sample page is coded
+/// as `old`'s (`sample_queries` as [`PageOptions::sample_queries`]). Errors: InvalidInput
+/// for an `old` that is not binary in the per-list layout, lists that do not partition
+/// the rows or a list longer than its reserved page numbers hold (`list_rows · per_page`);
+/// DataCorruption for centroid bodies that do not decode as `old`'s; what `sink` returns.
+#[allow(clippy::too_many_arguments)]
+pub fn write_pages_kept_binary(
+    old: &IvfRoot,
+    centroid_bodies: &[Vec<u8>],
+    lists: &[Vec<u32>],
+    nprobe: usize,
+    vectors: &Vectors,
+    scoring: &(dyn Fn(usize) -> Vec<f32> + Sync),
+    sample_queries: &[Vec<f32>],
+    sink: &mut dyn super::PageSink,
+) -> Result<(IvfRoot, KeptLists)> {
+    let n = vectors.len();
+    let nlist = lists.len();
+    let dim = vectors.dim();
+    let invalid = |m: String| Err(FormatError::InvalidInput(m));
+    let (Some(s), Some(old_rows), true) = (old.list_rows, &old.rows, old.is_binary()) else {
+        return invalid("kept binary lists need an index with rows numbered per list".into());
+    };
+    let per = old_rows.per_page.max(1);
+    if nlist != old.nlist || centroid_bodies.len() != old.centroids.pages {
+        return invalid(format!(
+            "{nlist} lists and {} centroid pages for an index of {} lists on {} pages",
+            centroid_bodies.len(),
+            old.nlist,
+            old.centroids.pages
+        ));
+    }
+    if nprobe == 0 || nprobe > nlist {
+        return invalid(format!("nprobe {nprobe} outside 1..={nlist}"));
+    }
+    check_partition(lists, n)?;
+    if let Some((j, l)) = lists.iter().enumerate().find(|(_, l)| l.len() > s * per) {
+        return invalid(format!(
+            "list {j} of {} rows passes the {} rows its page numbers hold",
+            l.len(),
+            s * per
+        ));
+    }
+    let stored = StoredCentroids::open(old, centroid_bodies, dim)?;
+    let stored: Vec<Vec<f32>> = (0..stored.len()).map(|j| stored.get(j)).collect();
+    for (p, body) in centroid_bodies.iter().enumerate() {
+        let name = old.centroid_page(p);
+        if !sink.reuse(&name, &name)? {
+            sink.put(super::page::encode_numbered(
+                Kind::Centroids,
+                &old.centroids.gen,
+                p as u32,
+                body,
+            ))?;
+        }
+    }
+    let made: Vec<(Vec<u8>, Vec<Vec<u8>>)> = lists
+        .iter()
+        .zip(&stored)
+        .map(|(l, c)| per_list_binary(l, c, scoring, per, vectors))
+        .collect::<Result<_>>()?;
+    let same: Vec<bool> = made
+        .iter()
+        .enumerate()
+        .map(|(j, (body, rows))| {
+            sink.previous_body(&old.list_page(j)).as_ref() == Some(body)
+                && rows.iter().enumerate().all(|(p, rb)| {
+                    old.list_row(j, 0, p * per, rows.len() * per, usize::MAX)
+                        .is_some_and(|(name, _, _)| sink.previous_body(&name).as_ref() == Some(rb))
+                })
+        })
+        .collect();
+    let changed: Vec<usize> = (0..nlist).filter(|&j| !same[j]).collect();
+    let mut gens: Vec<ListGen> = old.list_gens.clone().unwrap_or_default();
+    for g in &mut gens {
+        g.lists
+            .retain(|j| same.get(*j as usize).copied().unwrap_or(false));
+    }
+    gens.retain(|g| !g.lists.is_empty());
+    let whole = changed.len() * 2 > nlist || (!changed.is_empty() && gens.len() >= MAX_LIST_GENS);
+    let mut stats = KeptLists::default();
+    let row_pages: usize = made.iter().map(|m| m.1.len()).sum();
+    let (lists_root, list_gens, rows_gen) = if whole {
+        let gen = per_list_gen(made.iter().enumerate().map(|(j, (b, r))| (j, b, r)));
+        (
+            Numbered {
+                gen: gen.clone(),
+                per_page: 1,
+                pages: nlist,
+                ..Numbered::default()
+            },
+            None,
+            gen,
+        )
+    } else {
+        let gen = per_list_gen(changed.iter().map(|&j| (j, &made[j].0, &made[j].1)));
+        if !changed.is_empty() {
+            gens.push(ListGen {
+                gen,
+                lists: changed.iter().map(|&j| j as u32).collect(),
+            });
+        }
+        (
+            old.lists.clone(),
+            (!gens.is_empty()).then_some(gens),
+            old_rows.gen.clone(),
+        )
+    };
+    let root = IvfRoot {
+        nlist,
+        nprobe,
+        nprobe_from: None,
+        codes: CODES_BINARY.into(),
+        centroids: old.centroids.clone(),
+        lists: lists_root,
+        sample: Numbered::default(),
+        rows: Some(Numbered {
+            gen: rows_gen,
+            per_page: per,
+            pages: row_pages,
+            ..Numbered::default()
+        }),
+        rescore: old.rescore,
+        chosen_by: None,
+        centroid_codes: old.centroid_codes.clone(),
+        sample_codes: old.sample_codes.clone(),
+        list_gens,
+        list_rows: Some(s),
+    };
+    for (j, (body, rows)) in made.iter().enumerate() {
+        let g = root.list_gen(j).to_string();
+        debug_assert!(whole || !same[j] || g == old.list_gen(j));
+        let kept = !whole && same[j];
+        let name = super::page::numbered_name(Kind::Lists, &g, j as u32);
+        if !sink.reuse(&name, &name)? {
+            sink.put(super::page::encode_numbered(
+                Kind::Lists,
+                &g,
+                j as u32,
+                body,
+            ))?;
+        }
+        for (p, rb) in rows.iter().enumerate() {
+            let number = (j * s + p) as u32;
+            let name = super::page::numbered_name(Kind::IndexRows, &g, number);
+            if !sink.reuse(&name, &name)? {
+                sink.put(super::page::encode_numbered(
+                    Kind::IndexRows,
+                    &g,
+                    number,
+                    rb,
+                ))?;
+            }
+        }
+        if kept {
+            stats.kept += 1;
+            stats.row_pages_kept += rows.len();
+        } else {
+            stats.rewritten += 1;
+            stats.row_pages_rewritten += rows.len();
+        }
+    }
+    let sbody = if old.sample_is_coded() {
+        coded_sample_body(lists, &stored, scoring, sample_queries, n, dim)?
+    } else {
+        write_quantized(dim, sample_docs(n).map(|d| vectors.row(d)))?
+    };
+    let (sample, pages) = super::numbered(Kind::Sample, vec![sbody], n.min(SAMPLE_ROWS));
+    for p in pages {
+        if !sink.reuse(&p.name, &p.name)? {
+            sink.put(p)?;
+        }
+    }
+    Ok((IvfRoot { sample, ..root }, stats))
 }
 
 /// Checks that `lists` partition `0..n` with ascending ids. Errors:
@@ -1911,7 +2330,8 @@ mod tests {
             stats,
             KeptLists {
                 kept: 3,
-                rewritten: 1
+                rewritten: 1,
+                ..KeptLists::default()
             }
         );
         assert_eq!(root.centroids, old.centroids);
@@ -1966,7 +2386,8 @@ mod tests {
             stats,
             KeptLists {
                 kept: 3,
-                rewritten: 1
+                rewritten: 1,
+                ..KeptLists::default()
             }
         );
         assert_eq!(root3.list_page(2), root.list_page(2));
@@ -2035,6 +2456,7 @@ mod tests {
             centroid_codes: None,
             sample_codes: None,
             list_gens: None,
+            list_rows: None,
         }
     }
 
@@ -2249,6 +2671,7 @@ mod tests {
                 centroids,
                 coded_sample,
                 sample_queries: &[],
+                rows_per_list: false,
             },
             &v,
             &mut |p| {
@@ -2452,6 +2875,7 @@ mod tests {
                 centroids: CentroidCodes::Int4Centred,
                 coded_sample: true,
                 sample_queries: &queries,
+                rows_per_list: false,
             },
             &v,
             &mut |p| {

@@ -1,0 +1,324 @@
+//! `jikji update` of a binary dense index at ≥ 100,000 chunks, in memory (issue 14,
+//! `docs/design/update.md`, "Binary lists kept"): synthetic e5-like vectors (the generator
+//! of `bench_ivf_1m --synthetic`), a full build of the first `--n` (the builder's k-means
+//! capped at 125, 4-bit centred centroids, coded sample, rows per list, 1 row a page), then
+//! `--add` vectors appended (new chunks at the end) and the update's path: `plan_update` on
+//! the stored centroids, `write_pages_kept_binary` over the old pages. Printed: the seconds of
+//! each, pages renamed by kind and the bytes of the renamed pages (as stored: what a returning
+//! visitor re-downloads of the index when it needs them), and recall@10 against the exact
+//! int8 scan for the update and for a full rebuild of all `n + add` vectors (same nprobe and
+//! rescoring).
+//!
+//! ```text
+//! cargo run --release -p jikji-builder --example bench_update_binary -- [--n 100000] [--add 1000] [--queries 300] [--nprobe 16] [--cap 250]
+//! ```
+//!
+//! `--cap N`: the longest list the update may make instead of `update_cap` (125 from
+//! 100,000 chunks, where any list passing it makes the update refit: splitting such lists
+//! is not built yet), at most the rows reserved per list.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use jikji_engine::ivf::{search_pages, IndexPages, Place};
+use jikji_format::paged::ivf::{self, IvfParts, IvfRoot, ListCodes, PageOptions};
+use jikji_format::paged::page::{decode_stored, Encoded};
+use jikji_format::paged::PageSink;
+use jikji_format::vectors::{write_vectors, Vectors};
+
+const DIM: usize = 384;
+
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn uniform(s: &mut u64) -> f32 {
+    (splitmix(s) >> 40) as f32 / (1u64 << 24) as f32
+}
+
+fn gauss(s: &mut u64) -> f32 {
+    let u1 = uniform(s).max(1e-7);
+    let u2 = uniform(s);
+    (-2.0 * u1.ln()).sqrt() * (std::f32::consts::TAU * u2).cos()
+}
+
+fn normalise(v: &mut [f32]) {
+    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if n > 0.0 {
+        v.iter_mut().for_each(|x| *x /= n);
+    }
+}
+
+/// `bench_ivf_1m`'s `synthetic`: `n` passages and `q` queries.
+fn synthetic(n: usize, q: usize) -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
+    let mut s = 0x5e_u64;
+    let unit = |s: &mut u64| {
+        let mut g: Vec<f32> = (0..DIM).map(|_| gauss(s)).collect();
+        normalise(&mut g);
+        g
+    };
+    let mu = unit(&mut s);
+    let topics = (n / 40).max(1);
+    let tau: Vec<Vec<f32>> = (0..topics).map(|_| unit(&mut s)).collect();
+    let sigma: Vec<Vec<f32>> = (0..topics * 8).map(|_| unit(&mut s)).collect();
+    let weights: Vec<f64> = (0..topics)
+        .map(|t| 1.0 / ((t + 1) as f64).powf(0.8))
+        .collect();
+    let total: f64 = weights.iter().sum();
+    let mut cdf = Vec::with_capacity(topics);
+    let mut acc = 0.0;
+    for w in &weights {
+        acc += w / total;
+        cdf.push(acc);
+    }
+    let passage = |s: &mut u64| {
+        let r = f64::from(uniform(s));
+        let t = cdf.partition_point(|&c| c < r).min(topics - 1);
+        let sub = (splitmix(s) % 8) as usize;
+        let g = unit(s);
+        let mut v: Vec<f32> = (0..DIM)
+            .map(|k| 1.2 * mu[k] + 0.55 * tau[t][k] + 0.4 * sigma[t * 8 + sub][k] + 0.45 * g[k])
+            .collect();
+        normalise(&mut v);
+        v
+    };
+    let base: Vec<Vec<f32>> = (0..n).map(|_| passage(&mut s)).collect();
+    let queries: Vec<Vec<f32>> = (0..q)
+        .map(|_| {
+            let x = passage(&mut s);
+            let g = unit(&mut s);
+            let mut v: Vec<f32> = x.iter().zip(&g).map(|(a, b)| a + 0.6 * b).collect();
+            normalise(&mut v);
+            v
+        })
+        .collect();
+    (base, queries)
+}
+
+/// Pages in memory: name → (stored size, raw body).
+#[derive(Default)]
+struct Store {
+    all: HashMap<String, (usize, Arc<Vec<u8>>)>,
+}
+
+impl Store {
+    fn add(&mut self, p: Encoded) {
+        let raw = decode_stored(&p.name, &p.bytes).expect("a page");
+        self.all.insert(p.name, (p.bytes.len(), Arc::new(raw)));
+    }
+}
+
+/// An update's sink: pages of the previous store whose name is kept are "linked".
+struct UpdateSink<'a> {
+    old: &'a Store,
+    new: Store,
+    linked: usize,
+}
+
+impl PageSink for UpdateSink<'_> {
+    fn put(&mut self, page: Encoded) -> jikji_format::Result<()> {
+        self.new.add(page);
+        Ok(())
+    }
+    fn reuse(&mut self, name: &str, old: &str) -> jikji_format::Result<bool> {
+        match self.old.all.get(old) {
+            Some(p) => {
+                self.new.all.insert(name.to_string(), p.clone());
+                self.linked += 1;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+    fn previous_body(&self, name: &str) -> Option<Vec<u8>> {
+        self.old.all.get(name).map(|p| p.1.to_vec())
+    }
+}
+
+struct Reader<'a>(&'a Store, Mutex<Vec<String>>);
+
+impl IndexPages for Reader<'_> {
+    fn page(&self, name: &str) -> Option<Arc<Vec<u8>>> {
+        let p = self.0.all.get(name).map(|p| p.1.clone());
+        if p.is_none() {
+            self.1.lock().unwrap().push(name.to_string());
+        }
+        p
+    }
+}
+
+fn full_build(v: &Vectors, store: &mut Store, threads: usize) -> (IvfRoot, f64) {
+    let t = Instant::now();
+    let n = v.len();
+    let ivf = jikji_builder::ivf::build(v, None, jikji_builder::ivf::default_nlist(n), 7, threads)
+        .unwrap();
+    let scoring = |i: usize| v.get(i);
+    let root = ivf::write_pages_with(
+        &IvfParts {
+            centroids: &ivf.centroids,
+            lists: &ivf.lists,
+            nprobe: 16,
+            codes: ListCodes::Binary {
+                scoring: &scoring,
+                rows_per_page: jikji_builder::ivf::default_rows_per_page(n),
+                rescore: jikji_builder::ivf::default_rescore(n),
+            },
+        },
+        &PageOptions {
+            centroids: ivf::CentroidCodes::Int4Centred,
+            coded_sample: true,
+            sample_queries: &[],
+            rows_per_list: true,
+        },
+        v,
+        &mut |p| {
+            store.add(p);
+            Ok(())
+        },
+    )
+    .unwrap();
+    (root, t.elapsed().as_secs_f64())
+}
+
+fn recall(store: &Store, root: &IvfRoot, v: &Vectors, queries: &[Vec<f32>], nprobe: usize) -> f64 {
+    let at = Place {
+        chunks: v.len(),
+        dim: v.dim(),
+    };
+    let reader = Reader(store, Mutex::new(Vec::new()));
+    let mut sum = 0.0;
+    for q in queries {
+        let mut exact: Vec<(usize, f32)> = (0..v.len()).map(|d| (d, v.dot(d, q))).collect();
+        exact.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let want: Vec<u32> = exact[..10].iter().map(|x| x.0 as u32).collect();
+        let got = search_pages(&reader, at, root, q, 10, nprobe, None).expect("every page held");
+        sum += got.iter().filter(|h| want.contains(&h.0)).count() as f64 / 10.0;
+    }
+    sum / queries.len() as f64
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let (mut n, mut add, mut nq, mut nprobe) = (100_000usize, 1_000usize, 300usize, 16usize);
+    let mut cap_arg = 0usize;
+    while let Some(a) = args.next() {
+        let v: usize = args.next().and_then(|x| x.parse().ok()).expect("a number");
+        match a.as_str() {
+            "--n" => n = v,
+            "--add" => add = v,
+            "--queries" => nq = v,
+            "--nprobe" => nprobe = v,
+            "--cap" => cap_arg = v,
+            _ => panic!("unknown option {a}"),
+        }
+    }
+    let threads = 2;
+    let (base, queries) = synthetic(n + add, nq);
+    let v_old = Vectors::open(&write_vectors(DIM, &base[..n]).unwrap()).unwrap();
+    let v_new = Vectors::open(&write_vectors(DIM, &base).unwrap()).unwrap();
+    let mut old = Store::default();
+    let (root, s_build) = full_build(&v_old, &mut old, threads);
+    let old_lists: Vec<Vec<u32>> = (0..root.nlist)
+        .map(|j| {
+            let name = root.list_page(j);
+            ivf::BinaryList::open(&name, &old.all[&name].1, n, DIM)
+                .unwrap()
+                .docs
+        })
+        .collect();
+    let sizes: Vec<usize> = old_lists.iter().map(Vec::len).collect();
+    println!(
+        "full build of {n}: {s_build:.1} s, {} lists (longest {}), list_rows {:?}, {} pages",
+        root.nlist,
+        sizes.iter().max().unwrap(),
+        root.list_rows,
+        old.all.len()
+    );
+
+    // The update: the stored centroids, the new vectors assigned, the kept pages written.
+    let t = Instant::now();
+    let cbodies: Vec<Vec<u8>> = (0..root.centroids.pages)
+        .map(|p| old.all[&root.centroid_page(p)].1.to_vec())
+        .collect();
+    let stored = ivf::StoredCentroids::open(&root, &cbodies, DIM).unwrap();
+    let cents = Vectors::open(
+        &write_vectors(
+            DIM,
+            &(0..stored.len()).map(|j| stored.get(j)).collect::<Vec<_>>(),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let from_old: Vec<Option<usize>> = (0..n + add).map(|d| (d < n).then_some(d)).collect();
+    let scoring = |i: usize| v_new.get(i);
+    let room = root.list_rows.unwrap() * root.rows.as_ref().unwrap().per_page;
+    let cap = if cap_arg > 0 {
+        cap_arg.min(room)
+    } else {
+        jikji_builder::ivf::update_cap(n + add, &old_lists).min(room)
+    };
+    println!("update cap {cap}");
+    let plan = jikji_builder::ivf::plan_update(&cents, &old_lists, n, &from_old, &scoring, cap);
+    let lists = match plan {
+        jikji_builder::ivf::UpdatePlan::Keep { lists, .. } => lists,
+        jikji_builder::ivf::UpdatePlan::Refit(why) => {
+            println!("update: refit ({why})");
+            return;
+        }
+    };
+    let mut sink = UpdateSink {
+        old: &old,
+        new: Store::default(),
+        linked: 0,
+    };
+    let (new_root, stats) = ivf::write_pages_kept_binary(
+        &root,
+        &cbodies,
+        &lists,
+        16,
+        &v_new,
+        &scoring,
+        &[],
+        &mut sink,
+    )
+    .unwrap();
+    let s_update = t.elapsed().as_secs_f64();
+    new_root.check(n + add).unwrap();
+    let new = sink.new;
+    let mut by_kind: std::collections::BTreeMap<char, (usize, usize, usize)> = Default::default();
+    for (name, (size, _)) in &new.all {
+        let k = by_kind.entry(name.chars().next().unwrap()).or_default();
+        k.0 += 1;
+        if !old.all.contains_key(name) {
+            k.1 += 1;
+            k.2 += size;
+        }
+    }
+    println!(
+        "update (+{add}): {s_update:.2} s, lists kept {} / rewritten {}, row pages kept {} / rewritten {}, list_gens {}",
+        stats.kept,
+        stats.rewritten,
+        stats.row_pages_kept,
+        stats.row_pages_rewritten,
+        new_root.list_gens.as_ref().map_or(0, Vec::len)
+    );
+    for (k, (all, renamed, bytes)) in &by_kind {
+        println!("  {k}: {renamed} of {all} pages renamed, {bytes} B of them (stored)");
+    }
+    let total: usize = new.all.values().map(|p| p.0).sum();
+    let renamed: usize = by_kind.values().map(|k| k.2).sum();
+    println!("  index pages: {renamed} B renamed of {total} B");
+    let ru = recall(&new, &new_root, &v_new, &queries, nprobe);
+    let mut full = Store::default();
+    let (froot, s_full) = full_build(&v_new, &mut full, threads);
+    let rf = recall(&full, &froot, &v_new, &queries, nprobe);
+    println!(
+        "full rebuild of {}: {s_full:.1} s; recall@10 vs exact at nprobe {nprobe}: update {ru:.4}, full rebuild {rf:.4}",
+        n + add
+    );
+}
