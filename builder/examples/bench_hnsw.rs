@@ -1016,6 +1016,7 @@ fn centroids(
             centroids: CentroidCodes::Int4Centred,
             coded_sample: true,
             sample_queries: &[],
+            rows_per_list: true,
         },
         v,
         &mut |p| {
