@@ -59,6 +59,10 @@ use jikji_format::paged::page::decode_stored;
 use jikji_format::vectors::{write_vectors, Vectors};
 use sha2::{Digest, Sha256};
 
+#[path = "support/rows.rs"]
+mod rows;
+use rows::{dot, hex, rotate, splitmix};
+
 const DIM: usize = 384;
 const RECORD: usize = 32 + 4 + 1 + 4 * DIM;
 const DUPLICATE: f32 = 0.965;
@@ -160,59 +164,6 @@ fn load() -> String {
         .unwrap_or_default()
         .trim()
         .to_string()
-}
-
-fn splitmix(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-fn uniform(s: &mut u64) -> f32 {
-    (splitmix(s) >> 40) as f32 / (1u64 << 24) as f32
-}
-
-fn gauss(s: &mut u64) -> f32 {
-    let u = uniform(s).max(1e-7);
-    let v = uniform(s);
-    (-2.0 * u.ln()).sqrt() * (std::f32::consts::TAU * v).cos()
-}
-
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
-}
-
-fn normalise(v: &mut [f32]) {
-    let n = dot(v, v).sqrt();
-    if n > 0.0 {
-        v.iter_mut().for_each(|x| *x /= n);
-    }
-}
-
-/// `x` rotated by an angle uniform in `[0, max]` radians (`bench_ivf_1m`'s copies).
-fn rotate(x: &[f32], w: &[f32], mu: &[f32], max: f32, s: &mut u64) -> Vec<f32> {
-    let mut d: Vec<f32> = w.iter().zip(mu).map(|(a, m)| a - m).collect();
-    normalise(&mut d);
-    let mut g: Vec<f32> = (0..DIM).map(|_| gauss(s)).collect();
-    normalise(&mut g);
-    let mut u: Vec<f32> = d.iter().zip(&g).map(|(a, b)| 0.7 * a + 0.3 * b).collect();
-    let p = dot(&u, x);
-    u.iter_mut().zip(x.iter()).for_each(|(a, b)| *a -= p * b);
-    normalise(&mut u);
-    let th = uniform(s) * max;
-    let mut y: Vec<f32> = x
-        .iter()
-        .zip(&u)
-        .map(|(a, b)| th.cos() * a + th.sin() * b)
-        .collect();
-    normalise(&mut y);
-    y
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// Base vectors and queries of the cache (as `bench_ivf_1m`'s `from_cache`).

@@ -66,6 +66,10 @@ use jikji_format::paged::page::decode_stored;
 use jikji_format::vectors::{write_vectors, Vectors};
 use sha2::{Digest, Sha256};
 
+#[path = "support/rows.rs"]
+mod rows;
+use rows::{dot, gauss, hex, normalise, splitmix, synthetic, uniform};
+
 const DIM: usize = 384;
 const RECORD: usize = 32 + 4 + 1 + 4 * DIM;
 
@@ -195,36 +199,6 @@ fn args() -> Args {
     a
 }
 
-fn splitmix(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-fn uniform(s: &mut u64) -> f32 {
-    (splitmix(s) >> 40) as f32 / (1u64 << 24) as f32
-}
-
-/// Box–Muller.
-fn gauss(s: &mut u64) -> f32 {
-    let u = uniform(s).max(1e-7);
-    let v = uniform(s);
-    (-2.0 * u.ln()).sqrt() * (std::f32::consts::TAU * v).cos()
-}
-
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
-}
-
-fn normalise(v: &mut [f32]) {
-    let n = dot(v, v).sqrt();
-    if n > 0.0 {
-        v.iter_mut().for_each(|x| *x /= n);
-    }
-}
-
 /// The in-memory bundle: page name → (stored bytes, raw body); `have` what a browser
 /// holds, `need` what the last pass lacked.
 struct Pages {
@@ -274,7 +248,7 @@ fn main() {
         return;
     }
     let (base, queries, held_out) = if a.synthetic > 0 {
-        let (b, q) = synthetic(a.synthetic, a.max_queries);
+        let (b, q) = synthetic(a.synthetic, a.max_queries, DIM);
         println!(
             "synthetic base: {} vectors, {} queries (no embedding cache: see the module doc)",
             b.len(),
@@ -670,10 +644,6 @@ fn main() {
     );
 }
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 /// The base vectors and the queries of the embedding cache `--cache` (the eval queries of
 /// `--queries` found in it are the queries, the rest the base), and how many were held out.
 fn from_cache(a: &Args) -> (Vec<Vec<f32>>, Vec<Vec<f32>>, usize) {
@@ -724,58 +694,6 @@ fn from_cache(a: &Args) -> (Vec<Vec<f32>>, Vec<Vec<f32>>, usize) {
     let base: Vec<Vec<f32>> = keys.iter().map(|k| by_key[*k].clone()).collect();
     let held = qkeys.len();
     (base, queries, held)
-}
-
-/// A stand-in for the embedding cache when there is none (`--synthetic N`): `N` unit
-/// vectors of [`DIM`] shaped like e5 passages (a common direction, a Zipf-sized topic and
-/// one of its eight subtopics, noise: `normalise(1.2·μ + 0.55·τ_t + 0.4·σ_{t,s} + 0.45·g)`,
-/// topic `t` of `N/40` with probability ∝ `1/(t+1)^0.8`, so the clusters are unbalanced as
-/// real corpora's are; mean cosine of two passages ~0.65, of two in one topic ~0.8) and
-/// `q` queries, each a passage not in the base moved by noise (`normalise(x + 0.6·g)`,
-/// cosine ~0.86 to it). Seeded.
-fn synthetic(n: usize, q: usize) -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
-    let mut s = 0x5e_u64;
-    let unit = |s: &mut u64| {
-        let mut g: Vec<f32> = (0..DIM).map(|_| gauss(s)).collect();
-        normalise(&mut g);
-        g
-    };
-    let mu = unit(&mut s);
-    let topics = (n / 40).max(1);
-    let tau: Vec<Vec<f32>> = (0..topics).map(|_| unit(&mut s)).collect();
-    let sigma: Vec<Vec<f32>> = (0..topics * 8).map(|_| unit(&mut s)).collect();
-    let weights: Vec<f64> = (0..topics)
-        .map(|t| 1.0 / ((t + 1) as f64).powf(0.8))
-        .collect();
-    let total: f64 = weights.iter().sum();
-    let mut cdf = Vec::with_capacity(topics);
-    let mut acc = 0.0;
-    for w in &weights {
-        acc += w / total;
-        cdf.push(acc);
-    }
-    let passage = |s: &mut u64| {
-        let r = f64::from(uniform(s));
-        let t = cdf.partition_point(|&c| c < r).min(topics - 1);
-        let sub = (splitmix(s) % 8) as usize;
-        let g = unit(s);
-        let mut v: Vec<f32> = (0..DIM)
-            .map(|k| 1.2 * mu[k] + 0.55 * tau[t][k] + 0.4 * sigma[t * 8 + sub][k] + 0.45 * g[k])
-            .collect();
-        normalise(&mut v);
-        v
-    };
-    let base: Vec<Vec<f32>> = (0..n).map(|_| passage(&mut s)).collect();
-    let queries: Vec<Vec<f32>> = (0..q)
-        .map(|_| {
-            let x = passage(&mut s);
-            let g = unit(&mut s);
-            let mut v: Vec<f32> = x.iter().zip(&g).map(|(a, b)| a + 0.6 * b).collect();
-            normalise(&mut v);
-            v
-        })
-        .collect();
-    (base, queries)
 }
 
 /// Smallest, median and largest list of `ivf`.

@@ -27,78 +27,11 @@ use jikji_format::paged::page::{decode_stored, Encoded};
 use jikji_format::paged::PageSink;
 use jikji_format::vectors::{write_vectors, Vectors};
 
+#[path = "support/rows.rs"]
+mod rows;
+use rows::synthetic;
+
 const DIM: usize = 384;
-
-fn splitmix(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-fn uniform(s: &mut u64) -> f32 {
-    (splitmix(s) >> 40) as f32 / (1u64 << 24) as f32
-}
-
-fn gauss(s: &mut u64) -> f32 {
-    let u1 = uniform(s).max(1e-7);
-    let u2 = uniform(s);
-    (-2.0 * u1.ln()).sqrt() * (std::f32::consts::TAU * u2).cos()
-}
-
-fn normalise(v: &mut [f32]) {
-    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    if n > 0.0 {
-        v.iter_mut().for_each(|x| *x /= n);
-    }
-}
-
-/// `bench_ivf_1m`'s `synthetic`: `n` passages and `q` queries.
-fn synthetic(n: usize, q: usize) -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
-    let mut s = 0x5e_u64;
-    let unit = |s: &mut u64| {
-        let mut g: Vec<f32> = (0..DIM).map(|_| gauss(s)).collect();
-        normalise(&mut g);
-        g
-    };
-    let mu = unit(&mut s);
-    let topics = (n / 40).max(1);
-    let tau: Vec<Vec<f32>> = (0..topics).map(|_| unit(&mut s)).collect();
-    let sigma: Vec<Vec<f32>> = (0..topics * 8).map(|_| unit(&mut s)).collect();
-    let weights: Vec<f64> = (0..topics)
-        .map(|t| 1.0 / ((t + 1) as f64).powf(0.8))
-        .collect();
-    let total: f64 = weights.iter().sum();
-    let mut cdf = Vec::with_capacity(topics);
-    let mut acc = 0.0;
-    for w in &weights {
-        acc += w / total;
-        cdf.push(acc);
-    }
-    let passage = |s: &mut u64| {
-        let r = f64::from(uniform(s));
-        let t = cdf.partition_point(|&c| c < r).min(topics - 1);
-        let sub = (splitmix(s) % 8) as usize;
-        let g = unit(s);
-        let mut v: Vec<f32> = (0..DIM)
-            .map(|k| 1.2 * mu[k] + 0.55 * tau[t][k] + 0.4 * sigma[t * 8 + sub][k] + 0.45 * g[k])
-            .collect();
-        normalise(&mut v);
-        v
-    };
-    let base: Vec<Vec<f32>> = (0..n).map(|_| passage(&mut s)).collect();
-    let queries: Vec<Vec<f32>> = (0..q)
-        .map(|_| {
-            let x = passage(&mut s);
-            let g = unit(&mut s);
-            let mut v: Vec<f32> = x.iter().zip(&g).map(|(a, b)| a + 0.6 * b).collect();
-            normalise(&mut v);
-            v
-        })
-        .collect();
-    (base, queries)
-}
 
 /// Pages in memory: name → (stored size, raw body).
 #[derive(Default)]
@@ -218,7 +151,7 @@ fn main() {
         }
     }
     let threads = 2;
-    let (base, queries) = synthetic(n + add, nq);
+    let (base, queries) = synthetic(n + add, nq, DIM);
     let v_old = Vectors::open(&write_vectors(DIM, &base[..n]).unwrap()).unwrap();
     let v_new = Vectors::open(&write_vectors(DIM, &base).unwrap()).unwrap();
     let mut old = Store::default();
