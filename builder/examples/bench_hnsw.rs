@@ -44,7 +44,6 @@
 mod hnsw;
 
 use std::collections::{HashMap, HashSet};
-use std::io::BufRead;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
@@ -57,14 +56,12 @@ use jikji_format::paged::ivf::{
 };
 use jikji_format::paged::page::decode_stored;
 use jikji_format::vectors::{write_vectors, Vectors};
-use sha2::{Digest, Sha256};
 
 #[path = "support/rows.rs"]
 mod rows;
-use rows::{dot, hex, rotate, splitmix};
+use rows::{dot, from_cache, rotate, splitmix};
 
 const DIM: usize = 384;
-const RECORD: usize = 32 + 4 + 1 + 4 * DIM;
 const DUPLICATE: f32 = 0.965;
 
 /// A ranking: `(row, score)`, best first.
@@ -164,50 +161,6 @@ fn load() -> String {
         .unwrap_or_default()
         .trim()
         .to_string()
-}
-
-/// Base vectors and queries of the cache (as `bench_ivf_1m`'s `from_cache`).
-fn from_cache(a: &Args) -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
-    let onnx = std::fs::read(format!("{}/model.onnx", a.model)).expect("reading model.onnx");
-    let sha = hex(&Sha256::digest(&onnx));
-    let bytes = std::fs::read(&a.cache).expect("reading the cache file");
-    let mut by_key: HashMap<[u8; 32], Vec<f32>> = HashMap::new();
-    for r in bytes.chunks_exact(RECORD) {
-        let key: [u8; 32] = r[..32].try_into().unwrap();
-        let v: Vec<f32> = r[37..]
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
-            .collect();
-        by_key.insert(key, v);
-    }
-    drop(bytes);
-    let mut queries = Vec::new();
-    let mut qkeys = HashSet::new();
-    for path in &a.queries {
-        let f = std::fs::File::open(path).unwrap_or_else(|e| panic!("{path}: {e}"));
-        for line in std::io::BufReader::new(f).lines() {
-            let line = line.expect("reading queries");
-            let j: serde_json::Value = serde_json::from_str(&line).expect("a JSON line");
-            let Some(text) = j["text"].as_str() else {
-                continue;
-            };
-            let key = jikji_builder::vector_cache::cache_key(
-                &sha,
-                "f32",
-                jikji_embed::Prefix::Query,
-                text,
-            );
-            if let Some(v) = by_key.get(&key) {
-                if qkeys.insert(key) {
-                    queries.push(v.clone());
-                }
-            }
-        }
-    }
-    let mut keys: Vec<&[u8; 32]> = by_key.keys().filter(|k| !qkeys.contains(*k)).collect();
-    keys.sort();
-    let base = keys.iter().map(|k| by_key[*k].clone()).collect();
-    (base, queries)
 }
 
 /// The rows as one flat int8 store, for the crate's points (process-wide).
@@ -448,7 +401,7 @@ fn main() {
     let a = args();
     let t0 = Instant::now();
     println!("load at start: {}", load());
-    let (base, queries) = from_cache(&a);
+    let (base, queries, _) = from_cache(&a.model, &a.cache, &a.queries);
     let b = base.len();
     let take = queries.len().min(a.max_queries);
     let queries: Vec<Vec<f32>> = (0..take)

@@ -56,7 +56,6 @@
 //! pages add one), and the engine's native time with its pages at hand (p50, p95).
 
 use std::collections::{HashMap, HashSet};
-use std::io::BufRead;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -68,10 +67,9 @@ use sha2::{Digest, Sha256};
 
 #[path = "support/rows.rs"]
 mod rows;
-use rows::{dot, gauss, hex, normalise, splitmix, synthetic, uniform};
+use rows::{dot, from_cache, hex, rotate, splitmix, synthetic};
 
 const DIM: usize = 384;
-const RECORD: usize = 32 + 4 + 1 + 4 * DIM;
 
 struct Args {
     cache: String,
@@ -257,7 +255,7 @@ fn main() {
         let h = q.len();
         (b, q, h)
     } else {
-        from_cache(&a)
+        from_cache(&a.model, &a.cache, &a.queries)
     };
     let base: Vec<&Vec<f32>> = base.iter().collect();
     let b = base.len();
@@ -302,21 +300,7 @@ fn main() {
             continue;
         }
         let w = base[(splitmix(&mut s) % b as u64) as usize];
-        let mut d: Vec<f32> = w.iter().zip(&mu).map(|(a, m)| a - m).collect();
-        normalise(&mut d);
-        let mut g: Vec<f32> = (0..DIM).map(|_| gauss(&mut s)).collect();
-        normalise(&mut g);
-        let mut u: Vec<f32> = d.iter().zip(&g).map(|(a, b)| 0.7 * a + 0.3 * b).collect();
-        let p = dot(&u, x);
-        u.iter_mut().zip(x.iter()).for_each(|(a, b)| *a -= p * b);
-        normalise(&mut u);
-        let th = uniform(&mut s) * max;
-        let mut y: Vec<f32> = x
-            .iter()
-            .zip(&u)
-            .map(|(a, b)| th.cos() * a + th.sin() * b)
-            .collect();
-        normalise(&mut y);
+        let y = rotate(x, w, &mu, max, &mut s);
         cos_sum += f64::from(dot(&y, x));
         rows.push(y);
     }
@@ -642,58 +626,6 @@ fn main() {
         t0.elapsed().as_secs_f64(),
         load().trim()
     );
-}
-
-/// The base vectors and the queries of the embedding cache `--cache` (the eval queries of
-/// `--queries` found in it are the queries, the rest the base), and how many were held out.
-fn from_cache(a: &Args) -> (Vec<Vec<f32>>, Vec<Vec<f32>>, usize) {
-    // The model's hash names the cache keys.
-    let onnx = std::fs::read(format!("{}/model.onnx", a.model)).expect("reading model.onnx");
-    let sha = hex(&Sha256::digest(&onnx));
-    let bytes = std::fs::read(&a.cache).expect("reading the cache file");
-    let mut by_key: HashMap<[u8; 32], Vec<f32>> = HashMap::new();
-    for r in bytes.chunks_exact(RECORD) {
-        let key: [u8; 32] = r[..32].try_into().unwrap();
-        let v: Vec<f32> = r[37..]
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
-            .collect();
-        by_key.insert(key, v);
-    }
-    drop(bytes);
-    let mut queries: Vec<Vec<f32>> = Vec::new();
-    let mut qkeys = HashSet::new();
-    for path in &a.queries {
-        let f = std::fs::File::open(path).unwrap_or_else(|e| panic!("{path}: {e}"));
-        let mut found = 0;
-        let mut lines = 0;
-        for line in std::io::BufReader::new(f).lines() {
-            let line = line.expect("reading queries");
-            let j: serde_json::Value = serde_json::from_str(&line).expect("a JSON line");
-            let Some(text) = j["text"].as_str() else {
-                continue;
-            };
-            lines += 1;
-            let key = jikji_builder::vector_cache::cache_key(
-                &sha,
-                "f32",
-                jikji_embed::Prefix::Query,
-                text,
-            );
-            if let Some(v) = by_key.get(&key) {
-                if qkeys.insert(key) {
-                    queries.push(v.clone());
-                    found += 1;
-                }
-            }
-        }
-        println!("{path}: {found} of {lines} queries in the cache");
-    }
-    let mut keys: Vec<&[u8; 32]> = by_key.keys().filter(|k| !qkeys.contains(*k)).collect();
-    keys.sort();
-    let base: Vec<Vec<f32>> = keys.iter().map(|k| by_key[*k].clone()).collect();
-    let held = qkeys.len();
-    (base, queries, held)
 }
 
 /// Smallest, median and largest list of `ivf`.

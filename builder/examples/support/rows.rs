@@ -4,6 +4,14 @@
 //! benches draw the same rows from the same seeds.
 #![allow(dead_code)] // each bench uses a part
 
+use std::collections::{HashMap, HashSet};
+use std::io::BufRead;
+
+use sha2::{Digest, Sha256};
+
+/// Bytes of a cache record with e5-small rows (384 f32): key, 4 + 1 bytes, the row.
+pub const RECORD: usize = 32 + 4 + 1 + 4 * 384;
+
 /// splitmix64: the next value of `state`.
 pub fn splitmix(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -111,4 +119,63 @@ pub fn synthetic(n: usize, q: usize, dim: usize) -> (Vec<Vec<f32>>, Vec<Vec<f32>
         })
         .collect();
     (base, queries)
+}
+
+/// The rows of the embedding cache file `cache` (records of 32-byte key, 4 + 1 bytes, `dim`
+/// f32: `jikji_builder::vector_cache`) for model folder `model` (its `model.onnx` hash names
+/// the keys): the queries of the `query_files` (eval `queries.jsonl`) found there, and every
+/// other row (passages and pseudo-queries) as the base, in key order; the count of held-out
+/// queries. Prints how many of each file's queries the cache has. Panics on unreadable files.
+pub fn from_cache(
+    model: &str,
+    cache: &str,
+    query_files: &[String],
+) -> (Vec<Vec<f32>>, Vec<Vec<f32>>, usize) {
+    // The model's hash names the cache keys.
+    let onnx = std::fs::read(format!("{model}/model.onnx")).expect("reading model.onnx");
+    let sha = hex(&Sha256::digest(&onnx));
+    let bytes = std::fs::read(cache).expect("reading the cache file");
+    let mut by_key: HashMap<[u8; 32], Vec<f32>> = HashMap::new();
+    for r in bytes.chunks_exact(RECORD) {
+        let key: [u8; 32] = r[..32].try_into().unwrap();
+        let v: Vec<f32> = r[37..]
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        by_key.insert(key, v);
+    }
+    drop(bytes);
+    let mut queries: Vec<Vec<f32>> = Vec::new();
+    let mut qkeys = HashSet::new();
+    for path in query_files {
+        let f = std::fs::File::open(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let mut found = 0;
+        let mut lines = 0;
+        for line in std::io::BufReader::new(f).lines() {
+            let line = line.expect("reading queries");
+            let j: serde_json::Value = serde_json::from_str(&line).expect("a JSON line");
+            let Some(text) = j["text"].as_str() else {
+                continue;
+            };
+            lines += 1;
+            let key = jikji_builder::vector_cache::cache_key(
+                &sha,
+                "f32",
+                jikji_embed::Prefix::Query,
+                text,
+            );
+            if let Some(v) = by_key.get(&key) {
+                if qkeys.insert(key) {
+                    queries.push(v.clone());
+                    found += 1;
+                }
+            }
+        }
+        println!("{path}: {found} of {lines} queries in the cache");
+    }
+    let mut keys: Vec<&[u8; 32]> = by_key.keys().filter(|k| !qkeys.contains(*k)).collect();
+    keys.sort();
+    let base: Vec<Vec<f32>> = keys.iter().map(|k| by_key[*k].clone()).collect();
+    let held = qkeys.len();
+    (base, queries, held)
 }
