@@ -75,16 +75,7 @@ fn update_keeps_binary_lists_and_renames_only_changed_lists_and_their_rows() {
     }
 
     // One file edited, one added: 3 of 41 vectors changed (below the refit rule).
-    let edited = corpus.join("1. docs/note-07.md");
-    let text = std::fs::read_to_string(&edited).unwrap();
-    std::fs::write(&edited, text.replace("every week", "every single day")).unwrap();
-    std::fs::write(
-        corpus.join("1. docs/note-99.md"),
-        "Source: https://docs.example.com/notes/99\n\n# Note 99: restore drills\n\n\
-         This note explains database restore drills after a failed backup: teams run them \
-         every month and check the restored rows against the originals.\n",
-    )
-    .unwrap();
+    common::edit_topic_corpus(&corpus);
     let r = jikji_builder::update::update(&common::with_model(&corpus, &bundle), false).unwrap();
     let note = r.dense_index.clone().unwrap();
     assert!(
@@ -227,12 +218,7 @@ fn update_keeps_binary_lists_and_renames_only_changed_lists_and_their_rows() {
         Engine::open_dir_paged(&bundle).unwrap(),
         Engine::open_dir_paged(&full).unwrap(),
     );
-    let queries: Vec<Vec<f32>> = (0..v.len())
-        .map(|d| {
-            let (a, b) = (v.get(d), v.get((d + 7) % v.len()));
-            a.iter().zip(&b).map(|(x, y)| x + y).collect()
-        })
-        .collect();
+    let queries = common::pair_queries(v);
     let (ru, rf) = (
         common::recall_at_10(&eu, &exact, &queries),
         common::recall_at_10(&ef, &exact_full, &queries),

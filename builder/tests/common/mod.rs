@@ -236,3 +236,29 @@ pub fn recall_at_10(
     }
     sum / queries.len() as f64
 }
+
+/// The update step of the [`topic_corpus`] tests: `note-07` edited and `note-99` added
+/// (at the end of the path order), so 3 of the 41 vectors are new, changed or dropped.
+pub fn edit_topic_corpus(corpus: &Path) {
+    let edited = corpus.join("1. docs/note-07.md");
+    let text = std::fs::read_to_string(&edited).unwrap();
+    std::fs::write(&edited, text.replace("every week", "every single day")).unwrap();
+    std::fs::write(
+        corpus.join("1. docs/note-99.md"),
+        "Source: https://docs.example.com/notes/99\n\n# Note 99: restore drills\n\n\
+         This note explains database restore drills after a failed backup: teams run them \
+         every month and check the restored rows against the originals.\n",
+    )
+    .unwrap();
+}
+
+/// One dense query per row of `v`: the sum of that row and the row 7 further on (between
+/// two chunks, so the top 10 spans lists).
+pub fn pair_queries(v: &jikji_format::vectors::Vectors) -> Vec<Vec<f32>> {
+    (0..v.len())
+        .map(|d| {
+            let (a, b) = (v.get(d), v.get((d + 7) % v.len()));
+            a.iter().zip(&b).map(|(x, y)| x + y).collect()
+        })
+        .collect()
+}

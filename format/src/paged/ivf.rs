@@ -896,30 +896,9 @@ pub fn write_pages_kept(
     if old.is_binary() {
         return invalid("kept centroids for a binary index".into());
     }
-    if nlist != old.nlist || centroid_bodies.len() != old.centroids.pages {
-        return invalid(format!(
-            "{nlist} lists and {} centroid pages for an index of {} lists on {} pages",
-            centroid_bodies.len(),
-            old.nlist,
-            old.centroids.pages
-        ));
-    }
-    if nprobe == 0 || nprobe > nlist {
-        return invalid(format!("nprobe {nprobe} outside 1..={nlist}"));
-    }
-    check_partition(lists, n)?;
+    check_kept(old, centroid_bodies, lists, nprobe, n)?;
     StoredCentroids::open(old, centroid_bodies, dim)?;
-    for (p, body) in centroid_bodies.iter().enumerate() {
-        let name = old.centroid_page(p);
-        if !sink.reuse(&name, &name)? {
-            sink.put(super::page::encode_numbered(
-                Kind::Centroids,
-                &old.centroids.gen,
-                p as u32,
-                body,
-            ))?;
-        }
-    }
+    keep_centroid_pages(old, centroid_bodies, sink)?;
     let bodies: Vec<Vec<u8>> = lists
         .iter()
         .map(|l| list_body(l, vectors))
@@ -929,14 +908,8 @@ pub fn write_pages_kept(
         .enumerate()
         .map(|(j, b)| sink.previous_body(&old.list_page(j)).as_ref() == Some(b))
         .collect();
-    let changed: Vec<u32> = (0..nlist as u32).filter(|&j| !same[j as usize]).collect();
-    let mut gens: Vec<ListGen> = old.list_gens.clone().unwrap_or_default();
-    for g in &mut gens {
-        g.lists
-            .retain(|j| same.get(*j as usize).copied().unwrap_or(false));
-    }
-    gens.retain(|g| !g.lists.is_empty());
-    let whole = changed.len() * 2 > nlist || (!changed.is_empty() && gens.len() >= MAX_LIST_GENS);
+    let (changed, mut gens, whole) = kept_gens(old, &same);
+    let changed: Vec<u32> = changed.into_iter().map(|j| j as u32).collect();
     let (lists_root, list_gens, stats) = if whole {
         let (root, pages) = super::numbered(Kind::Lists, bodies, 1);
         let mut stats = KeptLists::default();
@@ -1048,18 +1021,7 @@ pub fn write_pages_kept_binary(
         return invalid("kept binary lists need an index with rows numbered per list".into());
     };
     let per = old_rows.per_page.max(1);
-    if nlist != old.nlist || centroid_bodies.len() != old.centroids.pages {
-        return invalid(format!(
-            "{nlist} lists and {} centroid pages for an index of {} lists on {} pages",
-            centroid_bodies.len(),
-            old.nlist,
-            old.centroids.pages
-        ));
-    }
-    if nprobe == 0 || nprobe > nlist {
-        return invalid(format!("nprobe {nprobe} outside 1..={nlist}"));
-    }
-    check_partition(lists, n)?;
+    check_kept(old, centroid_bodies, lists, nprobe, n)?;
     if let Some((j, l)) = lists.iter().enumerate().find(|(_, l)| l.len() > s * per) {
         return invalid(format!(
             "list {j} of {} rows passes the {} rows its page numbers hold",
@@ -1069,17 +1031,7 @@ pub fn write_pages_kept_binary(
     }
     let stored = StoredCentroids::open(old, centroid_bodies, dim)?;
     let stored: Vec<Vec<f32>> = (0..stored.len()).map(|j| stored.get(j)).collect();
-    for (p, body) in centroid_bodies.iter().enumerate() {
-        let name = old.centroid_page(p);
-        if !sink.reuse(&name, &name)? {
-            sink.put(super::page::encode_numbered(
-                Kind::Centroids,
-                &old.centroids.gen,
-                p as u32,
-                body,
-            ))?;
-        }
-    }
+    keep_centroid_pages(old, centroid_bodies, sink)?;
     let made: Vec<(Vec<u8>, Vec<Vec<u8>>)> = lists
         .iter()
         .zip(&stored)
@@ -1096,14 +1048,7 @@ pub fn write_pages_kept_binary(
                 })
         })
         .collect();
-    let changed: Vec<usize> = (0..nlist).filter(|&j| !same[j]).collect();
-    let mut gens: Vec<ListGen> = old.list_gens.clone().unwrap_or_default();
-    for g in &mut gens {
-        g.lists
-            .retain(|j| same.get(*j as usize).copied().unwrap_or(false));
-    }
-    gens.retain(|g| !g.lists.is_empty());
-    let whole = changed.len() * 2 > nlist || (!changed.is_empty() && gens.len() >= MAX_LIST_GENS);
+    let (changed, mut gens, whole) = kept_gens(old, &same);
     let mut stats = KeptLists::default();
     let row_pages: usize = made.iter().map(|m| m.1.len()).sum();
     let (lists_root, list_gens, rows_gen) = if whole {
@@ -1198,6 +1143,72 @@ pub fn write_pages_kept_binary(
         }
     }
     Ok((IvfRoot { sample, ..root }, stats))
+}
+
+/// Checks the arguments of a kept-centroid write ([`write_pages_kept`],
+/// [`write_pages_kept_binary`]): `lists` as many as `old`'s, `centroid_bodies` one per
+/// centroid page, `nprobe` in `1..=nlist`, the lists a partition of `0..n`. Errors:
+/// [`FormatError::InvalidInput`].
+fn check_kept(
+    old: &IvfRoot,
+    centroid_bodies: &[Vec<u8>],
+    lists: &[Vec<u32>],
+    nprobe: usize,
+    n: usize,
+) -> Result<()> {
+    let nlist = lists.len();
+    if nlist != old.nlist || centroid_bodies.len() != old.centroids.pages {
+        return Err(FormatError::InvalidInput(format!(
+            "{nlist} lists and {} centroid pages for an index of {} lists on {} pages",
+            centroid_bodies.len(),
+            old.nlist,
+            old.centroids.pages
+        )));
+    }
+    if nprobe == 0 || nprobe > nlist {
+        return Err(FormatError::InvalidInput(format!(
+            "nprobe {nprobe} outside 1..={nlist}"
+        )));
+    }
+    check_partition(lists, n)
+}
+
+/// Hands `old`'s centroid pages (raw bodies `centroid_bodies`) to `sink` under their old
+/// names: reused (linked) when the sink can, written again otherwise.
+fn keep_centroid_pages(
+    old: &IvfRoot,
+    centroid_bodies: &[Vec<u8>],
+    sink: &mut dyn super::PageSink,
+) -> Result<()> {
+    for (p, body) in centroid_bodies.iter().enumerate() {
+        let name = old.centroid_page(p);
+        if !sink.reuse(&name, &name)? {
+            sink.put(super::page::encode_numbered(
+                Kind::Centroids,
+                &old.centroids.gen,
+                p as u32,
+                body,
+            ))?;
+        }
+    }
+    Ok(())
+}
+
+/// For a kept-centroid write whose list `j` keeps its bytes iff `same[j]`: the changed
+/// lists (ascending), `old`'s list generations reduced to the lists that keep their
+/// bytes (empty ones dropped), and whether every list is written anew under one base
+/// generation instead (more than half changed, or [`MAX_LIST_GENS`] reached).
+fn kept_gens(old: &IvfRoot, same: &[bool]) -> (Vec<usize>, Vec<ListGen>, bool) {
+    let nlist = same.len();
+    let changed: Vec<usize> = (0..nlist).filter(|&j| !same[j]).collect();
+    let mut gens: Vec<ListGen> = old.list_gens.clone().unwrap_or_default();
+    for g in &mut gens {
+        g.lists
+            .retain(|j| same.get(*j as usize).copied().unwrap_or(false));
+    }
+    gens.retain(|g| !g.lists.is_empty());
+    let whole = changed.len() * 2 > nlist || (!changed.is_empty() && gens.len() >= MAX_LIST_GENS);
+    (changed, gens, whole)
 }
 
 /// Checks that `lists` partition `0..n` with ascending ids. Errors:
