@@ -1,7 +1,8 @@
 //! Format 2 with a binary-coded dense index (issue 14, `pages.ivf.codes` = `binary`): the
 //! frozen fixtures `format/tests/compat/v2-ivf/` (int8 centroids and sample) and
 //! `format/tests/compat/v2-ivf4/` (4-bit centred centroids and a binary-coded sample,
-//! session 26) (the format 1 fixtures' corpus, built with `--dense-index ivf-binary:3`;
+//! session 26) and `format/tests/compat/v2-ivf-rows/` (the same with the `i` pages
+//! numbered per list, `pages.ivf.list_rows`, session 27) (the format 1 fixtures' corpus, built with `--dense-index ivf-binary:3`;
 //! never rebuilt, see their READMEs) searched with the query
 //! vectors of `../v2-centring/queries.json` (same corpus and model). Checked: the entry's
 //! `pages.ivf` is what FORMAT.md says; dense and hybrid hits through the index (one list
@@ -106,19 +107,37 @@ fn write_v2_ivf4_expected() {
 }
 
 #[test]
+#[ignore = "writes the frozen fixture's expected.json; run once by hand"]
+fn write_v2_ivf_rows_expected() {
+    write_expected("v2-ivf-rows");
+}
+
+#[test]
 fn ivf_fixture_answers_as_frozen() {
-    answers_as_frozen("v2-ivf", (None, None));
+    answers_as_frozen("v2-ivf", (None, None), None);
 }
 
 /// The compact once pages (4-bit centred centroids, binary-coded sample) read as written.
 #[test]
 fn ivf4_fixture_answers_as_frozen() {
-    answers_as_frozen("v2-ivf4", (Some("int4-centred"), Some("binary")));
+    answers_as_frozen("v2-ivf4", (Some("int4-centred"), Some("binary")), None);
+}
+
+/// Binary lists whose `i` pages are numbered per list (`pages.ivf.list_rows`, session 27:
+/// what `jikji update` can keep) read as written.
+#[test]
+fn ivf_rows_fixture_answers_as_frozen() {
+    answers_as_frozen(
+        "v2-ivf-rows",
+        (Some("int4-centred"), Some("binary")),
+        Some(3),
+    );
 }
 
 /// Fixture `name`'s entry has the layout it was built with (`codes`: its `pages.ivf`
-/// centroid and sample codes), and its hits are the frozen ones.
-fn answers_as_frozen(name: &str, codes: (Option<&str>, Option<&str>)) {
+/// centroid and sample codes; `list_rows`: its per-list row numbering, `None` = list
+/// order), and its hits are the frozen ones.
+fn answers_as_frozen(name: &str, codes: (Option<&str>, Option<&str>), list_rows: Option<usize>) {
     let dir = fixture(name).join("bundle");
     let e = Engine::open_dir_paged(&dir).unwrap();
     let root = e.dense_index().unwrap().clone();
@@ -135,6 +154,7 @@ fn answers_as_frozen(name: &str, codes: (Option<&str>, Option<&str>)) {
         (root.centroid_codes.as_deref(), root.sample_codes.as_deref()),
         codes
     );
+    assert_eq!(root.list_rows, list_rows);
     let n = e.bundle().manifest().counts.chunks;
     assert_eq!(n, 13);
     let want: Vec<serde_json::Value> =
