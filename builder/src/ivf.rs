@@ -391,6 +391,17 @@ pub fn default_nlist(n: usize) -> usize {
     ((per * (n as f64).sqrt()).round() as usize).clamp(1, n.max(1))
 }
 
+/// Chunk `i`'s scoring vector (`dim` f32): its row as the engine scores it, centred by its
+/// language offset and normalised under a per-language `centring`, the dequantized row
+/// without. Panics when `i` is out of range.
+pub fn scoring_vector(v: &Vectors, centring: Option<&ChunkCentring>, i: usize) -> Vec<f32> {
+    let (scale, row) = v.row(i);
+    match centring {
+        Some(c) => c.scoring_vector(i, scale, row),
+        None => v.get(i),
+    }
+}
+
 /// The default oversampling of a binary index's int8 rescoring (`pages.ivf.rescore`) for
 /// `n` chunks: [`FINE_RESCORE`] from [`BALANCE_MIN_CHUNKS`] on, the format's
 /// `DEFAULT_RESCORE` (8) below.

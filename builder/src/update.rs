@@ -914,13 +914,7 @@ fn kept_index(
             .map_err(|e| BuildError::Ivf(e.to_string()))?,
         None => None,
     };
-    let scoring = |i: usize| {
-        let (scale, row) = v.row(i);
-        match &centring {
-            Some(c) => c.scoring_vector(i, scale, row),
-            None => v.get(i),
-        }
-    };
+    let scoring = |i: usize| crate::ivf::scoring_vector(&v, centring.as_ref(), i);
     let mut cap = crate::ivf::update_cap(n, &old_lists);
     if let (Some(s), Some(rows)) = (r.list_rows, &r.rows) {
         // A binary list may not pass the row page numbers reserved for it.

@@ -252,13 +252,7 @@ fn write_dense_index(
     } else {
         None
     };
-    let scoring = |i: usize| {
-        let (scale, row) = v.row(i);
-        match &centring {
-            Some(c) => c.scoring_vector(i, scale, row),
-            None => v.get(i),
-        }
-    };
+    let scoring = |i: usize| crate::ivf::scoring_vector(v, centring.as_ref(), i);
     let codes = if binary {
         jikji_format::paged::ivf::ListCodes::Binary {
             scoring: &scoring,
@@ -457,13 +451,7 @@ fn write_kept_index(
                 .map_err(|e| crate::error::BuildError::Ivf(e.to_string()))?,
             None => None,
         };
-        let scoring = |i: usize| {
-            let (scale, row) = v.row(i);
-            match &centring {
-                Some(c) => c.scoring_vector(i, scale, row),
-                None => v.get(i),
-            }
-        };
+        let scoring = |i: usize| crate::ivf::scoring_vector(v, centring.as_ref(), i);
         jikji_format::paged::ivf::write_pages_kept_binary(
             &kept.old,
             &kept.centroid_bodies,
