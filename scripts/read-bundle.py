@@ -525,7 +525,8 @@ def read_binary_lists(folder, ivf, n, dim):
     """Each binary list's page, doc ids and the `i` pages of its rows (each checked to hold
     the rows it should): rows in list order (`i-<rows.gen>-<(first + k) // per_page>`), or
     with `list_rows` = S numbered per list (`i-<G_j>-<j*S + k // per_page>`, G_j list j's
-    generation, `first` 0)."""
+    generation, `first` 0), or with `row_groups` also grouped (the list page's group byte
+    of each row after the doc ids; group g of list j on `i-<G_j>-<j*S + g>`)."""
     rows = ivf["rows"]
     per = rows["per_page"]
     if not 1 <= per <= 256:
@@ -560,7 +561,30 @@ def read_binary_lists(folder, ivf, n, dim):
                 fail(file, at, f"doc {d} of a bundle of {n} chunks")
             docs.append(d)
             prev = d
-        if s is None:
+        grouped = ivf.get("row_groups") is not None
+        if grouped and (ivf["row_groups"] is not True or s is None or per < 2):
+            fail("jikji.json", 0, f"pages.ivf.row_groups {ivf['row_groups']!r} without list_rows and 2+ rows a page")
+        groups = []
+        if grouped:
+            at = r.pos
+            groups = list(r.take(count))
+            sizes = []
+            for k, g in enumerate(groups):
+                if g > len(sizes):
+                    fail(file, at, f"row {k} is in group {g} before group {len(sizes)} has a row")
+                if g == len(sizes):
+                    sizes.append(0)
+                sizes[g] += 1
+                if sizes[g] > per:
+                    fail(file, at, f"group {g} holds more than {per} rows")
+            if len(sizes) > min(s, 256):
+                fail(file, at, f"{len(sizes)} row groups, at most {min(s, 256)} numbered per list")
+        if grouped:
+            if first != 0:
+                fail(file, 0, f"list from {first} where the entry numbers rows per list")
+            places = [(j * s + g, gen) for g in groups]
+            held = lambda p, j=j: sum(1 for g in groups if j * s + g == p)
+        elif s is None:
             places = [((first + k) // per, rows["gen"]) for k in range(count)]
             held = lambda p: min(per, n - p * per)
         else:
@@ -576,7 +600,7 @@ def read_binary_lists(folder, ivf, n, dim):
                 d, scales, _ = read_vectors_body(f"p/{pname}", read_page(folder, pname))
                 if d != dim or len(scales) != held(p):
                     fail(f"p/{pname}", 8, f"{len(scales)} rows of {d}, expected {held(p)} of {dim}")
-        out.append({"page": name, "first": first, "docs": docs, "row_pages": pages})
+        out.append({"page": name, "first": first, "docs": docs, "row_pages": pages, **({"groups": groups} if grouped else {})})
     return out
 
 

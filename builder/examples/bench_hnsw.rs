@@ -921,6 +921,7 @@ fn centroids(
             coded_sample: true,
             sample_queries: &[],
             rows_per_list: true,
+            row_groups: None,
         },
         v,
         &mut |p| {

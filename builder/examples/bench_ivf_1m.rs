@@ -501,6 +501,7 @@ fn main() {
                         coded_sample: compact && binary,
                         sample_queries: &[],
                         rows_per_list: true,
+                        row_groups: None,
                     },
                     &v,
                     &mut |p| {

@@ -107,6 +107,7 @@ fn full_build(v: &Vectors, store: &mut Store, threads: usize) -> (IvfRoot, f64) 
             coded_sample: true,
             sample_queries: &[],
             rows_per_list: true,
+            row_groups: None,
         },
         v,
         &mut |p| {
@@ -216,6 +217,7 @@ fn main() {
         16,
         &v_new,
         &scoring,
+        None,
         &[],
         &mut sink,
     )

@@ -341,7 +341,8 @@ impl DenseIndex {
 /// `docs/design/dense-index.md` §3, for `n` chunks of `dim`: the exact scan reads every row
 /// (`n·(dim + 4)`); an index of `nlist` lists probing `nprobe` reads that share of the
 /// chunks' list entries (`dim + 6` B each as int8 rows, `⌈dim/8⌉ + 3` B as binary codes),
-/// binary codes also `rescore · 10` rows of `rows_per_page · (dim + 4)` B pages at most,
+/// binary codes also `rescore · 10` rows of `rows_per_page · (dim + 4)` B pages at most
+/// (grouped rows, [`row_groups`]: `rescore · 10 + rows_per_page` rows, whole groups),
 /// and once the centroids (`nlist·(dim + 4)`) and the background sample
 /// (`min(n, 256)·(dim + 4)`).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -354,21 +355,27 @@ pub struct QueryCost {
     pub once: f64,
 }
 
-/// [`QueryCost`] of an index (`rescore` `None`: int8 lists).
+/// [`QueryCost`] of an index (`rescore` `None`: int8 lists; else the oversampling, the
+/// rows an `i` page holds and whether the rows are grouped).
 pub fn query_cost(
     n: usize,
     dim: usize,
     nlist: usize,
     nprobe: usize,
-    rescore: Option<(usize, usize)>,
+    rescore: Option<(usize, usize, bool)>,
 ) -> QueryCost {
     let row = (dim + 4) as f64;
     let share = nprobe.min(nlist) as f64 / nlist.max(1) as f64;
     let index = match rescore {
         None => share * n as f64 * (dim + 6) as f64,
-        Some((rescore, per_page)) => {
-            share * n as f64 * (dim.div_ceil(8) + 3) as f64
-                + (rescore * 10).min(n) as f64 * per_page as f64 * row
+        Some((rescore, per_page, grouped)) => {
+            let rows = if grouped {
+                (rescore * 10 + per_page).min(n)
+            } else {
+                (rescore * 10).min(n) * per_page
+            };
+            share * n as f64 * (dim.div_ceil(8) + 3 + usize::from(grouped)) as f64
+                + rows as f64 * row
         }
     };
     QueryCost {
@@ -403,32 +410,112 @@ pub fn scoring_vector(v: &Vectors, centring: Option<&ChunkCentring>, i: usize) -
 }
 
 /// The default oversampling of a binary index's int8 rescoring (`pages.ivf.rescore`) for
-/// `n` chunks: [`FINE_RESCORE`] from [`BALANCE_MIN_CHUNKS`] on, the format's
+/// `n` chunks: [`FINE_RESCORE`] from [`BALANCE_MIN_CHUNKS`] on (grouped rows: the groups
+/// with the best estimates until they hold `rescore · 10` rows), the format's
 /// `DEFAULT_RESCORE` (8) below.
 pub fn default_rescore(n: usize) -> usize {
-    if n >= BALANCE_MIN_CHUNKS {
+    if n >= BALANCE_MIN_CHUNKS && !default_row_groups(n) {
+        UNGROUPED_FINE_RESCORE
+    } else if n >= BALANCE_MIN_CHUNKS {
         FINE_RESCORE
     } else {
         jikji_format::paged::ivf::DEFAULT_RESCORE
     }
 }
 
-/// The oversampling of binary lists from [`BALANCE_MIN_CHUNKS`] chunks on: the
-/// `16 · min(k, 10)` best estimates are rescored with their int8 rows. Source: the
-/// prototype at 1M (`docs/design/dense-pq.md` §3, k4000c125: ×16 at nprobe 16 recall@10
-/// 0.907 at 142 kB a warm query; ×8 needs nprobe 24 for 0.906 at the same bytes).
-pub const FINE_RESCORE: usize = 16;
+/// The oversampling of binary lists from [`BALANCE_MIN_CHUNKS`] chunks on: the groups of
+/// rows ([`row_groups`]) holding the best estimates are rescored until they hold
+/// `24 · min(k, 10)` rows. Source: `scripts/prototype-row-pages.py` at 1M
+/// (`docs/design/dense-pq.md`, "Grouped rows": groups of ≤ 32, 240 rows at nprobe 16:
+/// recall@10 0.914, 27 requests and 175 kB a query, against one row a page with ×16:
+/// 0.918, 176 requests, 149 kB).
+pub const FINE_RESCORE: usize = 24;
 
-/// Rows per `i` page (the binary index's rescoring rows) for `n` chunks: 1 from
-/// [`BALANCE_MIN_CHUNKS`] on (the rescored candidates are scattered over the bundle, so a
-/// page of 4 brings 3 unused rows: `docs/design/dense-pq.md` §5.1), the format's
-/// `INDEX_ROWS_PER_PAGE` (4) below.
+/// The oversampling from [`BALANCE_MIN_CHUNKS`] on when the rows are not grouped (one row
+/// an `i` page, `JIKJI_IVF_ROW_GROUPS=0`): the `16 · min(k, 10)` best estimates are
+/// rescored. Source: the prototype at 1M (`docs/design/dense-pq.md` §3, k4000c125: ×16
+/// at nprobe 16 recall@10 0.907 at 142 kB a warm query).
+pub const UNGROUPED_FINE_RESCORE: usize = 16;
+
+/// Rows per `i` page (the binary index's rescoring rows) for `n` chunks: from
+/// [`BALANCE_MIN_CHUNKS`] on at most [`FINE_ROWS_PER_PAGE`], the rows grouped by position
+/// within their list ([`row_groups`]), the format's `INDEX_ROWS_PER_PAGE` (4) in list order
+/// below.
 pub fn default_rows_per_page(n: usize) -> usize {
-    if n >= BALANCE_MIN_CHUNKS {
+    if let Some(per) = forced_row_groups() {
+        per.max(2)
+    } else if n >= BALANCE_MIN_CHUNKS && !default_row_groups(n) {
         1
+    } else if n >= BALANCE_MIN_CHUNKS {
+        FINE_ROWS_PER_PAGE
     } else {
         jikji_format::paged::ivf::INDEX_ROWS_PER_PAGE
     }
+}
+
+/// True when a binary index of `n` chunks groups its rows ([`row_groups`]): from
+/// [`BALANCE_MIN_CHUNKS`] on. The environment's [`ROW_GROUPS_ENV`] overrides it: `0` (one
+/// row an `i` page in list order from 100,000 chunks, ×16 rescoring: the layout of bundles
+/// written before 2026-12-07, for measuring one against the other), or `N` ≥ 2 (groups of
+/// at most `N` rows at any size: tests of small bundles).
+pub fn default_row_groups(n: usize) -> bool {
+    match std::env::var(ROW_GROUPS_ENV).ok().as_deref() {
+        Some("0") => false,
+        _ if forced_row_groups().is_some() => true,
+        _ => n >= BALANCE_MIN_CHUNKS,
+    }
+}
+
+/// The environment variable that overrides [`default_row_groups`].
+pub const ROW_GROUPS_ENV: &str = "JIKJI_IVF_ROW_GROUPS";
+
+/// `N` when [`ROW_GROUPS_ENV`] is a number ≥ 2.
+fn forced_row_groups() -> Option<usize> {
+    std::env::var(ROW_GROUPS_ENV)
+        .ok()?
+        .parse::<usize>()
+        .ok()
+        .filter(|&n| n >= 2)
+}
+
+/// The most rows of a group ([`row_groups`]) from [`BALANCE_MIN_CHUNKS`] on: 32 (groups of
+/// 16–32 rows, 4–8 a list of [`FINE_LIST_CAP`]). Source: `scripts/prototype-row-pages.py`
+/// (groups of 8–32 measured; 32 asks the fewest pages for the same recall).
+pub const FINE_ROWS_PER_PAGE: usize = 32;
+
+/// The group of each row of list `docs` (ascending doc ids; `points(d)` chunk `d`'s
+/// scoring vector): the list bisected at the median of its rows' projections on their
+/// principal direction ([`cap_lists`]' bisection), recursively, until a part holds at most
+/// `max` rows (parts of `⌊max/2⌋ + 1 ..= max` rows once split), the parts numbered in the
+/// order of their first row, so rows near one another in the scoring space share an `i`
+/// page and a query's rescoring candidates ask few pages. Deterministic. A list of at
+/// most `max` rows is one group.
+pub fn row_groups(
+    points: &(dyn Fn(usize) -> Vec<f32> + Sync),
+    docs: &[u32],
+    max: usize,
+) -> Vec<u8> {
+    let local: Vec<Vec<f32>> = docs.iter().map(|&d| points(d as usize)).collect();
+    let mut parts: Vec<Vec<u32>> = Vec::new();
+    let mut todo: Vec<Vec<u32>> = vec![(0..docs.len() as u32).collect()];
+    let max = max.max(2);
+    while let Some(p) = todo.pop() {
+        if p.len() <= max {
+            parts.push(p);
+            continue;
+        }
+        let (a, b) = bisect(&local, &p);
+        todo.push(b);
+        todo.push(a);
+    }
+    parts.sort_by_key(|p| p.first().copied().unwrap_or(u32::MAX));
+    let mut out = vec![0u8; docs.len()];
+    for (g, p) in parts.iter().enumerate() {
+        for &i in p {
+            out[i as usize] = u8::try_from(g).unwrap_or(u8::MAX);
+        }
+    }
+    out
 }
 
 /// `⌈DEFAULT_PROBE_SHARE · nlist⌉`, at least 1.
@@ -1201,10 +1288,10 @@ pub const PROBE_RECALL_TARGET: f64 = 0.99;
 /// builder's default `nprobe` is the fewest lists reaching [`PROBE_RECALL_TARGET`], but
 /// at most the most lists within this budget ([`budget_nprobe`]). Fine lists (capped at
 /// [`FINE_LIST_CAP`]) need ~200 lists for recall 0.99 of the lists at 1M chunks (~920 kB
-/// a query, measured in session 27's browser bench); 150 kB estimated is 20 lists there,
-/// recall@10 ≈ 0.92, ~170 kB measured per query (the estimate is ~12 % under the pages as
-/// stored: `docs/bench/s26-ivf-1m-int4.txt`, issue 14's ≤ 200 kB a query).
-pub const FINE_QUERY_BUDGET: f64 = 150_000.0;
+/// a query, measured in session 27's browser bench); with grouped rows (×24, groups of ≤ 32)
+/// 180 kB estimated is 16 lists there, recall@10 ≈ 0.91, ~175 kB p50 / 185 kB p90 as stored
+/// (`scripts/prototype-row-pages.py`; issue 14's ≤ 200 kB a query).
+pub const FINE_QUERY_BUDGET: f64 = 180_000.0;
 
 /// The most lists (≥ 1, ≤ `nlist`) a query of an index of `n` rows of `dim` in `nlist`
 /// binary lists (`rescore` × 10 rescoring rows, `per_page` rows an `i` page) can probe with
@@ -1213,7 +1300,7 @@ pub fn budget_nprobe(
     n: usize,
     dim: usize,
     nlist: usize,
-    rescore: (usize, usize),
+    rescore: (usize, usize, bool),
     budget: f64,
 ) -> usize {
     let fits = |p: usize| query_cost(n, dim, nlist, p, Some(rescore)).index <= budget;
@@ -1326,16 +1413,56 @@ mod tests {
     }
 
     #[test]
+    fn row_groups_put_near_rows_together_in_parts_of_at_most_max() {
+        // A list of 40 rows around four far apart points (10 each, interleaved; the first
+        // principal direction splits them two and two, the second one by one): groups of
+        // ≤ 10 are the four clouds; of ≤ 4, each cloud's rows in groups of 2..=4.
+        let corners = [
+            [1.0f32, 0.5, 0.0],
+            [1.0, -0.5, 0.0],
+            [-1.0, 0.5, 0.0],
+            [-1.0, -0.5, 0.0],
+        ];
+        let point = |d: usize| -> Vec<f32> {
+            let c = corners[d % 4];
+            let e = (d / 4) as f32 * 0.01;
+            vec![c[0] + e, c[1] - e, c[2] + 0.5 * e]
+        };
+        let docs: Vec<u32> = (0..40).collect();
+        let g = row_groups(&point, &docs, 10);
+        assert_eq!(jikji_format::paged::ivf::check_groups(&g, 40, 10), Ok(4));
+        for (d, &x) in g.iter().enumerate() {
+            assert_eq!(x, g[d % 4], "row {d}");
+        }
+        let g = row_groups(&point, &docs, 4);
+        let m = jikji_format::paged::ivf::check_groups(&g, 40, 4).unwrap();
+        assert!((10..=20).contains(&m), "{m} groups");
+        for a in 0..40 {
+            for b in 0..40 {
+                if g[a] == g[b] {
+                    assert_eq!(
+                        a % 4,
+                        b % 4,
+                        "rows {a} and {b} of different clouds share a group"
+                    );
+                }
+            }
+        }
+        // A list no longer than max is one group.
+        assert_eq!(row_groups(&point, &docs[..7], 10), vec![0; 7]);
+    }
+
+    #[test]
     fn the_byte_budget_bounds_the_default_nprobe_of_fine_binary_lists() {
-        // 1M chunks of 384 dims in 11,759 lists, x16 rescoring, 1 row an `i` page: 20
-        // lists fit 150 kB (estimate), 21 do not.
-        let p = budget_nprobe(1_000_000, 384, 11_759, (16, 1), FINE_QUERY_BUDGET);
-        assert_eq!(p, 20);
-        let cost = |p| query_cost(1_000_000, 384, 11_759, p, Some((16, 1))).index;
+        // 1M chunks of 384 dims in 11,759 lists, groups of up to 32 rows read until they
+        // hold 240: 16 lists fit 180 kB (estimate), 17 do not.
+        let p = budget_nprobe(1_000_000, 384, 11_759, (24, 32, true), FINE_QUERY_BUDGET);
+        assert_eq!(p, 16);
+        let cost = |p| query_cost(1_000_000, 384, 11_759, p, Some((24, 32, true))).index;
         assert!(cost(p) <= FINE_QUERY_BUDGET && cost(p + 1) > FINE_QUERY_BUDGET);
         // A budget every list fits in: nlist; one no list fits in: 1.
-        assert_eq!(budget_nprobe(1000, 8, 10, (8, 4), 1e12), 10);
-        assert_eq!(budget_nprobe(1000, 8, 10, (8, 4), 0.0), 1);
+        assert_eq!(budget_nprobe(1000, 8, 10, (8, 4, false), 1e12), 10);
+        assert_eq!(budget_nprobe(1000, 8, 10, (8, 4, false), 0.0), 1);
     }
 
     #[test]
@@ -1531,10 +1658,14 @@ mod tests {
         assert_eq!(default_nlist(n - 1), 632);
         assert_eq!(DenseIndex::Auto.nlist_for(n), Some(1265));
         assert_eq!((default_cap(n), default_cap(n - 1)), (Some(125), None));
-        assert_eq!((default_rescore(n), default_rescore(n - 1)), (16, 8));
+        assert_eq!((default_rescore(n), default_rescore(n - 1)), (24, 8));
         assert_eq!(
             (default_rows_per_page(n), default_rows_per_page(n - 1)),
-            (1, 4)
+            (32, 4)
+        );
+        assert_eq!(
+            (default_row_groups(n), default_row_groups(n - 1)),
+            (true, false)
         );
         assert_eq!(
             KmeansParams::for_chunks(n),

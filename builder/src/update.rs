@@ -903,7 +903,7 @@ fn kept_index(
             return refit(format!("list page {name} unreadable"));
         };
         old_lists.push(if r.is_binary() {
-            jikji_format::paged::ivf::BinaryList::open(&name, &b, ov.len(), ov.dim())?.docs
+            r.open_list(&name, &b, ov.len(), ov.dim())?.docs
         } else {
             jikji_format::paged::ivf::ListPage::open(&name, &b, ov.len(), ov.dim())?.docs
         });
@@ -917,8 +917,15 @@ fn kept_index(
     let scoring = |i: usize| crate::ivf::scoring_vector(&v, centring.as_ref(), i);
     let mut cap = crate::ivf::update_cap(n, &old_lists);
     if let (Some(s), Some(rows)) = (r.list_rows, &r.rows) {
-        // A binary list may not pass the row page numbers reserved for it.
-        cap = cap.min(s.saturating_mul(rows.per_page));
+        // A binary list may not pass the row page numbers reserved for it: `per_page` rows
+        // a page, or with grouped rows groups of at least `⌊per_page/2⌋ + 1` rows once a
+        // list is split (`ivf::row_groups`), so at most `S` groups.
+        let room = if r.grouped() {
+            rows.per_page / 2 + 1
+        } else {
+            rows.per_page
+        };
+        cap = cap.min(s.saturating_mul(room));
     }
     match crate::ivf::plan_update(&centroids, &old_lists, ov.len(), rows_from, &scoring, cap) {
         crate::ivf::UpdatePlan::Refit(why) => refit(why),

@@ -31,7 +31,7 @@
 
 use std::collections::HashMap;
 
-use jikji_format::paged::ivf::{self, BinaryList, IvfRoot, ListPage, SignTables};
+use jikji_format::paged::ivf::{self, IvfRoot, ListPage, SignTables};
 use jikji_format::{Bundle, FormatError};
 
 use crate::centring::RowScorer;
@@ -358,8 +358,9 @@ fn scan_binary(
     let mut probe = nprobe.clamp(1, root.nlist);
     let mut target = None;
     // (doc, estimate, index in `opened_lists`, row in its list) of every scanned chunk,
-    // and of the allowed ones; `opened_lists`: (list, first, count) of each list read.
-    let mut opened_lists: Vec<(usize, usize, usize)> = Vec::new();
+    // and of the allowed ones; `opened_lists`: (list, first, count, groups) of each list
+    // read (groups: each row's, grouped rows only).
+    let mut opened_lists: Vec<(usize, usize, usize, Vec<u8>)> = Vec::new();
     let (estimates, allowed) = loop {
         let probed = &order[..probe.min(order.len())];
         let bodies: Vec<_> = probed
@@ -377,10 +378,14 @@ fn scan_binary(
         opened_lists.clear();
         for ((j, qc), body) in probed.iter().zip(bodies) {
             let name = root.list_page(*j as usize);
-            let list = BinaryList::open(&name, &body.expect("checked"), chunks, dim)?;
-            root.check_list(&name, list.first, list.docs.len())?;
+            let list = root.open_list(&name, &body.expect("checked"), chunks, dim)?;
             let li = opened_lists.len();
-            opened_lists.push((*j as usize, list.first, list.docs.len()));
+            opened_lists.push((
+                *j as usize,
+                list.first,
+                list.docs.len(),
+                list.groups.clone(),
+            ));
             for (i, &doc) in list.docs.iter().enumerate() {
                 let e = (doc, list.estimate(i, *qc, &tables), li, i);
                 estimates.push(e);
@@ -404,13 +409,29 @@ fn scan_binary(
     let take = rescore
         .saturating_mul(k.min(RESCORE_DEPTH))
         .min(allowed.len());
+    if root.grouped() {
+        return rescore_groups(
+            cache,
+            root,
+            scorer,
+            at,
+            k,
+            take,
+            &opened_lists,
+            &estimates,
+            allowed,
+            allow,
+            background,
+        );
+    }
     let candidates = &allowed[..take];
     // Ask for every candidate's row page before failing, so they come in one round.
     // (page, place on it, rows it holds) of each candidate's int8 row.
     let mut pages: Vec<(String, usize, usize)> = candidates
         .iter()
         .map(|c| {
-            let (j, first, count) = opened_lists[c.2];
+            let (j, first, count, _) = &opened_lists[c.2];
+            let (j, first, count) = (*j, *first, *count);
             root.list_row(j, first, c.3, count, chunks)
                 .ok_or_else(|| corrupt_root("a binary index without the rows of its lists"))
         })
@@ -450,6 +471,120 @@ fn scan_binary(
     }
     let mut scanned: HashMap<u32, f32> = estimates.iter().map(|e| (e.0, e.1.min(cap))).collect();
     scanned.extend(exact.iter().copied());
+    let floor = scanned.values().copied().fold(f32::INFINITY, f32::min);
+    Ok(IvfScan {
+        ranked,
+        floor: if floor.is_finite() { floor } else { 0.0 },
+        scanned,
+        background,
+    })
+}
+
+/// The rescoring of a binary index with grouped rows ([`IvfRoot::row_groups`]): the groups
+/// of the probed lists are taken in the order of their best allowed estimate until they
+/// hold at least `take` rows (each group one `i` page, asked for together, one round), and
+/// every row on those pages gets its exact score; the allowed ones are ranked by it, then
+/// the other allowed chunks by estimate, capped under the lowest rescored score (as
+/// [`scan_binary`]). `allowed` sorted best estimate first. Source: the prototype
+/// `scripts/prototype-row-pages.py` (`docs/design/dense-pq.md`, "Grouped rows").
+#[allow(clippy::too_many_arguments)]
+fn rescore_groups(
+    cache: &dyn IndexPages,
+    root: &IvfRoot,
+    scorer: &RowScorer,
+    at: Place,
+    k: usize,
+    take: usize,
+    opened_lists: &[(usize, usize, usize, Vec<u8>)],
+    estimates: &[(u32, f32, usize, usize)],
+    allowed: Vec<(u32, f32, usize, usize)>,
+    allow: Option<&[bool]>,
+    background: (f32, f32),
+) -> Result<IvfScan, EngineError> {
+    let group_of =
+        |li: usize, i: usize| -> usize { opened_lists[li].3.get(i).map_or(0, |&g| usize::from(g)) };
+    let size_of = |li: usize, g: usize| -> usize {
+        opened_lists[li]
+            .3
+            .iter()
+            .filter(|&&x| usize::from(x) == g)
+            .count()
+    };
+    // (list index, group) in the order of their best allowed estimate.
+    let mut chosen: Vec<(usize, usize)> = Vec::new();
+    let mut rows = 0usize;
+    if take > 0 {
+        let mut seen = std::collections::HashSet::new();
+        for e in &allowed {
+            let key = (e.2, group_of(e.2, e.3));
+            if seen.insert(key) {
+                chosen.push(key);
+                rows += size_of(key.0, key.1);
+                if rows >= take {
+                    break;
+                }
+            }
+        }
+    }
+    let names: Vec<String> = chosen
+        .iter()
+        .map(|&(li, g)| {
+            root.group_page(opened_lists[li].0, g)
+                .ok_or_else(|| corrupt_root("a grouped binary index without the page of a group"))
+        })
+        .collect::<Result<_, _>>()?;
+    // Ask for every group's page before failing, so they come in one round.
+    let bodies: Vec<_> = names.iter().map(|n| cache.page(n)).collect();
+    if let Some(i) = bodies.iter().position(Option::is_none) {
+        return Err(FormatError::PageMissing {
+            name: names[i].clone(),
+        }
+        .into());
+    }
+    let mut exact: Vec<Scored> = Vec::with_capacity(rows);
+    let mut scanned: HashMap<u32, f32> = HashMap::with_capacity(estimates.len());
+    let mut rescored: HashMap<u32, f32> = HashMap::with_capacity(rows);
+    // The docs of each opened list, by list index (from the estimates, in list order).
+    let mut docs_of: Vec<Vec<u32>> = vec![Vec::new(); opened_lists.len()];
+    for e in estimates {
+        let d = &mut docs_of[e.2];
+        if d.len() == e.3 {
+            d.push(e.0);
+        }
+    }
+    for ((&(li, g), name), body) in chosen.iter().zip(&names).zip(bodies) {
+        let groups = &opened_lists[li].3;
+        let held = size_of(li, g);
+        let v = ivf::open_rows(name, &body.expect("checked"), held, at.dim)?;
+        let mut place = 0usize;
+        for (i, &x) in groups.iter().enumerate() {
+            if usize::from(x) != g {
+                continue;
+            }
+            let Some(&doc) = docs_of[li].get(i) else {
+                return Err(corrupt_root("a grouped list whose rows were not all read"));
+            };
+            let s = scorer.score(doc as usize, &v, place);
+            place += 1;
+            rescored.insert(doc, s);
+            if allows(allow, doc) {
+                exact.push((doc, s));
+            }
+        }
+    }
+    let mut ranked = top_k(exact.clone(), k);
+    let cap = exact.iter().map(|e| e.1).fold(f32::INFINITY, f32::min);
+    if ranked.len() < k {
+        ranked.extend(
+            allowed
+                .iter()
+                .filter(|e| !rescored.contains_key(&e.0))
+                .take(k - ranked.len())
+                .map(|e| (e.0, e.1.min(cap))),
+        );
+    }
+    scanned.extend(estimates.iter().map(|e| (e.0, e.1.min(cap))));
+    scanned.extend(rescored);
     let floor = scanned.values().copied().fold(f32::INFINITY, f32::min);
     Ok(IvfScan {
         ranked,
@@ -574,6 +709,18 @@ mod tests {
         centroids: CentroidCodes,
         coded_sample: bool,
     ) -> (IvfRoot, Mem, Vectors) {
+        index_with(rows, nlist, centroids, coded_sample, None)
+    }
+
+    /// [`index`] with rows numbered per list and, given `groups` (rows a page), grouped
+    /// by `grouping` (`None`: 1 row a page in list order, not per list).
+    fn index_with(
+        rows: &[Vec<f32>],
+        nlist: usize,
+        centroids: CentroidCodes,
+        coded_sample: bool,
+        groups: Option<(usize, &jikji_format::paged::ivf::RowGrouping)>,
+    ) -> (IvfRoot, Mem, Vectors) {
         let dim = rows[0].len();
         let v = Vectors::open(&write_vectors(dim, rows).unwrap()).unwrap();
         let (l, c) = lists(rows, nlist);
@@ -586,7 +733,7 @@ mod tests {
                 nprobe: 8,
                 codes: ListCodes::Binary {
                     scoring: &scoring,
-                    rows_per_page: 1,
+                    rows_per_page: groups.map_or(1, |g| g.0),
                     rescore: 16,
                 },
             },
@@ -594,7 +741,8 @@ mod tests {
                 centroids,
                 coded_sample,
                 sample_queries: &[],
-                rows_per_list: false,
+                rows_per_list: groups.is_some(),
+                row_groups: groups.map(|g| g.1),
             },
             &v,
             &mut |p| {
@@ -614,6 +762,116 @@ mod tests {
         };
         let scorer = RowScorer::new(None, q);
         scan_pages(pages, at, root, &scorer, 10, nprobe, None, 10, None, None).unwrap()
+    }
+
+    /// A valid grouping for tests: a list's rows ranked by their first coordinate, cut into
+    /// runs of `per`, the groups numbered by their first row.
+    fn by_first_coordinate(rows: &[Vec<f32>], docs: &[u32], per: usize) -> Vec<u8> {
+        let mut order: Vec<usize> = (0..docs.len()).collect();
+        order.sort_by(|&a, &b| rows[docs[a] as usize][0].total_cmp(&rows[docs[b] as usize][0]));
+        let mut raw = vec![0usize; docs.len()];
+        for (r, &i) in order.iter().enumerate() {
+            raw[i] = r / per;
+        }
+        let mut number = HashMap::new();
+        raw.iter()
+            .map(|g| {
+                let next = number.len();
+                *number.entry(*g).or_insert(next) as u8
+            })
+            .collect()
+    }
+
+    #[test]
+    fn grouped_rows_probing_and_rescoring_everything_give_the_exact_top_10() {
+        // Every list probed and every row rescored: the grouped index ranks as the exact
+        // scan of the same int8 rows, scores bit for bit.
+        let (rows, queries) = data(1500, 32);
+        let n = rows.len();
+        let grouping = |docs: &[u32]| by_first_coordinate(&rows, docs, 6);
+        let (root, pages, v) =
+            index_with(&rows, 24, CentroidCodes::Int8, false, Some((6, &grouping)));
+        assert!(root.grouped());
+        let at = Place { chunks: n, dim: 32 };
+        for q in queries.iter().take(40) {
+            let scorer = RowScorer::new(None, q);
+            let got = scan_pages(
+                &pages,
+                at,
+                &root,
+                &scorer,
+                10,
+                24,
+                Some(1000),
+                10,
+                None,
+                None,
+            )
+            .unwrap()
+            .ranked;
+            let mut want: Vec<(u32, f32)> =
+                (0..n).map(|d| (d as u32, scorer.score(d, &v, d))).collect();
+            want.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            want.truncate(10);
+            assert_eq!(got, want);
+        }
+    }
+
+    /// Records the pages asked for.
+    struct Asked<'a>(&'a Mem, std::sync::Mutex<Vec<String>>);
+
+    impl IndexPages for Asked<'_> {
+        fn page(&self, name: &str) -> Option<Arc<Vec<u8>>> {
+            self.1.lock().unwrap().push(name.to_string());
+            self.0.page(name)
+        }
+    }
+
+    #[test]
+    fn grouped_rows_read_whole_groups_until_they_hold_the_rows_asked() {
+        // ×2 oversampling (20 rows) at the default nprobe: the row pages asked are group
+        // pages of the probed lists, the fewest in best-estimate order holding ≥ 20 rows;
+        // every row on them (not only the 20 best estimates) scores as the exact scan.
+        let (rows, queries) = data(3000, 32);
+        let n = rows.len();
+        let grouping = |docs: &[u32]| by_first_coordinate(&rows, docs, 8);
+        let (root, pages, v) =
+            index_with(&rows, 40, CentroidCodes::Int8, false, Some((8, &grouping)));
+        let at = Place { chunks: n, dim: 32 };
+        for q in queries.iter().take(30) {
+            let scorer = RowScorer::new(None, q);
+            let asked = Asked(&pages, Default::default());
+            let scan =
+                scan_pages(&asked, at, &root, &scorer, 10, 8, Some(2), 10, None, None).unwrap();
+            let names = asked.1.into_inner().unwrap();
+            let row_pages: Vec<&String> = names.iter().filter(|p| p.starts_with("i-")).collect();
+            assert!(!row_pages.is_empty());
+            let mut held = 0;
+            let mut exact_rows = 0;
+            for name in &row_pages {
+                let body = pages.page(name).unwrap();
+                let count = Vectors::open(&body).unwrap().len();
+                held += count;
+                exact_rows += count;
+            }
+            // Whole groups, no more than needed: dropping the last page leaves < 20 rows.
+            assert!(held >= 20, "{held} rows on {} pages", row_pages.len());
+            assert!(held - 8 < 20 || row_pages.len() == 1);
+            let exact: Vec<(u32, f32)> = scan
+                .scanned
+                .iter()
+                .filter(|(&d, &s)| s == scorer.score(d as usize, &v, d as usize))
+                .map(|(&d, &s)| (d, s))
+                .collect();
+            assert!(
+                exact.len() >= exact_rows,
+                "{} exact of {exact_rows}",
+                exact.len()
+            );
+            for (d, s) in &scan.ranked[..1] {
+                assert_eq!(*s, scorer.score(*d as usize, &v, *d as usize));
+            }
+        }
     }
 
     #[test]

@@ -228,6 +228,7 @@ fn write_ivf_bundle(
     centroids: jikji_format::paged::ivf::CentroidCodes,
     coded_sample: bool,
     rows_per_list: bool,
+    row_groups: Option<&jikji_format::paged::ivf::RowGrouping>,
 ) -> (
     jikji_format::paged::ivf::IvfRoot,
     std::collections::HashMap<String, Vec<u8>>,
@@ -277,6 +278,7 @@ fn write_ivf_bundle(
             coded_sample,
             sample_queries: &[],
             rows_per_list,
+            row_groups,
         },
         &v,
         &mut |p| {
@@ -313,7 +315,7 @@ fn python_reader_decodes_compact_dense_index_pages_as_rust_does() {
     ] {
         let tmp = tempfile::tempdir().unwrap();
         // 3,300 rows: 275 lists on two centroid pages, a full 256-row sample.
-        let (root, bodies) = write_ivf_bundle(tmp.path(), 3300, dim, codes, coded, false);
+        let (root, bodies) = write_ivf_bundle(tmp.path(), 3300, dim, codes, coded, false, None);
         let (code, stdout, stderr) = python(&["--ivf".as_ref(), tmp.path().as_os_str()]);
         assert_eq!(code, 0, "read-bundle.py --ivf failed: {stderr}");
         let py: Value = serde_json::from_str(&stdout).unwrap();
@@ -398,12 +400,15 @@ fn python_reader_decodes_compact_dense_index_pages_as_rust_does() {
 }
 
 /// The binary lists' pages, doc ids and row (`i`) pages as `read-bundle.py --ivf` finds them
-/// equal the Rust reader's, in both row layouts (list order; `list_rows`: numbered per
-/// list); a per-list list page whose `first` is not 0 is refused naming the page.
+/// equal the Rust reader's, in the three row layouts (list order; `list_rows`: numbered per
+/// list; `row_groups`: grouped, rows a page by group); a per-list list page whose `first`
+/// is not 0 is refused naming the page.
 #[test]
 fn python_reader_finds_binary_lists_and_their_rows_as_rust_does() {
-    use jikji_format::paged::ivf::{BinaryList, CentroidCodes};
-    for per_list in [false, true] {
+    use jikji_format::paged::ivf::CentroidCodes;
+    // Groups of a list by row number mod 3 (12 rows: 4, 4, 4; the last list's 2: 1, 1).
+    let by_three = |docs: &[u32]| (0..docs.len()).map(|i| (i % 3) as u8).collect::<Vec<u8>>();
+    for (per_list, grouped) in [(false, false), (true, false), (true, true)] {
         let tmp = tempfile::tempdir().unwrap();
         // 302 rows: 26 lists of 12 (the last 2), 4 rows an `i` page.
         let (root, bodies) = write_ivf_bundle(
@@ -413,7 +418,9 @@ fn python_reader_finds_binary_lists_and_their_rows_as_rust_does() {
             CentroidCodes::Int4Centred,
             true,
             per_list,
+            grouped.then_some(&by_three as &jikji_format::paged::ivf::RowGrouping),
         );
+        assert_eq!(root.grouped(), grouped);
         assert_eq!(root.list_rows.is_some(), per_list);
         let (code, stdout, stderr) = python(&["--ivf".as_ref(), tmp.path().as_os_str()]);
         assert_eq!(code, 0, "read-bundle.py --ivf failed: {stderr}");
@@ -423,7 +430,7 @@ fn python_reader_finds_binary_lists_and_their_rows_as_rust_does() {
         for (j, l) in lists.iter().enumerate() {
             let name = root.list_page(j);
             assert_eq!(l["page"], name.as_str());
-            let b = BinaryList::open(&name, &bodies[&name], 302, 9).unwrap();
+            let b = root.open_list(&name, &bodies[&name], 302, 9).unwrap();
             let docs: Vec<u32> = l["docs"]
                 .as_array()
                 .unwrap()
@@ -433,12 +440,24 @@ fn python_reader_finds_binary_lists_and_their_rows_as_rust_does() {
             assert_eq!(docs, b.docs);
             let mut want: Vec<String> = Vec::new();
             for k in 0..b.docs.len() {
-                let (page, _, _) = root.list_row(j, b.first, k, b.docs.len(), 302).unwrap();
+                let page = if grouped {
+                    root.group_page(j, usize::from(b.groups[k])).unwrap()
+                } else {
+                    root.list_row(j, b.first, k, b.docs.len(), 302).unwrap().0
+                };
                 if !want.contains(&page) {
                     want.push(page);
                 }
             }
-            if per_list {
+            if grouped {
+                let groups: Vec<u8> = l["groups"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|x| x.as_u64().unwrap() as u8)
+                    .collect();
+                assert_eq!(groups, b.groups);
+            } else if per_list {
                 assert_eq!(want, root.list_row_pages(j, b.docs.len()));
             }
             let got: Vec<&str> = l["row_pages"]
@@ -465,6 +484,37 @@ fn python_reader_finds_binary_lists_and_their_rows_as_rust_does() {
             let (code, _, stderr) = python(&["--ivf".as_ref(), tmp.path().as_os_str()]);
             assert_eq!(code, 1);
             assert!(stderr.contains(&format!("p/{name}")), "{stderr}");
+        }
+        if grouped {
+            // Row 0 of list 5 in group 2 before groups 0 and 1: both readers refuse it
+            // (list 3's good page back first).
+            let good = root.list_page(3);
+            let p = jikji_format::paged::page::encode_numbered(
+                jikji_format::paged::page::Kind::Lists,
+                root.list_gen(3),
+                3,
+                &bodies[&good],
+            );
+            std::fs::write(tmp.path().join("p").join(&good), p.bytes).unwrap();
+            let name = root.list_page(5);
+            let mut body = bodies[&name].clone();
+            // count, first, 12 one-byte doc ids, then the groups.
+            assert_eq!(body[14], 0);
+            body[14] = 2;
+            assert!(root.open_list(&name, &body, 302, 9).is_err());
+            let p = jikji_format::paged::page::encode_numbered(
+                jikji_format::paged::page::Kind::Lists,
+                root.list_gen(5),
+                5,
+                &body,
+            );
+            std::fs::write(tmp.path().join("p").join(&name), p.bytes).unwrap();
+            let (code, _, stderr) = python(&["--ivf".as_ref(), tmp.path().as_os_str()]);
+            assert_eq!(code, 1);
+            assert!(
+                stderr.contains(&format!("p/{name}")) && stderr.contains("before group 0"),
+                "{stderr}"
+            );
         }
     }
 }

@@ -253,6 +253,9 @@ fn write_dense_index(
         None
     };
     let scoring = |i: usize| crate::ivf::scoring_vector(v, centring.as_ref(), i);
+    let grouping = |docs: &[u32]| {
+        crate::ivf::row_groups(&scoring, docs, crate::ivf::default_rows_per_page(v.len()))
+    };
     let codes = if binary {
         jikji_format::paged::ivf::ListCodes::Binary {
             scoring: &scoring,
@@ -274,6 +277,8 @@ fn write_dense_index(
             coded_sample,
             sample_queries: queries,
             rows_per_list: binary,
+            row_groups: (binary && crate::ivf::default_row_groups(v.len()))
+                .then_some(&grouping as &jikji_format::paged::ivf::RowGrouping),
         },
         v,
         sink,
@@ -284,7 +289,9 @@ fn write_dense_index(
         v.dim(),
         root.nlist,
         root.nprobe,
-        root.rescore.zip(root.rows.as_ref().map(|r| r.per_page)),
+        root.rescore
+            .zip(root.rows.as_ref().map(|r| r.per_page))
+            .map(|(x, per)| (x, per, root.grouped())),
     );
     let note = auto_note.unwrap_or_else(|| {
         format!(
@@ -382,6 +389,7 @@ fn fine_nprobe_cap(n: usize, dim: usize, nlist: usize, binary: bool) -> Option<u
             (
                 crate::ivf::default_rescore(n),
                 crate::ivf::default_rows_per_page(n),
+                crate::ivf::default_row_groups(n),
             ),
             crate::ivf::FINE_QUERY_BUDGET,
         )
@@ -452,6 +460,8 @@ fn write_kept_index(
             None => None,
         };
         let scoring = |i: usize| crate::ivf::scoring_vector(v, centring.as_ref(), i);
+        let per = kept.old.rows.as_ref().map_or(1, |r| r.per_page);
+        let grouping = |docs: &[u32]| crate::ivf::row_groups(&scoring, docs, per);
         jikji_format::paged::ivf::write_pages_kept_binary(
             &kept.old,
             &kept.centroid_bodies,
@@ -459,6 +469,9 @@ fn write_kept_index(
             nprobe,
             v,
             &scoring,
+            kept.old
+                .grouped()
+                .then_some(&grouping as &jikji_format::paged::ivf::RowGrouping),
             queries,
             sink,
         )?

@@ -157,6 +157,14 @@ pub struct IvfRoot {
     /// the list page's `first` + `k`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub list_rows: Option<usize>,
+    /// Binary codes with [`Self::list_rows`] only, bundles written from 2026-12-07: `true`
+    /// when each list's rows are grouped by position (principal-direction bisection of the
+    /// list's scoring vectors, [`row_groups`]) into `i` pages of at most `rows.per_page`
+    /// rows: group `g` of list `j` is page `i-<G_j>-<j·S + g>` and the list page carries
+    /// each row's group ([`BinaryList::groups`]), so the candidates a query rescores share
+    /// pages (`docs/design/dense-pq.md`, "Grouped rows"). Absent: rows in list order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub row_groups: Option<bool>,
 }
 
 /// A set of list pages written together by an update ([`IvfRoot::list_gens`]).
@@ -203,6 +211,7 @@ impl crate::json::FromJson for IvfRoot {
             sample_codes: o.req("sample_codes")?,
             list_gens: o.req("list_gens")?,
             list_rows: o.req("list_rows")?,
+            row_groups: o.req("row_groups")?,
         })
     }
 }
@@ -313,6 +322,50 @@ impl IvfRoot {
             .filter_map(|p| self.list_row(j, 0, p * per, count, usize::MAX))
             .map(|x| x.0)
             .collect()
+    }
+
+    /// True when the lists' rows are grouped ([`Self::row_groups`]).
+    pub fn grouped(&self) -> bool {
+        self.row_groups == Some(true) && self.list_rows.is_some()
+    }
+
+    /// The `i` page of group `g` of list `j` in the grouped layout ([`Self::row_groups`]):
+    /// `i-<G_j>-<j·S + g>`; `None` without groups or for a number past a u32.
+    pub fn group_page(&self, j: usize, g: usize) -> Option<String> {
+        let s = self.list_rows.filter(|_| self.grouped())?;
+        if g >= s {
+            return None;
+        }
+        let n = u32::try_from(j.checked_mul(s)?.checked_add(g)?).ok()?;
+        Some(super::page::numbered_name(
+            Kind::IndexRows,
+            self.list_gen(j),
+            n,
+        ))
+    }
+
+    /// Decodes binary list page `name` of list `j` as this index lays it out: with
+    /// [`Self::row_groups`] the page carries each row's group ([`BinaryList::open_grouped`]),
+    /// checked against `list_rows` and `rows.per_page`; then [`Self::check_list`].
+    /// Errors: DataCorruption naming `p/<name>` and the byte offset.
+    pub fn open_list(
+        &self,
+        name: &str,
+        body: &[u8],
+        chunks: usize,
+        dim: usize,
+    ) -> Result<BinaryList> {
+        let list = if self.grouped() {
+            let (s, per) = (
+                self.list_rows.unwrap_or(0),
+                self.rows.as_ref().map_or(0, |r| r.per_page),
+            );
+            BinaryList::open_grouped(name, body, chunks, dim, s.min(256), per)?
+        } else {
+            BinaryList::open(name, body, chunks, dim)?
+        };
+        self.check_list(name, list.first, list.docs.len())?;
+        Ok(list)
     }
 
     /// Checks binary list page `name` (list `j`'s, holding `count` rows from `first`)
@@ -496,6 +549,16 @@ impl IvfRoot {
                 ));
             }
         }
+        if self.row_groups.is_some()
+            && (self.row_groups != Some(true)
+                || self.list_rows.is_none()
+                || self.rows.as_ref().is_none_or(|r| r.per_page < 2))
+        {
+            return bad(format!(
+                "pages.ivf.row_groups {:?} (true only, with binary codes, list_rows and rows.per_page ≥ 2)",
+                self.row_groups
+            ));
+        }
         if self.sample.pages != 1 || self.sample.per_page != chunks.min(SAMPLE_ROWS) {
             return bad(format!(
                 "background sample of {} pages × {} rows for {chunks} chunks",
@@ -591,7 +654,17 @@ pub struct PageOptions<'a> {
     /// the builder writes, so `jikji update` can keep them); false: in list order (the
     /// layout of bundles written before it).
     pub rows_per_list: bool,
+    /// Binary lists in the per-list layout only: the group of each row of a list (its
+    /// doc ids, ascending → one group number a row), so that a group's rows share one `i`
+    /// page ([`IvfRoot::row_groups`]); `None`: `rows_per_page` rows a page in list order.
+    /// The writer checks what it returns ([`check_groups`]).
+    pub row_groups: Option<&'a RowGrouping<'a>>,
 }
+
+/// The group of each row of a list, given the list's doc ids (ascending): one number a
+/// row, the groups numbered `0..m` in order of their first row, each at most
+/// `rows.per_page` rows ([`IvfRoot::row_groups`]).
+pub type RowGrouping<'a> = dyn Fn(&[u32]) -> Vec<u8> + Sync + 'a;
 
 /// Writes the index's pages for `vectors` (the bundle's rows, doc id = row) to `sink`,
 /// with int8 centroid and sample pages ([`write_pages_with`] and the default
@@ -645,8 +718,15 @@ pub fn write_pages_with(
         if rescore == 0 || rescore > MAX_RESCORE {
             return invalid(format!("oversampling {rescore} outside 1..={MAX_RESCORE}"));
         }
+        if opts.row_groups.is_some() && (!opts.rows_per_list || rows_per_page < 2) {
+            return invalid(format!(
+                "grouped rows need rows numbered per list and at least 2 rows a page, not {rows_per_page}"
+            ));
+        }
     } else if opts.coded_sample {
         return invalid("a coded background sample needs binary lists".into());
+    } else if opts.row_groups.is_some() {
+        return invalid("grouped rows need binary lists".into());
     }
     if parts.centroids.iter().any(|c| c.len() != dim) {
         return invalid("a centroid's dimension differs from the vectors'".into());
@@ -677,7 +757,14 @@ pub fn write_pages_with(
             let s = list_rows_for(parts.lists, *rows_per_page)?;
             let mut made = Vec::with_capacity(nlist);
             for (l, c) in parts.lists.iter().zip(&stored) {
-                made.push(per_list_binary(l, c, *scoring, *rows_per_page, vectors)?);
+                made.push(per_list_binary(
+                    l,
+                    c,
+                    *scoring,
+                    *rows_per_page,
+                    opts.row_groups,
+                    vectors,
+                )?);
             }
             let gen = per_list_gen(made.iter().enumerate().map(|(j, (b, r))| (j, b, r)));
             let mut pages = 0usize;
@@ -730,7 +817,7 @@ pub fn write_pages_with(
             let mut first = 0usize;
             let mut bodies = Vec::with_capacity(nlist);
             for (l, c) in parts.lists.iter().zip(&stored) {
-                bodies.push(binary_list_body(l, first, c, *scoring, dim)?);
+                bodies.push(binary_list_body(l, first, c, *scoring, None, dim)?);
                 first += l.len();
             }
             let order: Vec<u32> = parts.lists.concat();
@@ -745,6 +832,11 @@ pub fn write_pages_with(
         }
     };
     let (lists, pages, list_rows) = match per_list {
+        Some((_, _, s)) if opts.row_groups.is_some() && s > 256 => {
+            return invalid(format!(
+                "grouped rows number at most 256 groups a list, the longest list would need {s}"
+            ));
+        }
         Some((root, pages, s)) => (root, pages, Some(s)),
         None => {
             let (root, pages) = super::numbered(Kind::Lists, lbodies, 1);
@@ -793,6 +885,7 @@ pub fn write_pages_with(
         sample_codes: opts.coded_sample.then(|| SAMPLE_BINARY.to_string()),
         list_gens: None,
         list_rows,
+        row_groups: (list_rows.is_some() && opts.row_groups.is_some()).then_some(true),
     })
 }
 
@@ -816,22 +909,69 @@ fn list_rows_for(lists: &[Vec<u32>], per: usize) -> Result<usize> {
 }
 
 /// Binary list `docs`'s page body in the per-list layout (`first` 0, codes against the
-/// stored centroid `centroid`) and the raw bodies of its `i` pages (its int8 rows, `per`
-/// a page, the last fewer).
+/// stored centroid `centroid`) and the raw bodies of its `i` pages: its int8 rows, `per` a
+/// page (the last fewer) in list order, or with `grouping` one page a group, each group's
+/// rows in list order (the groups checked by [`check_groups`]).
 fn per_list_binary(
     docs: &[u32],
     centroid: &[f32],
     scoring: &(dyn Fn(usize) -> Vec<f32> + Sync),
     per: usize,
+    grouping: Option<&RowGrouping>,
     vectors: &Vectors,
 ) -> Result<(Vec<u8>, Vec<Vec<u8>>)> {
     let dim = vectors.dim();
-    let body = binary_list_body(docs, 0, centroid, scoring, dim)?;
-    let rows = docs
-        .chunks(per.max(1))
-        .map(|part| write_quantized(dim, part.iter().map(|&d| vectors.row(d as usize))))
+    let Some(group) = grouping else {
+        let body = binary_list_body(docs, 0, centroid, scoring, None, dim)?;
+        let rows = docs
+            .chunks(per.max(1))
+            .map(|part| write_quantized(dim, part.iter().map(|&d| vectors.row(d as usize))))
+            .collect::<Result<Vec<_>>>()?;
+        return Ok((body, rows));
+    };
+    let groups = group(docs);
+    let m = check_groups(&groups, docs.len(), per)
+        .map_err(|e| FormatError::InvalidInput(format!("row groups of a list: {e}")))?;
+    let body = binary_list_body(docs, 0, centroid, scoring, Some(&groups), dim)?;
+    let rows = (0..m)
+        .map(|g| {
+            write_quantized(
+                dim,
+                docs.iter()
+                    .zip(&groups)
+                    .filter(|(_, &x)| usize::from(x) == g)
+                    .map(|(&d, _)| vectors.row(d as usize)),
+            )
+        })
         .collect::<Result<Vec<_>>>()?;
     Ok((body, rows))
+}
+
+/// Checks the groups of a list of `count` rows (one number a row): `count` numbers, the
+/// groups `0..m` numbered in order of their first row, each at most `per` rows. Returns
+/// `m`; the error says what is wrong (the caller names the page or the input).
+pub fn check_groups(groups: &[u8], count: usize, per: usize) -> std::result::Result<usize, String> {
+    if groups.len() != count {
+        return Err(format!("{} group numbers for {count} rows", groups.len()));
+    }
+    let mut sizes: Vec<usize> = Vec::new();
+    for (k, &g) in groups.iter().enumerate() {
+        let g = usize::from(g);
+        if g > sizes.len() {
+            return Err(format!(
+                "row {k} is in group {g} before group {} has a row",
+                sizes.len()
+            ));
+        }
+        if g == sizes.len() {
+            sizes.push(0);
+        }
+        sizes[g] += 1;
+        if sizes[g] > per {
+            return Err(format!("group {g} holds more than {per} rows"));
+        }
+    }
+    Ok(sizes.len())
 }
 
 /// The generation of binary lists written together in the per-list layout (a full build's
@@ -984,6 +1124,7 @@ pub fn write_pages_kept(
             sample_codes: None,
             list_gens,
             list_rows: None,
+            row_groups: None,
         },
         stats,
     ))
@@ -1010,6 +1151,7 @@ pub fn write_pages_kept_binary(
     nprobe: usize,
     vectors: &Vectors,
     scoring: &(dyn Fn(usize) -> Vec<f32> + Sync),
+    grouping: Option<&RowGrouping>,
     sample_queries: &[Vec<f32>],
     sink: &mut dyn super::PageSink,
 ) -> Result<(IvfRoot, KeptLists)> {
@@ -1021,6 +1163,17 @@ pub fn write_pages_kept_binary(
         return invalid("kept binary lists need an index with rows numbered per list".into());
     };
     let per = old_rows.per_page.max(1);
+    if old.grouped() != grouping.is_some() {
+        return invalid(format!(
+            "the index's rows are {}grouped; the update {} a grouping",
+            if old.grouped() { "" } else { "not " },
+            if grouping.is_some() {
+                "gives"
+            } else {
+                "gives no"
+            }
+        ));
+    }
     check_kept(old, centroid_bodies, lists, nprobe, n)?;
     if let Some((j, l)) = lists.iter().enumerate().find(|(_, l)| l.len() > s * per) {
         return invalid(format!(
@@ -1035,8 +1188,14 @@ pub fn write_pages_kept_binary(
     let made: Vec<(Vec<u8>, Vec<Vec<u8>>)> = lists
         .iter()
         .zip(&stored)
-        .map(|(l, c)| per_list_binary(l, c, scoring, per, vectors))
+        .map(|(l, c)| per_list_binary(l, c, scoring, per, grouping, vectors))
         .collect::<Result<_>>()?;
+    if let Some((j, m)) = made.iter().enumerate().find(|(_, m)| m.1.len() > s) {
+        return invalid(format!(
+            "list {j} needs {} row pages, more than the {s} its page numbers hold",
+            m.1.len()
+        ));
+    }
     let same: Vec<bool> = made
         .iter()
         .enumerate()
@@ -1097,6 +1256,7 @@ pub fn write_pages_kept_binary(
         sample_codes: old.sample_codes.clone(),
         list_gens,
         list_rows: Some(s),
+        row_groups: old.row_groups,
     };
     for (j, (body, rows)) in made.iter().enumerate() {
         let g = root.list_gen(j).to_string();
@@ -1249,6 +1409,7 @@ fn binary_list_body(
     first: usize,
     centroid: &[f32],
     scoring: &(dyn Fn(usize) -> Vec<f32> + Sync),
+    groups: Option<&[u8]>,
     dim: usize,
 ) -> Result<Vec<u8>> {
     let nb = code_bytes(dim);
@@ -1259,6 +1420,9 @@ fn binary_list_body(
     for (i, &d) in docs.iter().enumerate() {
         put_varint(&mut out, u64::from(if i == 0 { d } else { d - prev }));
         prev = d;
+    }
+    if let Some(g) = groups {
+        out.extend_from_slice(g);
     }
     let mut alphas = Vec::with_capacity(docs.len());
     let mut projs = Vec::with_capacity(docs.len());
@@ -1429,6 +1593,9 @@ pub struct BinaryList {
     pub projs: Vec<f32>,
     /// `docs.len() × ⌈dim/8⌉` bytes of sign bits.
     pub codes: Vec<u8>,
+    /// Grouped rows ([`IvfRoot::row_groups`]): each row's group (its `i` page is the
+    /// group's), checked by [`check_groups`]; empty otherwise.
+    pub groups: Vec<u8>,
 }
 
 impl BinaryList {
@@ -1439,6 +1606,32 @@ impl BinaryList {
     /// `pmin`/`pmax` or `pmin > pmax`, a body whose length is not exactly what the count
     /// needs.
     pub fn open(name: &str, body: &[u8], chunks: usize, dim: usize) -> Result<Self> {
+        Self::open_with(name, body, chunks, dim, None)
+    }
+
+    /// [`Self::open`] for a list page of the grouped layout ([`IvfRoot::row_groups`]): after
+    /// the doc ids, `count` bytes give each row's group; at most `max_groups` groups of at
+    /// most `per` rows, numbered in order of their first row ([`check_groups`]). Errors: as
+    /// [`Self::open`], and DataCorruption (naming the page and the groups' offset) for
+    /// groups that break those rules.
+    pub fn open_grouped(
+        name: &str,
+        body: &[u8],
+        chunks: usize,
+        dim: usize,
+        max_groups: usize,
+        per: usize,
+    ) -> Result<Self> {
+        Self::open_with(name, body, chunks, dim, Some((max_groups, per)))
+    }
+
+    fn open_with(
+        name: &str,
+        body: &[u8],
+        chunks: usize,
+        dim: usize,
+        grouped: Option<(usize, usize)>,
+    ) -> Result<Self> {
         let file = format!("p/{name}");
         let nb = code_bytes(dim);
         let mut r = Reader::new(&file, body, 0);
@@ -1485,17 +1678,42 @@ impl BinaryList {
             docs.push(doc as u32);
             prev = Some(doc);
         }
+        let mut at = r.pos();
+        let mut groups = Vec::new();
+        if let Some((max_groups, per)) = grouped {
+            let Some(g) = body.get(at..at + count) else {
+                return Err(FormatError::corrupt(
+                    &file,
+                    at as u64,
+                    format!("truncated: {count} group numbers expected"),
+                ));
+            };
+            match check_groups(g, count, per) {
+                Ok(m) if m <= max_groups => {}
+                Ok(m) => {
+                    return Err(FormatError::corrupt(
+                        &file,
+                        at as u64,
+                        format!("{m} row groups, at most {max_groups} numbered per list"),
+                    ))
+                }
+                Err(e) => return Err(FormatError::corrupt(&file, at as u64, e)),
+            }
+            groups = g.to_vec();
+            at += count;
+        }
         let RowCodes {
             alphas,
             projs,
             codes,
-        } = read_codes(&file, body, r.pos(), count, dim)?;
+        } = read_codes(&file, body, at, count, dim)?;
         Ok(BinaryList {
             docs,
             first: first as usize,
             alphas,
             projs,
             codes,
+            groups,
         })
     }
 
@@ -2468,6 +2686,7 @@ mod tests {
             sample_codes: None,
             list_gens: None,
             list_rows: None,
+            row_groups: None,
         }
     }
 
@@ -2535,6 +2754,119 @@ mod tests {
             let got = l.estimate(i, -0.2, &SignTables::new(&q));
             assert!((got - want).abs() < 0.01, "{got} vs {want}");
         }
+    }
+
+    /// A binary index of 20 rows in two lists, rows numbered per list and grouped by
+    /// `group` (rows a page `per`).
+    fn written_grouped(per: usize, group: &RowGrouping) -> (IvfRoot, Vec<Encoded>) {
+        let v = vectors(20);
+        let lists = vec![
+            (0..20u32).step_by(2).collect(),
+            (1..20u32).step_by(2).collect(),
+        ];
+        let centroids = vec![vec![1.0, 0.0, 0.0], vec![0.0, 1.0, 0.0]];
+        let scoring = |i: usize| v.get(i);
+        let mut pages = Vec::new();
+        let root = write_pages_with(
+            &IvfParts {
+                centroids: &centroids,
+                lists: &lists,
+                nprobe: 1,
+                codes: ListCodes::Binary {
+                    scoring: &scoring,
+                    rows_per_page: per,
+                    rescore: 8,
+                },
+            },
+            &PageOptions {
+                rows_per_list: true,
+                row_groups: Some(group),
+                ..PageOptions::default()
+            },
+            &v,
+            &mut |p| {
+                pages.push(p);
+                Ok(())
+            },
+        )
+        .unwrap();
+        (root, pages)
+    }
+
+    #[test]
+    fn grouped_rows_put_each_group_on_its_page_and_hostile_groups_are_refused() {
+        // 10 rows a list in groups of ≤ 4 by row number mod 3: groups 0, 1, 2 of 4, 3, 3.
+        let group = |docs: &[u32]| (0..docs.len()).map(|i| (i % 3) as u8).collect::<Vec<u8>>();
+        let (root, pages) = written_grouped(4, &group);
+        root.check(20).unwrap();
+        assert!(root.grouped());
+        let v = vectors(20);
+        let name = root.list_page(1);
+        let body = body_of(&pages, &name);
+        let l = root.open_list(&name, &body, 20, 3).unwrap();
+        assert_eq!(l.groups, group(&l.docs));
+        for g in 0..3 {
+            let page = root.group_page(1, g).unwrap();
+            let held: Vec<u32> = l.docs.iter().copied().skip(g).step_by(3).collect();
+            let r = open_rows(&page, &body_of(&pages, &page), held.len(), 3).unwrap();
+            for (at, &d) in held.iter().enumerate() {
+                assert_eq!(r.row(at), v.row(d as usize));
+            }
+        }
+        assert!(root.group_page(1, root.list_rows.unwrap()).is_none());
+        // An old reader (no groups) refuses the page: its length is not what it expects.
+        assert!(BinaryList::open(&name, &body, 20, 3).is_err());
+        // The group bytes follow the doc ids (count 1 B, first 1 B, 10 deltas of 1 B).
+        let at = 12;
+        let bad = |edit: &dyn Fn(&mut Vec<u8>)| {
+            let mut b = body.clone();
+            edit(&mut b);
+            root.open_list(&name, &b, 20, 3).err().unwrap().to_string()
+        };
+        let e = bad(&|b| b[at] = 1);
+        assert!(
+            e.contains(&format!("p/{name}")) && e.contains("before group"),
+            "{e}"
+        );
+        let e = bad(&|b| b[at + 4] = 0);
+        assert!(e.contains("more than 4 rows"), "{e}");
+        let e = bad(&|b| b[at + 9] = 200);
+        assert!(e.contains("before group 3"), "{e}");
+        let e = bad(&|b| b.truncate(at + 5));
+        assert!(e.contains(&format!("p/{name}")), "{e}");
+        // Groups of more rows than a page holds, or more groups than page numbers: the
+        // writer refuses them.
+        let big = |docs: &[u32]| vec![0u8; docs.len()];
+        let v = vectors(20);
+        let scoring = |i: usize| v.get(i);
+        let lists = vec![(0..20u32).collect::<Vec<u32>>()];
+        let err = write_pages_with(
+            &IvfParts {
+                centroids: &[vec![1.0, 0.0, 0.0]],
+                lists: &lists,
+                nprobe: 1,
+                codes: ListCodes::Binary {
+                    scoring: &scoring,
+                    rows_per_page: 4,
+                    rescore: 8,
+                },
+            },
+            &PageOptions {
+                rows_per_list: true,
+                row_groups: Some(&big),
+                ..PageOptions::default()
+            },
+            &v,
+            &mut |_| Ok(()),
+        )
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(err.contains("more than 4 rows"), "{err}");
+        // A grouped entry without rows numbered per list is refused.
+        let mut r = root.clone();
+        r.list_rows = None;
+        assert!(r.check(20).is_err());
     }
 
     #[test]
@@ -2683,6 +3015,7 @@ mod tests {
                 coded_sample,
                 sample_queries: &[],
                 rows_per_list: false,
+                row_groups: None,
             },
             &v,
             &mut |p| {
@@ -2887,6 +3220,7 @@ mod tests {
                 coded_sample: true,
                 sample_queries: &queries,
                 rows_per_list: false,
+                row_groups: None,
             },
             &v,
             &mut |p| {
