@@ -89,12 +89,19 @@ def feature(h, mode, kind):
     return math.log1p(max(raw, 0.0)) if mode == "bm25" else raw
 
 
-def pq_samples(path, kind):
+def pq_samples(path, kind, split=None):
+    """Per mode: (feature, right, off-topic) of each pseudo-query's top-1; split "i/k" keeps the
+    queries numbered i mod k (pq<j>; pn<j>, j even, by j / 2)."""
     by = {}
     for line in open(path, encoding="utf-8"):
         r = json.loads(line)
         if not r["hits"]:
             continue
+        if split:
+            i, k = map(int, split.split("/"))
+            j = int(r["qid"][2:])
+            if (j // 2 if r["qid"].startswith("pn") else j) % k != i:
+                continue
         h = r["hits"][0]
         off = r["qid"].startswith("pn")
         by.setdefault(r["mode"], []).append((feature(h, r["mode"], kind), 0.0 if off else float(h[4] > 0), off))
@@ -115,20 +122,36 @@ def fit(samples, method, wo):
     return lambda f: sb.iso_apply((xs, vals), np.asarray(f)), (len(xs), float(vals[0]), float(vals[-1]))
 
 
-def score(runs, thr, maps, kind):
+def prepare(runs):
+    """Per run and mode: top-1 uncapped scores, rightness, and both features."""
+    out = {}
+    for (name, mode), v in runs.items():
+        rs = top1_rows(v)
+        out[(name, mode)] = dict(
+            v=v, s=np.array([r["hits"][0][1] for r in rs]),
+            y=np.array([(not v["unans"]) and r["hits"][0][4] > 0 for r in rs]),
+            f={k: np.array([feature(r["hits"][0], mode, k) for r in rs]) for k in ("logit", "raw")})
+    return out
+
+
+def score(prep, thr, maps, kind, modes=None, newthr=None):
+    """Misses per mode and rows. maps: (bundle, mode) -> g; a mode outside `modes` keeps the base.
+    The cap: where the old score is <= the stored threshold, or (newthr) where the new score is <=
+    the q95 of the new scores of the bundle's own off-topic pseudo-queries."""
     miss = {}
     rows = []
-    for (name, mode), v in sorted(runs.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        rs = top1_rows(v)
-        s = np.array([r["hits"][0][1] for r in rs])
-        y = np.array([(not v["unans"]) and r["hits"][0][4] > 0 for r in rs])
-        t = thr.get((v["bundle"], mode), -1.0)
-        g = maps.get((v["bundle"], mode)) if maps is not None else None
-        only = os.environ.get("MODES")
-        if only and mode.split("-")[0] not in only.split(","):
+    for (name, mode), d in sorted(prep.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        v, s, y = d["v"], d["s"], d["y"]
+        key = (v["bundle"], mode)
+        t = thr.get(key, -1.0)
+        g = maps.get(key) if maps is not None else None
+        if modes and mode.split("-")[0] not in modes:
             g = None
-        s1 = s.copy() if g is None else g(np.array([feature(r["hits"][0], mode, kind) for r in rs]))
-        capped = s <= t
+        if g is None:
+            s1, capped = s.copy(), s <= t
+        else:
+            s1 = g(d["f"][kind])
+            capped = s1 <= newthr[key] if newthr is not None else s <= t
         s1 = np.where(capped, np.minimum(s1, CAPV), s1)
         c = sb.checks(s1, y, v["unans"])
         m = (0 if c["ok"] else 1) if v["unans"] else 3 - c["ok"]
@@ -138,8 +161,24 @@ def score(runs, thr, maps, kind):
     return miss, rows
 
 
+def fits(kind, method, wo, split=None, verbose=False):
+    maps, newthr = {}, {}
+    for p in sorted(glob.glob(f"{UNC}/pq/pq@*.jsonl")):
+        bundle = os.path.basename(p)[3:-6]
+        for mode, smp in pq_samples(p, kind, split).items():
+            g, info = fit(smp, method, wo)
+            maps[(bundle, mode)] = g
+            off = np.array([x[0] for x in smp if x[2]])
+            newthr[(bundle, mode)] = float(np.quantile(g(off), 0.95))
+            if verbose:
+                ys = [x[1] for x in smp if not x[2]]
+                print(f"  fit {kind} {method} WO={wo} {bundle:20} {mode:12} n={len(ys)} right={int(sum(ys))} "
+                      f"{np.round(info, 3).tolist()} new-q95-of-off-topic={newthr[(bundle, mode)]:.3f}")
+    return maps, newthr
+
+
 def main():
-    unc = {k: v for k, v in runs_of(UNC).items()}
+    unc = runs_of(UNC)
     cap = runs_of(CAP)
     br = thresholds(unc, cap)
     thr = {}
@@ -153,8 +192,9 @@ def main():
         t = stored.get((b, m), t)
         thr[(b, m)] = t
         print(f"threshold {b:20} {m:12} capped<= {lo:.4f}  kept>= {hi:.4f}  hits {n}  mismatches {bad}  used {t:.4f}")
-    base_miss, base_rows = score(unc, thr, None, "logit")
-    cap_miss, _ = score(cap, {}, None, "logit")
+    prep = prepare(unc)
+    base_miss, base_rows = score(prep, thr, None, "logit")
+    cap_miss, _ = score(prepare(cap), {}, None, "logit")
     print(f"CAPPED files as they are: {sum(cap_miss.values())} {cap_miss}")
     print(f"base (UNC capped at t):   {sum(base_miss.values())} {base_miss}")
     results = {"base": (base_miss, base_rows)}
@@ -162,24 +202,23 @@ def main():
     for kind in ("logit", "raw"):
         for method in ("platt", "iso"):
             for wo in (0.0, 0.25, 1.0):
-                variants.append((kind, method, wo))
+                for modes in (None, ("bm25", "hybrid")):
+                    for capnew in (False, True):
+                        variants.append((kind, method, wo, modes, capnew))
     only = os.environ.get("ONLY")
-    for kind, method, wo in variants:
-        label = f"{kind} {method} WO={wo}"
+    for kind, method, wo, modes, capnew in variants:
+        label = f"{kind} {method} WO={wo}" + (" modes=bm25,hybrid" if modes else "") + (" cap=new-q95" if capnew else "")
         if only and only != label:
             continue
-        maps = {}
-        for p in sorted(glob.glob(f"{UNC}/pq/pq@*.jsonl")):
-            bundle = os.path.basename(p)[3:-6]
-            for mode, smp in pq_samples(p, kind).items():
-                g, info = fit(smp, method, wo)
-                maps[(bundle, mode)] = g
-                if os.environ.get("VERBOSE"):
-                    ys = [s[1] for s in smp if not s[2]]
-                    print(f"  fit {label} {bundle:20} {mode:12} n={len(ys)} right={int(sum(ys))} {np.round(info, 3).tolist()}")
-        miss, rows = score(unc, thr, maps, kind)
+        maps, newthr = fits(kind, method, wo, verbose=bool(os.environ.get("VERBOSE")) and not modes and not capnew)
+        miss, rows = score(prep, thr, maps, kind, modes, newthr if capnew else None)
         results[label] = (miss, rows)
-        print(f"{label:28} misses {sum(miss.values()):3} {miss}")
+        parts = []
+        for split in ("0/2", "1/2", "0/3", "1/3", "2/3") if os.environ.get("SPLITS") else ():
+            m2, _ = score(prep, thr, *((lambda mt: (mt[0], kind, modes, mt[1] if capnew else None))(fits(kind, method, wo, split))))
+            parts.append(sum(m2.values()))
+        unans = sum(m for (mode, name, c, m) in rows if name.startswith("un@"))
+        print(f"{label:50} misses {sum(miss.values()):3} {miss} unanswerable misses {unans}" + (f"  on parts of the sample {parts}" if parts else ""))
     show = os.environ.get("SHOW")
     if show:
         for lab in ("base", show):
