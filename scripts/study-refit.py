@@ -22,7 +22,11 @@ Off-topic top-1s join as wrong with weight WO (0 by default). MODES=bm25,hybrid 
 modes (the others keep the base). A real run's top-1 then reports
 g(f), and min(g(f), 0.59) where the uncapped score is <= t (the cap at the same threshold: the old
 score's order is kept by a monotone g). Prints the 87 checks of issue 19 (`study-bands.py`'s `checks`)
-for the base (cap of UNC, should equal CAPPED's 35) and every variant.
+for the base (cap of UNC, should equal CAPPED's 35) and every variant of the grid (feature, sigmoid or
+isotonic, WO = 0 / 0.25 / 1, all modes or BM25 and hybrid only, the cap at the stored threshold on the old
+score or at the 0.95-quantile of the new scores of the bundle's off-topic pseudo-queries); SPLITS=1 also fits
+each on halves and thirds of the pseudo-queries; ONLY=LABEL runs one, SHOW=LABEL prints its per-run checks.
+Session 28's runs and figures: docs/quality.md.
 """
 import glob, importlib.util, json, math, os, sys
 import numpy as np
