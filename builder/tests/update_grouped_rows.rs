@@ -107,7 +107,7 @@ fn grouped_rows_are_written_kept_by_update_and_searched_exactly() {
             assert_eq!(docs_a, docs_b, "list {j} kept its names but not its chunks");
         }
     }
-    assert!(renamed >= 1 && renamed < 6, "{renamed} of 6 lists renamed");
+    assert!((1..6).contains(&renamed), "{renamed} of 6 lists renamed");
 
     // Every list probed, every group rescored: the exact scan's dense ranking, natively
     // and through the browser's loop (entry-opened engine fed the pages it asks for).
