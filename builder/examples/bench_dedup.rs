@@ -16,19 +16,23 @@
 //! probed, as in the product), rows scored and lists probed a chunk, the whole
 //! `classify_new_with` call's wall time, and against the exact scan: the share of chunks
 //! with the same class (duplicate / partial / new at the default 0.965 / 0.93) and the same
-//! best match (same doc id; its cosine is then bit for bit the same, checked). Load at
-//! start and end.
+//! best match (same doc id; its cosine is then bit for bit the same, checked), and where the
+//! match differs how much lower the routed cosine is. Load at start and end.
 //!
 //! ```text
 //! cargo run --release -p jikji-builder --example bench_dedup -- --bundle DIR \
 //!     --cache /work/evalcache/vectors-92ddd8e92dce2dc0.bin --model models/e5-small \
-//!     --queries ../shared/eval/xquad-en/queries.jsonl,... [--new 300] [--rounds 4,8,16,32]
+//!     --queries ../shared/eval/xquad-en/queries.jsonl,... [--new 300] [--rounds 4,8,16,32] \
+//!     [--guard 1] [--seed 7234935]
 //! ```
+//!
+//! `--guard 0`: the routes without `DenseRoute::with_guard` (stability alone); `--seed`: the
+//! new chunks' seed (default bench_hnsw's, 0x6e6577 = 7234935).
 
 use std::time::Instant;
 
 use jikji_builder::dedup::{classify_new_with, Class, NewChunk, DUPLICATE, PARTIAL};
-use jikji_builder::nearest::{DenseRoute, NearestRows};
+use jikji_builder::nearest::{DenseRoute, NearestRows, GUARD_MARGIN, GUARD_ROUNDS};
 use jikji_format::{Bundle, ChunkRecord};
 
 #[path = "support/rows.rs"]
@@ -44,6 +48,8 @@ struct Args {
     queries: Vec<String>,
     new_chunks: usize,
     rounds: Vec<usize>,
+    guard: bool,
+    seed: u64,
 }
 
 fn args() -> Args {
@@ -54,6 +60,8 @@ fn args() -> Args {
         queries: Vec::new(),
         new_chunks: 300,
         rounds: vec![4, 8, 16, 32],
+        guard: true,
+        seed: 0x6e_65_77,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -64,6 +72,8 @@ fn args() -> Args {
             "--model" => a.model = v,
             "--queries" => a.queries = v.split(',').map(String::from).collect(),
             "--new" => a.new_chunks = v.parse().expect("--new"),
+            "--guard" => a.guard = v != "0",
+            "--seed" => a.seed = v.parse().expect("--seed"),
             "--rounds" => a.rounds = v.split(',').map(|x| x.parse().expect("n")).collect(),
             _ => panic!("unknown argument {k}"),
         }
@@ -141,9 +151,9 @@ fn main() {
     for x in &base {
         mu.iter_mut().zip(x).for_each(|(m, v)| *m += v / b as f32);
     }
-    // New chunks: bench_hnsw's (same seed, same rotations).
+    // New chunks: bench_hnsw's (its seed by default, the same rotations).
     let max = 25f32.to_radians();
-    let mut s2 = 0x6e_65_77_u64;
+    let mut s2 = a.seed;
     let news: Vec<Vec<f32>> = (0..a.new_chunks)
         .map(|_| {
             let x = &base[(splitmix(&mut s2) % b as u64) as usize];
@@ -245,12 +255,24 @@ fn main() {
             .expect("opening the route")
             .expect("an index");
         let open_ms = t.elapsed().as_secs_f64() * 1e3;
-        let make =
-            || NearestRows::through(v, DenseRoute::open(&dir, &bundle, round).unwrap().unwrap());
+        let make = || {
+            let r = DenseRoute::open(&dir, &bundle, round).unwrap().unwrap();
+            NearestRows::through(
+                v,
+                if a.guard {
+                    r.with_guard(&[PARTIAL, DUPLICATE], GUARD_MARGIN, GUARD_ROUNDS)
+                } else {
+                    r
+                },
+            )
+        };
         drop(route);
         let r = run(&records, &make, &new);
         line(
-            &format!("index, {round} lists a round (open {open_ms:.0} ms)"),
+            &format!(
+                "index, {round} a round{} (open {open_ms:.0} ms)",
+                if a.guard { ", guard" } else { "" }
+            ),
             &r,
         );
         let missed: Vec<String> = r
@@ -260,11 +282,40 @@ fn main() {
             .filter(|(x, y)| x.class != y.class)
             .map(|(x, y)| format!("{} {:.4}/{:.4}", x.id, x.cosine, y.cosine))
             .collect();
+        let gaps: Vec<f32> = r
+            .chunks
+            .iter()
+            .zip(&exact.chunks)
+            .filter(|(x, y)| x.match_id != y.match_id)
+            .map(|(x, y)| y.cosine - x.cosine)
+            .collect();
+        if !gaps.is_empty() {
+            println!(
+                "    other best match for {}: exact minus routed cosine mean {:.4}, max {:.4}",
+                gaps.len(),
+                gaps.iter().sum::<f32>() / gaps.len() as f32,
+                gaps.iter().fold(0f32, |m, g| m.max(*g))
+            );
+        }
         if !missed.is_empty() {
             println!(
                 "    class differs (routed/exact cosine): {}",
                 missed.join(", ")
             );
+        }
+        // Where the exact best sat: its list's rank in the route's order.
+        let mut route = DenseRoute::open(&dir, &bundle, round).unwrap().unwrap();
+        let mut ranks = Vec::new();
+        for (i, (x, y)) in r.chunks.iter().zip(&exact.chunks).enumerate() {
+            if x.match_id != y.match_id {
+                let doc = records.iter().position(|c| c.id == y.match_id).unwrap() as u32;
+                let (q, t) = (new[i].1.as_deref().unwrap(), &new[i].0.text);
+                let (rank, list) = route.rank_of(q, t, doc).unwrap().unwrap();
+                ranks.push(format!("{} rank {rank} (list {list})", x.id));
+            }
+        }
+        if !ranks.is_empty() {
+            println!("    the exact best's list: {}", ranks.join(", "));
         }
     }
     println!(

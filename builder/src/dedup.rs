@@ -535,8 +535,9 @@ pub fn exact_pairs(v: &FlatVectors, threshold: f32) -> Vec<(u32, u32)> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Route {
     /// Through the bundle's dense index when it has one (every bundle from 100,000 chunks),
-    /// probing this many lists a round until the best is stable ([`DenseRoute`]); the exact
-    /// scan otherwise.
+    /// probing this many lists a round until the best is stable, more while it is just
+    /// below the duplicate or partial threshold ([`DenseRoute`], [`DenseRoute::with_guard`]);
+    /// the exact scan otherwise.
     Index {
         /// Lists a round (≥ 1; [`crate::nearest::ROUND`] by default).
         round: usize,
@@ -668,7 +669,13 @@ pub fn check_new_files_with(
         .collect();
     let t = std::time::Instant::now();
     let index = match route {
-        Route::Index { round } => DenseRoute::open(bundle_dir, &b, round)?,
+        Route::Index { round } => DenseRoute::open(bundle_dir, &b, round)?.map(|r| {
+            r.with_guard(
+                &[partial, duplicate],
+                crate::nearest::GUARD_MARGIN,
+                crate::nearest::GUARD_ROUNDS,
+            )
+        }),
         Route::Exact => None,
     };
     let routed = index.is_some();

@@ -20,7 +20,10 @@
 //! How many lists: the dedup thresholds need the best match's cosine, not a top 10, so the
 //! route *widens until the best is stable*: it probes the lists in rank order, [`ROUND`]
 //! lists a round, and stops after the first round past the first that did not raise the
-//! best cosine (or when every list is probed). A new chunk usually costs two rounds.
+//! best cosine (or when every list is probed). A new chunk usually costs two rounds. A
+//! best just below a class threshold (within [`GUARD_MARGIN`]) keeps it widening up to
+//! [`GUARD_ROUNDS`] rounds ([`DenseRoute::with_guard`]): that is where a miss would change
+//! the class.
 //! Measured on 100k rows (`builder/examples/bench_dedup.rs`, `docs/bench/s28-dedup.txt`).
 //!
 //! Routing with a per-language centring (`model.centring`, `lang-mean-v2`): the lists were
@@ -46,6 +49,15 @@ use serde::Serialize;
 /// new chunks at 100k and 1M rows (`docs/design/dense-index.md`, "HNSW: measured"); the
 /// route probes at least two rounds.
 pub const ROUND: usize = 16;
+
+/// How far below a threshold a route's best keeps it widening ([`DenseRoute::with_guard`]):
+/// 0.05, above the largest miss measured at 100k rows (0.041, `docs/bench/s28-dedup.txt`).
+pub const GUARD_MARGIN: f32 = 0.05;
+
+/// Rounds a route widens to at most while its best is near a threshold
+/// ([`DenseRoute::with_guard`]): 8, i.e. 128 lists at [`ROUND`] (the missed bests at 100k
+/// rows sat in lists ranked 68th–120th).
+pub const GUARD_ROUNDS: usize = 8;
 
 /// What finding the nearest rows cost, summed over the vectors looked up.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -73,6 +85,10 @@ pub struct DenseRoute {
     /// Passage offsets by language (empty: route with the vector as it is).
     offsets: Vec<(String, Vec<f32>)>,
     lists: Vec<Option<Vec<u32>>>,
+    /// Thresholds a best just below which keeps the route widening ([`Self::with_guard`]).
+    guard: Vec<f32>,
+    margin: f32,
+    guard_rounds: usize,
 }
 
 /// Reads and verifies page `name` of the bundle at `dir` (`p/<name>`): its raw body.
@@ -153,7 +169,25 @@ impl DenseRoute {
             dim,
             centroids,
             offsets,
+            guard: Vec::new(),
+            margin: 0.0,
+            guard_rounds: 0,
         }))
+    }
+
+    /// This route, widening past a stable best while that best is below one of
+    /// `thresholds` by at most `margin` (cosines), up to `rounds` rounds in all: a class
+    /// decided by a threshold changes only when the exact best is at or above it and the
+    /// route's below, and a route's miss is a few hundredths (at 100k rows the missed best
+    /// was 0.004–0.041 above the route's, its list ranked 68th–120th of 1,608), so the
+    /// chunks near a threshold pay for more lists and the others do not. `jikji dedup
+    /// --new` passes its duplicate and partial thresholds, [`GUARD_MARGIN`] and
+    /// [`GUARD_ROUNDS`].
+    pub fn with_guard(mut self, thresholds: &[f32], margin: f32, rounds: usize) -> Self {
+        self.guard = thresholds.to_vec();
+        self.margin = margin;
+        self.guard_rounds = rounds;
+        self
     }
 
     /// Number of lists of the index.
@@ -223,6 +257,45 @@ impl DenseRoute {
         Ok(self.lists[j].as_deref().expect("read above"))
     }
 
+    /// Where chunk `doc` is for a lookup of `q` (text `text`): its list's rank in the
+    /// route's order (0 = probed first) and the list's number; `None` if no list holds it.
+    /// Reads every list page not read yet (a diagnostic for benches: why a lookup missed).
+    /// Errors: as [`Self::best`].
+    pub fn rank_of(
+        &mut self,
+        q: &[f32],
+        text: &str,
+        doc: u32,
+    ) -> crate::Result<Option<(usize, usize)>> {
+        let order = self.order(q, text);
+        let mut work = Work::default();
+        for (rank, &(j, _)) in order.iter().enumerate() {
+            if self
+                .list(j as usize, &mut work)?
+                .binary_search(&doc)
+                .is_ok()
+            {
+                return Ok(Some((rank, j as usize)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The lists ranked for `q` (text `text`): `(list, r·ĉ)` best first, ties by list
+    /// number, `r` the routing vector.
+    fn order(&self, q: &[f32], text: &str) -> Vec<(u32, f32)> {
+        let r = self.routing_vector(q, text);
+        let mut order: Vec<(u32, f32)> = self
+            .centroids
+            .dots(&r)
+            .into_iter()
+            .enumerate()
+            .map(|(j, d)| (j as u32, d))
+            .collect();
+        order.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        order
+    }
+
     /// The row of `vectors` (the bundle's, `chunks × dim`) with the largest cosine with
     /// `q` (`dim` floats, L2-normalised as the model gives it) among the probed lists, and
     /// that cosine: `(doc, q·x_doc)`, ties to the lower doc; `None` if no probed list has
@@ -247,15 +320,7 @@ impl DenseRoute {
             ))
             .into());
         }
-        let r = self.routing_vector(q, text);
-        let mut order: Vec<(u32, f32)> = self
-            .centroids
-            .dots(&r)
-            .into_iter()
-            .enumerate()
-            .map(|(j, d)| (j as u32, d))
-            .collect();
-        order.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let order = self.order(q, text);
         work.lookups += 1;
         let mut best: Option<(usize, f32)> = None;
         let mut probed = 0;
@@ -277,7 +342,11 @@ impl DenseRoute {
             }
             probed = end;
             rounds += 1;
-            if rounds >= 2 && best.map(|b| b.1) == before.map(|b| b.1) {
+            let Some((_, c)) = best else { continue };
+            let stable = rounds >= 2 && before.map(|b| b.1) == Some(c);
+            let near = rounds < self.guard_rounds
+                && self.guard.iter().any(|&t| c < t && c >= t - self.margin);
+            if stable && !near {
                 break;
             }
         }
