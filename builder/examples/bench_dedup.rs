@@ -23,16 +23,19 @@
 //! cargo run --release -p jikji-builder --example bench_dedup -- --bundle DIR \
 //!     --cache /work/evalcache/vectors-92ddd8e92dce2dc0.bin --model models/e5-small \
 //!     --queries ../shared/eval/xquad-en/queries.jsonl,... [--new 300] [--rounds 4,8,16,32] \
-//!     [--guard 1] [--seed 7234935]
+//!     [--guard 0|1] [--seed 7234935] [--exact-lookups 0]
 //! ```
 //!
-//! `--guard 0`: the routes without `DenseRoute::with_guard` (stability alone); `--seed`: the
-//! new chunks' seed (default bench_hnsw's, 0x6e6577 = 7234935).
+//! `--guard 0` / `1`: only the routes without / with `DenseRoute::with_guard` (the
+//! thresholds 0.93 / 0.965, `GUARD_MARGIN`, `guard_lists`; default both); `--seed`: the
+//! new chunks' seed (default bench_hnsw's, 0x6e6577 = 7234935); `--exact-lookups 0`: the
+//! exact scan only through the product call (at 1M rows each pass costs ~1 s a chunk),
+//! its ms a chunk the call's mean (p50 = p95 = mean).
 
 use std::time::Instant;
 
 use jikji_builder::dedup::{classify_new_with, Class, NewChunk, DUPLICATE, PARTIAL};
-use jikji_builder::nearest::{DenseRoute, NearestRows, GUARD_MARGIN, GUARD_ROUNDS};
+use jikji_builder::nearest::{guard_lists, DenseRoute, NearestRows, GUARD_MARGIN};
 use jikji_format::{Bundle, ChunkRecord};
 
 #[path = "support/rows.rs"]
@@ -48,8 +51,9 @@ struct Args {
     queries: Vec<String>,
     new_chunks: usize,
     rounds: Vec<usize>,
-    guard: bool,
+    guard: Option<bool>,
     seed: u64,
+    exact_lookups: bool,
 }
 
 fn args() -> Args {
@@ -60,8 +64,9 @@ fn args() -> Args {
         queries: Vec::new(),
         new_chunks: 300,
         rounds: vec![4, 8, 16, 32],
-        guard: true,
+        guard: None,
         seed: 0x6e_65_77,
+        exact_lookups: true,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -72,8 +77,9 @@ fn args() -> Args {
             "--model" => a.model = v,
             "--queries" => a.queries = v.split(',').map(String::from).collect(),
             "--new" => a.new_chunks = v.parse().expect("--new"),
-            "--guard" => a.guard = v != "0",
+            "--guard" => a.guard = Some(v != "0"),
             "--seed" => a.seed = v.parse().expect("--seed"),
+            "--exact-lookups" => a.exact_lookups = v != "0",
             "--rounds" => a.rounds = v.split(',').map(|x| x.parse().expect("n")).collect(),
             _ => panic!("unknown argument {k}"),
         }
@@ -112,11 +118,12 @@ fn run<'v>(
     records: &[ChunkRecord],
     make: &dyn Fn() -> NearestRows<'v>,
     new: &[(ChunkRecord, Option<Vec<f32>>)],
+    lookups: bool,
 ) -> Run {
-    // The lookups alone, one chunk at a time.
+    // The lookups alone, one chunk at a time (skipped: the call's mean for each).
     let mut nearest = make();
     let mut ms = Vec::with_capacity(new.len());
-    for (r, v) in new {
+    for (r, v) in new.iter().filter(|_| lookups) {
         let t = Instant::now();
         let best = nearest
             .best(v.as_deref().unwrap(), &r.text)
@@ -124,13 +131,17 @@ fn run<'v>(
         ms.push(t.elapsed().as_secs_f64() * 1e3);
         std::hint::black_box(best);
     }
-    let w = nearest.work();
     // The product call (a fresh route: its list pages read again).
-    let mut nearest = make();
+    let mut called = make();
     let t = Instant::now();
     let chunks =
-        classify_new_with(records, &mut nearest, new, DUPLICATE, PARTIAL).expect("classify");
+        classify_new_with(records, &mut called, new, DUPLICATE, PARTIAL).expect("classify");
     let call_ms = t.elapsed().as_secs_f64() * 1e3;
+    if !lookups {
+        ms = vec![call_ms / new.len() as f64; new.len()];
+        nearest = called;
+    }
+    let w = nearest.work();
     Run {
         ms,
         rows: w.rows as f64 / w.lookups.max(1) as f64,
@@ -216,7 +227,7 @@ fn main() {
         "class",
         "match"
     );
-    let exact = run(&records, &|| NearestRows::exact(v), &new);
+    let exact = run(&records, &|| NearestRows::exact(v), &new, a.exact_lookups);
     let dist = |c: Class| exact.chunks.iter().filter(|n| n.class == c).count();
     let line = |name: &str, r: &Run| {
         let same = |f: &dyn Fn(&NewChunk, &NewChunk) -> bool| {
@@ -249,7 +260,15 @@ fn main() {
         );
     };
     line("exact scan", &exact);
-    for &round in &a.rounds {
+    let guards: Vec<bool> = match a.guard {
+        Some(g) => vec![g],
+        None => vec![false, true],
+    };
+    for (round, guard) in a
+        .rounds
+        .iter()
+        .flat_map(|&r| guards.iter().map(move |&g| (r, g)))
+    {
         let t = Instant::now();
         let route = DenseRoute::open(&dir, &bundle, round)
             .expect("opening the route")
@@ -259,19 +278,20 @@ fn main() {
             let r = DenseRoute::open(&dir, &bundle, round).unwrap().unwrap();
             NearestRows::through(
                 v,
-                if a.guard {
-                    r.with_guard(&[PARTIAL, DUPLICATE], GUARD_MARGIN, GUARD_ROUNDS)
+                if guard {
+                    let lists = guard_lists(r.nlist());
+                    r.with_guard(&[PARTIAL, DUPLICATE], GUARD_MARGIN, lists)
                 } else {
                     r
                 },
             )
         };
         drop(route);
-        let r = run(&records, &make, &new);
+        let r = run(&records, &make, &new, true);
         line(
             &format!(
                 "index, {round} a round{} (open {open_ms:.0} ms)",
-                if a.guard { ", guard" } else { "" }
+                if guard { ", guard" } else { "" }
             ),
             &r,
         );

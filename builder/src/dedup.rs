@@ -670,11 +670,8 @@ pub fn check_new_files_with(
     let t = std::time::Instant::now();
     let index = match route {
         Route::Index { round } => DenseRoute::open(bundle_dir, &b, round)?.map(|r| {
-            r.with_guard(
-                &[partial, duplicate],
-                crate::nearest::GUARD_MARGIN,
-                crate::nearest::GUARD_ROUNDS,
-            )
+            let lists = crate::nearest::guard_lists(r.nlist());
+            r.with_guard(&[partial, duplicate], crate::nearest::GUARD_MARGIN, lists)
         }),
         Route::Exact => None,
     };

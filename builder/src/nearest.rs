@@ -22,7 +22,7 @@
 //! lists a round, and stops after the first round past the first that did not raise the
 //! best cosine (or when every list is probed). A new chunk usually costs two rounds. A
 //! best just below a class threshold (within [`GUARD_MARGIN`]) keeps it widening up to
-//! [`GUARD_ROUNDS`] rounds ([`DenseRoute::with_guard`]): that is where a miss would change
+//! [`guard_lists`] lists ([`DenseRoute::with_guard`]): that is where a miss would change
 //! the class.
 //! Measured on 100k rows (`builder/examples/bench_dedup.rs`, `docs/bench/s28-dedup.txt`).
 //!
@@ -51,13 +51,22 @@ use serde::Serialize;
 pub const ROUND: usize = 16;
 
 /// How far below a threshold a route's best keeps it widening ([`DenseRoute::with_guard`]):
-/// 0.05, above the largest miss measured at 100k rows (0.041, `docs/bench/s28-dedup.txt`).
+/// 0.05, above the largest miss measured (0.041 at 100k rows, 0.027 at 1M;
+/// `docs/bench/s28-dedup.txt`).
 pub const GUARD_MARGIN: f32 = 0.05;
 
-/// Rounds a route widens to at most while its best is near a threshold
-/// ([`DenseRoute::with_guard`]): 8, i.e. 128 lists at [`ROUND`] (the missed bests at 100k
-/// rows sat in lists ranked 68th–120th).
-pub const GUARD_ROUNDS: usize = 8;
+/// Lists a route probes at most while its best is near a threshold, per square root of the
+/// index's list count ([`guard_lists`]).
+pub const GUARD_LISTS_PER_SQRT: f64 = 4.0;
+
+/// Lists a route of an index of `nlist` lists probes at most while its best is near a
+/// threshold ([`DenseRoute::with_guard`]): `⌈4·√nlist⌉` ([`GUARD_LISTS_PER_SQRT`]), 161 of
+/// 1,608 lists at 100k rows and 437 of 11,933 at 1M. The lists holding a best the stable
+/// route missed ranked 68th–120th at 100k and 32nd–171st at 1M (`docs/bench/s28-dedup.txt`):
+/// the rank grows with the index, slower than the list count.
+pub fn guard_lists(nlist: usize) -> usize {
+    (GUARD_LISTS_PER_SQRT * (nlist as f64).sqrt()).ceil() as usize
+}
 
 /// What finding the nearest rows cost, summed over the vectors looked up.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -88,7 +97,7 @@ pub struct DenseRoute {
     /// Thresholds a best just below which keeps the route widening ([`Self::with_guard`]).
     guard: Vec<f32>,
     margin: f32,
-    guard_rounds: usize,
+    guard_lists: usize,
 }
 
 /// Reads and verifies page `name` of the bundle at `dir` (`p/<name>`): its raw body.
@@ -171,22 +180,21 @@ impl DenseRoute {
             offsets,
             guard: Vec::new(),
             margin: 0.0,
-            guard_rounds: 0,
+            guard_lists: 0,
         }))
     }
 
     /// This route, widening past a stable best while that best is below one of
-    /// `thresholds` by at most `margin` (cosines), up to `rounds` rounds in all: a class
-    /// decided by a threshold changes only when the exact best is at or above it and the
-    /// route's below, and a route's miss is a few hundredths (at 100k rows the missed best
-    /// was 0.004–0.041 above the route's, its list ranked 68th–120th of 1,608), so the
-    /// chunks near a threshold pay for more lists and the others do not. `jikji dedup
-    /// --new` passes its duplicate and partial thresholds, [`GUARD_MARGIN`] and
-    /// [`GUARD_ROUNDS`].
-    pub fn with_guard(mut self, thresholds: &[f32], margin: f32, rounds: usize) -> Self {
+    /// `thresholds` by at most `margin` (cosines), until `lists` lists are probed (at least
+    /// the rounds stability asks): a class decided by a threshold changes only when the
+    /// exact best is at or above it and the route's below, and a route's miss is a few
+    /// hundredths (measured: 0.004–0.041), so the chunks near a threshold pay for more lists
+    /// and the others do not. `jikji dedup --new` passes its duplicate and partial
+    /// thresholds, [`GUARD_MARGIN`] and [`guard_lists`] of the index.
+    pub fn with_guard(mut self, thresholds: &[f32], margin: f32, lists: usize) -> Self {
         self.guard = thresholds.to_vec();
         self.margin = margin;
-        self.guard_rounds = rounds;
+        self.guard_lists = lists;
         self
     }
 
@@ -344,7 +352,7 @@ impl DenseRoute {
             rounds += 1;
             let Some((_, c)) = best else { continue };
             let stable = rounds >= 2 && before.map(|b| b.1) == Some(c);
-            let near = rounds < self.guard_rounds
+            let near = probed < self.guard_lists
                 && self.guard.iter().any(|&t| c < t && c >= t - self.margin);
             if stable && !near {
                 break;
@@ -374,7 +382,7 @@ pub enum Way {
     /// Every row ([`exact_best`]).
     Exact,
     /// Through the bundle's dense index ([`DenseRoute`]).
-    Index(DenseRoute),
+    Index(Box<DenseRoute>),
 }
 
 /// A bundle's rows and the way to find a vector's nearest one, with the [`Work`] done.
@@ -398,7 +406,7 @@ impl<'a> NearestRows<'a> {
     pub fn through(vectors: &'a Vectors, route: DenseRoute) -> Self {
         NearestRows {
             vectors,
-            way: Way::Index(route),
+            way: Way::Index(Box::new(route)),
             work: Work::default(),
         }
     }
