@@ -23,14 +23,14 @@
 //! best cosine (or when every list is probed). A new chunk usually costs two rounds. A
 //! best just below a class threshold (within [`GUARD_MARGIN`]) keeps it widening up to
 //! [`guard_lists`] lists ([`DenseRoute::with_guard`]): that is where a miss would change
-//! the class.
-//! Measured on 100k rows (`builder/examples/bench_dedup.rs`, `docs/bench/s28-dedup.txt`).
+//! the class. Measured at 100k and 1M rows (`builder/examples/bench_dedup.rs`,
+//! `docs/bench/s28-dedup.txt`; `docs/design/dense-index.md`, "Dedup through the index").
 //!
 //! Routing with a per-language centring (`model.centring`, `lang-mean-v2`): the lists were
 //! clustered in the space of the *scoring vectors* `normalise(x − o[l])`, so the new
 //! chunk's vector is centred the same way before ranking the lists
 //! ([`jikji_engine::centring::centre`]), with the passage offset of the language chosen as
-//! the builder chooses a chunk's ([`crate::lang_means::Stats::language_of`]: among the
+//! the builder chooses a chunk's ([`crate::lang_means::LoadedStats::language_of`]: among the
 //! languages whose script makes up ≥ [`crate::lang_means::CANDIDATE_SHARE`] of its
 //! letters, the offset with the largest dot product with the vector). Only the ranking of
 //! the lists uses it; rows are scored raw, as the exact scan scores them.
@@ -51,8 +51,8 @@ use serde::Serialize;
 pub const ROUND: usize = 16;
 
 /// How far below a threshold a route's best keeps it widening ([`DenseRoute::with_guard`]):
-/// 0.05, above the largest miss measured (0.041 at 100k rows, 0.027 at 1M;
-/// `docs/bench/s28-dedup.txt`).
+/// 0.05, above the largest miss of the stable route measured with the default seed (0.041
+/// at 100k rows, 0.027 at 1M); seed 2's, out of sample, was 0.0487 (`docs/bench/s28-dedup.txt`).
 pub const GUARD_MARGIN: f32 = 0.05;
 
 /// Lists a route probes at most while its best is near a threshold, per square root of the
