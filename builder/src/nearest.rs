@@ -186,7 +186,7 @@ impl DenseRoute {
 
     /// This route, widening past a stable best while that best is below one of
     /// `thresholds` by at most `margin` (cosines), until `lists` lists are probed (at least
-    /// the rounds stability asks): a class decided by a threshold changes only when the
+    /// the rounds stability asks; at most the index's lists): a class decided by a threshold changes only when the
     /// exact best is at or above it and the route's below, and a route's miss is a few
     /// hundredths (measured: 0.004–0.041), so the chunks near a threshold pay for more lists
     /// and the others do not. `jikji dedup --new` passes its duplicate and partial
@@ -194,7 +194,7 @@ impl DenseRoute {
     pub fn with_guard(mut self, thresholds: &[f32], margin: f32, lists: usize) -> Self {
         self.guard = thresholds.to_vec();
         self.margin = margin;
-        self.guard_lists = lists;
+        self.guard_lists = lists.min(self.root.nlist);
         self
     }
 
@@ -431,17 +431,31 @@ impl<'a> NearestRows<'a> {
         &self.way
     }
 
-    /// One line for a report: `exact scan of N rows` or `dense index: L lists (binary |
-    /// int8), R a round until the best is stable`.
+    /// One line for a report: `exact scan of N rows`, or the index's lists (count, codes),
+    /// the lists a round and the guard ([`DenseRoute::with_guard`]) if any.
     pub fn describe(&self) -> String {
         match &self.way {
             Way::Exact => format!("exact scan of {} rows", self.vectors.len()),
             Way::Index(r) => format!(
-                "the bundle's dense index: {} {} lists of {} rows, {} lists a round until the best is stable",
+                "the bundle's dense index: {} {} lists of {} rows, {} lists a round until the best is stable{}",
                 r.nlist(),
                 if r.is_binary() { "binary" } else { "int8" },
                 self.vectors.len(),
-                r.round()
+                r.round(),
+                if r.guard.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        ", up to {} while it is within {} under {}",
+                        r.guard_lists,
+                        r.margin,
+                        r.guard
+                            .iter()
+                            .map(|t| t.to_string())
+                            .collect::<Vec<_>>()
+                            .join(" or ")
+                    )
+                }
             ),
         }
     }
