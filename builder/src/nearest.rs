@@ -186,10 +186,10 @@ impl DenseRoute {
 
     /// This route, widening past a stable best while that best is below one of
     /// `thresholds` by at most `margin` (cosines), until `lists` lists are probed (at least
-    /// the rounds stability asks; at most the index's lists): a class decided by a threshold changes only when the
-    /// exact best is at or above it and the route's below, and a route's miss is a few
-    /// hundredths (measured: 0.004–0.041), so the chunks near a threshold pay for more lists
-    /// and the others do not. `jikji dedup --new` passes its duplicate and partial
+    /// the rounds stability asks; at most the index's lists): a class decided by a
+    /// threshold changes only when the exact best is at or above it and the route's below,
+    /// and a route's miss is a few hundredths (measured: 0.004–0.049), so the chunks near
+    /// a threshold pay for more lists and the others do not. `jikji dedup --new` passes its duplicate and partial
     /// thresholds, [`GUARD_MARGIN`] and [`guard_lists`] of the index.
     pub fn with_guard(mut self, thresholds: &[f32], margin: f32, lists: usize) -> Self {
         self.guard = thresholds.to_vec();
