@@ -2,10 +2,13 @@
 //!
 //! - **Exact duplicates** are found first, by SHA-256 of the chunk text with whitespace
 //!   runs collapsed ([`text_hash`]), before anything is embedded.
-//! - **New against existing** ([`classify_new`]): each chunk of the new files gets its best
-//!   cosine similarity against every vector of the bundle (an exact scan: O(new × bundle)
-//!   dot products, linear in the bundle's size) and is classified `duplicate` (≥
-//!   `duplicate`), `partial` (≥ `partial`) or `new`.
+//! - **New against existing** ([`classify_new_with`]): each chunk of the new files gets its
+//!   best cosine similarity against the vectors of the bundle and is classified
+//!   `duplicate` (≥ `duplicate`), `partial` (≥ `partial`) or `new`. The best is found
+//!   through the bundle's dense index when it has one (every bundle from 100,000 chunks:
+//!   the nearest lists' rows, scored exactly, widening until the best is stable;
+//!   [`crate::nearest`]), else (or with [`Route::Exact`], `--exact`) by the exact scan of
+//!   every vector (O(new × bundle) dot products).
 //! - **Within a bundle** ([`near_duplicate_pairs`]): pairs of chunks from *different*
 //!   source files with cosine ≥ the self-dedup threshold. Chunks of one file are never
 //!   paired (neighbours share their overlap), nor versions of one document (same
@@ -29,6 +32,8 @@ use std::collections::{HashMap, HashSet};
 
 use jikji_format::vectors::Vectors;
 use jikji_format::ChunkRecord;
+
+use crate::nearest::{DenseRoute, NearestRows, Work};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
@@ -100,11 +105,13 @@ pub struct NewChunk {
     pub differences: Vec<crate::conflicts::Difference>,
 }
 
-/// Classifies new chunks against a bundle.
+/// Classifies new chunks against a bundle by the exact scan ([`classify_new_with`] with
+/// [`NearestRows::exact`]).
 ///
 /// `bundle` holds the bundle's records (doc id = index) and `vectors` its vectors;
 /// `new` are the new chunks with their vectors (`None` where not embedded: only allowed
 /// for chunks whose text hash is in the bundle). Thresholds are cosines in [-1, 1].
+/// Panics if a chunk without an exact text match has no vector.
 pub fn classify_new(
     bundle: &[ChunkRecord],
     vectors: &Vectors,
@@ -112,63 +119,85 @@ pub fn classify_new(
     duplicate: f32,
     partial: f32,
 ) -> Vec<NewChunk> {
+    classify_new_with(
+        bundle,
+        &mut NearestRows::exact(vectors),
+        new,
+        duplicate,
+        partial,
+    )
+    .expect("the exact scan does not fail")
+}
+
+/// Classifies new chunks against a bundle, each chunk's best match found by `nearest`
+/// (the exact scan, or the bundle's dense index: [`crate::nearest`]; its [`NearestRows::work`]
+/// says what it cost).
+///
+/// `bundle` holds the bundle's records (doc id = index); `new` are the new chunks with their
+/// vectors (`None` where not embedded: only allowed for chunks whose text hash is in the
+/// bundle). Thresholds are cosines in [-1, 1]. A chunk whose text (up to whitespace) is a
+/// bundle chunk's is an exact duplicate of it (cosine 1, no lookup); the others get the
+/// best cosine over the rows `nearest` scores and are classified as the module doc says.
+/// Errors: as [`NearestRows::best`] (a list page of the index missing or corrupt). Panics
+/// if a chunk without an exact text match has no vector.
+pub fn classify_new_with(
+    bundle: &[ChunkRecord],
+    nearest: &mut NearestRows,
+    new: &[(ChunkRecord, Option<Vec<f32>>)],
+    duplicate: f32,
+    partial: f32,
+) -> crate::Result<Vec<NewChunk>> {
     let by_hash: HashMap<[u8; 32], usize> = bundle
         .iter()
         .enumerate()
         .map(|(i, r)| (text_hash(&r.text), i))
         .collect();
-    new.iter()
-        .map(|(r, v)| {
-            let (best, cosine, exact) = match by_hash.get(&text_hash(&r.text)) {
-                Some(&i) => (i, 1.0, true),
-                None => {
-                    let q = v
-                        .as_deref()
-                        .expect("a chunk without an exact match needs its vector");
-                    let mut best = (0usize, f32::NEG_INFINITY);
-                    for i in 0..vectors.len() {
-                        let c = vectors.dot(i, q);
-                        if c > best.1 {
-                            best = (i, c);
-                        }
-                    }
-                    (best.0, best.1, false)
-                }
-            };
-            let mut differences = Vec::new();
-            let class = if exact {
-                Class::Duplicate
-            } else if cosine >= partial {
-                differences = bundle
-                    .get(best)
-                    .map(|b| crate::conflicts::value_differences(r, b))
-                    .unwrap_or_default();
-                if !differences.is_empty() {
-                    Class::Conflict
-                } else if cosine >= duplicate {
-                    Class::Duplicate
-                } else {
-                    Class::Partial
-                }
-            } else {
-                Class::New
-            };
-            NewChunk {
-                source: r.source.clone(),
-                id: r.id.clone(),
-                heading_path: r.heading_path.clone(),
-                class,
-                exact,
-                cosine,
-                match_id: bundle.get(best).map(|b| b.id.clone()).unwrap_or_default(),
-                match_source: bundle
-                    .get(best)
-                    .map(|b| b.source.clone())
-                    .unwrap_or_default(),
-                differences,
+    let mut out = Vec::with_capacity(new.len());
+    for (r, v) in new {
+        let (best, cosine, exact) = match by_hash.get(&text_hash(&r.text)) {
+            Some(&i) => (i, 1.0, true),
+            None => {
+                let q = v
+                    .as_deref()
+                    .expect("a chunk without an exact match needs its vector");
+                let (best, cosine) = nearest.best(q, &r.text)?.unwrap_or((0, f32::NEG_INFINITY));
+                (best, cosine, false)
             }
-        })
-        .collect()
+        };
+        let mut differences = Vec::new();
+        let class = if exact {
+            Class::Duplicate
+        } else if cosine >= partial {
+            differences = bundle
+                .get(best)
+                .map(|b| crate::conflicts::value_differences(r, b))
+                .unwrap_or_default();
+            if !differences.is_empty() {
+                Class::Conflict
+            } else if cosine >= duplicate {
+                Class::Duplicate
+            } else {
+                Class::Partial
+            }
+        } else {
+            Class::New
+        };
+        out.push(NewChunk {
+            source: r.source.clone(),
+            id: r.id.clone(),
+            heading_path: r.heading_path.clone(),
+            class,
+            exact,
+            cosine,
+            match_id: bundle.get(best).map(|b| b.id.clone()).unwrap_or_default(),
+            match_source: bundle
+                .get(best)
+                .map(|b| b.source.clone())
+                .unwrap_or_default(),
+            differences,
+        });
+    }
+    Ok(out)
 }
 
 /// Int8 vectors in one flat array, for fast pairwise dot products.
@@ -502,11 +531,45 @@ pub fn exact_pairs(v: &FlatVectors, threshold: f32) -> Vec<(u32, u32)> {
     out
 }
 
-/// Chunks the usable files of `dir` with the bundle's chunk size and overlap and
-/// classifies each chunk against the bundle at `bundle_dir` ([`classify_new`]). Chunks
-/// whose text is already in the bundle are not embedded; the others are embedded with the
-/// model in `model_dir` (which must be the bundle's) through the vector cache `cache_dir`.
-/// Errors: the bundle cannot be opened or has no vectors, the model differs, I/O.
+/// How `jikji dedup --new` finds each new chunk's best match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// Through the bundle's dense index when it has one (every bundle from 100,000 chunks),
+    /// probing this many lists a round until the best is stable, more while it is just
+    /// below the duplicate or partial threshold ([`DenseRoute`], [`DenseRoute::with_guard`]);
+    /// the exact scan otherwise.
+    Index {
+        /// Lists a round (≥ 1; [`crate::nearest::ROUND`] by default).
+        round: usize,
+    },
+    /// The exact scan of every row, index or not (`jikji dedup --new --exact`).
+    Exact,
+}
+
+impl Default for Route {
+    fn default() -> Self {
+        Route::Index {
+            round: crate::nearest::ROUND,
+        }
+    }
+}
+
+/// The outcome of [`check_new_files_with`].
+#[derive(Debug, Clone, Serialize)]
+pub struct NewReport {
+    /// Every chunk of the new files, in file and chunk order.
+    pub chunks: Vec<NewChunk>,
+    /// How the best matches were found ([`NearestRows::describe`]).
+    pub way: String,
+    /// True if they were found through the bundle's dense index.
+    pub routed: bool,
+    /// What finding them cost (rows scored, lists probed, list pages read).
+    pub work: Work,
+    /// Milliseconds spent classifying (lookups included, embedding and chunking not).
+    pub classify_ms: f64,
+}
+
+/// [`check_new_files_with`] with the default [`Route`], returning the chunks only.
 pub fn check_new_files(
     bundle_dir: &std::path::Path,
     dir: &std::path::Path,
@@ -516,6 +579,37 @@ pub fn check_new_files(
     duplicate: f32,
     partial: f32,
 ) -> crate::Result<Vec<NewChunk>> {
+    Ok(check_new_files_with(
+        bundle_dir,
+        dir,
+        model_dir,
+        cache_dir,
+        threads,
+        duplicate,
+        partial,
+        Route::default(),
+    )?
+    .chunks)
+}
+
+/// Chunks the usable files of `dir` with the bundle's chunk size and overlap and
+/// classifies each chunk against the bundle at `bundle_dir` ([`classify_new`]). Chunks
+/// whose text is already in the bundle are not embedded; the others are embedded with the
+/// model in `model_dir` (which must be the bundle's) through the vector cache `cache_dir`.
+/// Each chunk's best match is found as `route` says (through the bundle's dense index when
+/// it has one, by default: [`Route`]). Errors: the bundle cannot be opened or has no
+/// vectors, the model differs, a page of the dense index is missing or corrupt, I/O.
+#[allow(clippy::too_many_arguments)]
+pub fn check_new_files_with(
+    bundle_dir: &std::path::Path,
+    dir: &std::path::Path,
+    model_dir: &std::path::Path,
+    cache_dir: Option<&std::path::Path>,
+    threads: usize,
+    duplicate: f32,
+    partial: f32,
+    route: Route,
+) -> crate::Result<NewReport> {
     let b = jikji_format::Bundle::open_dir(bundle_dir).map_err(|source| {
         crate::BuildError::OpenBundle {
             path: bundle_dir.to_path_buf(),
@@ -573,7 +667,27 @@ pub fn check_new_files(
         .enumerate()
         .map(|(i, r)| (r, vecs.remove(&i)))
         .collect();
-    Ok(classify_new(&records, vectors, &pairs, duplicate, partial))
+    let t = std::time::Instant::now();
+    let index = match route {
+        Route::Index { round } => DenseRoute::open(bundle_dir, &b, round)?.map(|r| {
+            let lists = crate::nearest::guard_lists(r.nlist());
+            r.with_guard(&[partial, duplicate], crate::nearest::GUARD_MARGIN, lists)
+        }),
+        Route::Exact => None,
+    };
+    let routed = index.is_some();
+    let mut nearest = match index {
+        Some(r) => NearestRows::through(vectors, r),
+        None => NearestRows::exact(vectors),
+    };
+    let chunks = classify_new_with(&records, &mut nearest, &pairs, duplicate, partial)?;
+    Ok(NewReport {
+        chunks,
+        way: nearest.describe(),
+        routed,
+        work: nearest.work(),
+        classify_ms: t.elapsed().as_secs_f64() * 1e3,
+    })
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ pub mod ingest;
 pub mod ivf;
 pub mod lang;
 pub mod lang_means;
+pub mod nearest;
 pub mod npy;
 pub mod query_model;
 pub mod serve;

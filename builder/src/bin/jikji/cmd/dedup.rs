@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use jikji_builder::dedup::{
-    check_new_files, near_duplicates, Class, FlatVectors, LshParams, DUPLICATE, PARTIAL,
-    SELF_DUPLICATE,
+    check_new_files_with, near_duplicates, Class, FlatVectors, LshParams, Route, DUPLICATE,
+    PARTIAL, SELF_DUPLICATE,
 };
 
 use crate::args::{EmbedArgs, ModelArgs};
@@ -24,6 +24,14 @@ pub struct Args {
     /// New chunk is a partial duplicate at or above this cosine.
     #[arg(long, allow_negative_numbers = true, default_value_t = PARTIAL)]
     partial: f32,
+    /// With --new: find each new chunk's best match by the exact scan of every vector even
+    /// when the bundle has a dense index. By default a bundle with one (every bundle from
+    /// 100,000 chunks) is searched through it: the lists nearest the chunk, their rows
+    /// scored exactly, more lists until the best cosine is stable and while it is within
+    /// 0.05 under --partial or --duplicate (measured: the same class and best match as the
+    /// exact scan for every new chunk, 6x less time at 100k chunks, 17-19x at 1M).
+    #[arg(long)]
+    exact: bool,
     /// Within the bundle: report pairs at or above this cosine (MiniLM 0.95 equivalent).
     #[arg(long, allow_negative_numbers = true, default_value_t = SELF_DUPLICATE)]
     threshold: f32,
@@ -74,7 +82,7 @@ fn new_files(a: &Args, dir: &Path) -> anyhow::Result<bool> {
         a.duplicate
     );
     let cache = a.embed.cache_dir(&a.bundle);
-    let out = check_new_files(
+    let report = check_new_files_with(
         &a.bundle,
         dir,
         &a.model.model,
@@ -82,10 +90,29 @@ fn new_files(a: &Args, dir: &Path) -> anyhow::Result<bool> {
         a.embed.threads()?,
         a.duplicate,
         a.partial,
+        if a.exact {
+            Route::Exact
+        } else {
+            Route::default()
+        },
     )?;
+    let out = &report.chunks;
+    let w = report.work;
+    eprintln!(
+        "best matches: {}; {} lookups, {} rows scored{} in {:.0} ms",
+        report.way,
+        w.lookups,
+        w.rows,
+        if report.routed {
+            format!(", {} lists probed ({} pages read)", w.lists, w.pages)
+        } else {
+            String::new()
+        },
+        report.classify_ms
+    );
     let found = out.iter().any(|n| n.class != Class::New);
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        println!("{}", serde_json::to_string_pretty(out)?);
         return Ok(found);
     }
     let count = |c: Class| out.iter().filter(|n| n.class == c).count();
