@@ -410,14 +410,15 @@ pub fn scoring_vector(v: &Vectors, centring: Option<&ChunkCentring>, i: usize) -
 }
 
 /// The default oversampling of a binary index's int8 rescoring (`pages.ivf.rescore`) for
-/// `n` chunks: [`FINE_RESCORE`] from [`BALANCE_MIN_CHUNKS`] on (grouped rows: the groups
-/// with the best estimates until they hold `rescore · 10` rows), the format's
-/// `DEFAULT_RESCORE` (8) below.
+/// `n` chunks: [`FINE_RESCORE`] whenever the rows are grouped ([`default_row_groups`]: the
+/// groups with the best estimates until they hold `rescore · 10` rows; whole groups cover
+/// fewer distinct candidates than as many single rows), [`UNGROUPED_FINE_RESCORE`] from
+/// [`BALANCE_MIN_CHUNKS`] on without groups, the format's `DEFAULT_RESCORE` (8) below.
 pub fn default_rescore(n: usize) -> usize {
-    if n >= BALANCE_MIN_CHUNKS && !default_row_groups(n) {
-        UNGROUPED_FINE_RESCORE
-    } else if n >= BALANCE_MIN_CHUNKS {
+    if default_row_groups(n) {
         FINE_RESCORE
+    } else if n >= BALANCE_MIN_CHUNKS {
+        UNGROUPED_FINE_RESCORE
     } else {
         jikji_format::paged::ivf::DEFAULT_RESCORE
     }

@@ -10,7 +10,7 @@
 //! rows into lists with a centroid each, so [`DenseRoute`] ranks the lists by the stored
 //! centroids (the format's [`StoredCentroids`], int8 or 4-bit centred, as the engine ranks
 //! them), reads the list pages of the best-ranked lists (the format's [`ListPage`] /
-//! [`BinaryList`] readers: their doc ids) and scores those lists' rows with the same
+//! [`jikji_format::paged::ivf::BinaryList`] readers: their doc ids) and scores those lists' rows with the same
 //! `Vectors::dot` over the same bytes (the bundle's `v` rows, which a list page of int8
 //! codes and the `i` pages of binary codes hold byte for byte; FORMAT.md "Dense index
 //! pages"). A scored row therefore gets bit for bit its exact-scan cosine, and ties go to
@@ -37,7 +37,7 @@
 
 use std::path::{Path, PathBuf};
 
-use jikji_format::paged::ivf::{BinaryList, IvfRoot, ListPage, StoredCentroids};
+use jikji_format::paged::ivf::{IvfRoot, ListPage, StoredCentroids};
 use jikji_format::paged::page::decode_stored;
 use jikji_format::paged::PAGES_DIR;
 use jikji_format::vectors::Vectors;
@@ -253,9 +253,10 @@ impl DenseRoute {
             let name = self.root.list_page(j);
             let body = read_page(&self.dir, &name)?;
             let docs = if self.root.is_binary() {
-                let l = BinaryList::open(&name, &body, self.chunks, self.dim)?;
-                self.root.check_list(&name, l.first, l.docs.len())?;
-                l.docs
+                // (grouped rows too: `open_list` reads the page as the index lays it out)
+                self.root
+                    .open_list(&name, &body, self.chunks, self.dim)?
+                    .docs
             } else {
                 ListPage::open(&name, &body, self.chunks, self.dim)?.docs
             };

@@ -152,4 +152,41 @@ fn grouped_rows_are_written_kept_by_update_and_searched_exactly() {
         };
         assert_eq!(got, want);
     }
+
+    // `jikji dedup --new` through the grouped index (regression: its list reader took a
+    // grouped list page for a corrupt one) finds the exact scan's classes and best matches.
+    let incoming = tmp.path().join("incoming");
+    std::fs::create_dir_all(incoming.join("1. new")).unwrap();
+    // Reworded notes (not byte copies, which a text hash would match without a lookup).
+    for n in ["note-03.md", "note-11.md", "note-30.md"] {
+        let text = std::fs::read_to_string(corpus.join("1. docs").join(n)).unwrap();
+        std::fs::write(
+            incoming.join("1. new").join(n),
+            text.replace("Teams ask about", "People often ask about"),
+        )
+        .unwrap();
+    }
+    let check = |route| {
+        jikji_builder::dedup::check_new_files_with(
+            &bundle,
+            &incoming,
+            &common::model_dir(),
+            Some(&common::cache_dir()),
+            2,
+            jikji_builder::dedup::DUPLICATE,
+            jikji_builder::dedup::PARTIAL,
+            route,
+        )
+        .unwrap()
+    };
+    let routed = check(jikji_builder::dedup::Route::Index {
+        round: jikji_builder::nearest::ROUND,
+    });
+    let exact = check(jikji_builder::dedup::Route::Exact);
+    assert!(routed.routed && !exact.routed);
+    assert!(routed.work.lists > 0, "{:?}", routed.work);
+    let summary = |r: &jikji_builder::dedup::NewReport| -> Vec<String> {
+        r.chunks.iter().map(|c| format!("{c:?}")).collect()
+    };
+    assert_eq!(summary(&routed), summary(&exact));
 }
