@@ -265,24 +265,7 @@ fn update_keeps_binary_lists_and_renames_only_changed_lists_and_their_rows() {
             );
             assert!(ids(got) == ids(want), "full rebuild, {mode}");
             // The browser's loop: the engine names the pages it lacks, they are added.
-            let mut rounds = 0;
-            let got = loop {
-                match browser.search_with_vector("restore drills", Some(q), mode, 10) {
-                    Ok(r) => break r.hits,
-                    Err(EngineError::NeedPages(names)) => {
-                        rounds += 1;
-                        assert!(rounds <= 6, "too many rounds");
-                        for n in names {
-                            let stored = std::fs::read(bundle.join("p").join(&n)).unwrap();
-                            let raw = page::decode_stored(&n, &stored).unwrap();
-                            let mut bytes = stored[..page::HEADER_LEN].to_vec();
-                            bytes.extend_from_slice(&raw);
-                            browser.add_page(&n, &bytes).unwrap();
-                        }
-                    }
-                    Err(e) => panic!("{e}"),
-                }
-            };
+            let got = common::browser_search(&browser, &bundle, "restore drills", q, mode);
             assert!(ids(got) == ids(e), "browser loop, {mode}");
         }
     }

@@ -13,7 +13,7 @@
 mod common;
 
 use jikji_builder::ingest::build;
-use jikji_engine::{Engine, EngineError, Mode};
+use jikji_engine::{Engine, Mode};
 use jikji_format::paged::{ivf, page};
 use jikji_format::Bundle;
 use std::path::Path;
@@ -132,24 +132,13 @@ fn grouped_rows_are_written_kept_by_update_and_searched_exactly() {
             .unwrap()
             .hits);
         assert_eq!(got, want);
-        let mut rounds = 0;
-        let got = loop {
-            match browser.search_with_vector("q", Some(&q), Mode::Dense, 10) {
-                Ok(r) => break ids(r.hits),
-                Err(EngineError::NeedPages(names)) => {
-                    rounds += 1;
-                    assert!(rounds <= 6, "too many rounds");
-                    for n in names {
-                        let stored = std::fs::read(bundle.join("p").join(&n)).unwrap();
-                        let raw = page::decode_stored(&n, &stored).unwrap();
-                        let mut bytes = stored[..page::HEADER_LEN].to_vec();
-                        bytes.extend_from_slice(&raw);
-                        browser.add_page(&n, &bytes).unwrap();
-                    }
-                }
-                Err(e) => panic!("{e}"),
-            }
-        };
+        let got = ids(common::browser_search(
+            &browser,
+            &bundle,
+            "q",
+            &q,
+            Mode::Dense,
+        ));
         assert_eq!(got, want);
     }
 

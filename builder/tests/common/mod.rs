@@ -262,3 +262,35 @@ pub fn pair_queries(v: &jikji_format::vectors::Vectors) -> Vec<Vec<f32>> {
         })
         .collect()
 }
+
+/// The browser's loop natively: `engine` (opened from `bundle`'s entry,
+/// `Engine::open_entry`) searches `q`; while it names pages it lacks, they are read from
+/// `bundle`'s `p/` folder and added (header + raw body, as the worker adds them), at most 6
+/// rounds. Returns the hits.
+pub fn browser_search(
+    engine: &jikji_engine::Engine,
+    bundle: &Path,
+    query: &str,
+    q: &[f32],
+    mode: jikji_engine::Mode,
+) -> Vec<jikji_engine::Hit> {
+    use jikji_format::paged::page;
+    let mut rounds = 0;
+    loop {
+        match engine.search_with_vector(query, Some(q), mode, 10) {
+            Ok(r) => return r.hits,
+            Err(jikji_engine::EngineError::NeedPages(names)) => {
+                rounds += 1;
+                assert!(rounds <= 6, "too many rounds");
+                for n in names {
+                    let stored = std::fs::read(bundle.join("p").join(&n)).unwrap();
+                    let raw = page::decode_stored(&n, &stored).unwrap();
+                    let mut bytes = stored[..page::HEADER_LEN].to_vec();
+                    bytes.extend_from_slice(&raw);
+                    engine.add_page(&n, &bytes).unwrap();
+                }
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
