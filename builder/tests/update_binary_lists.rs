@@ -236,7 +236,8 @@ fn update_keeps_binary_lists_and_renames_only_changed_lists_and_their_rows() {
     // Dense rankings (hybrid fusion takes the coded sample's background, not the exact
     // scan's, so it may differ from the exact engine's at the tail).
     for q in &queries {
-        for mode in [Mode::Dense] {
+        {
+            let mode = Mode::Dense;
             let e = exact
                 .search_with_vector("restore drills", Some(q), mode, 10)
                 .unwrap()
