@@ -113,14 +113,41 @@ fn write_v2_ivf_rows_expected() {
 }
 
 #[test]
+#[ignore = "writes the frozen fixture's expected.json; run once by hand"]
+fn write_v2_ivf_groups_expected() {
+    write_expected("v2-ivf-groups");
+}
+
+/// The rows of the fixtures before grouped rows: ×8, 4 `i` pages of 4 rows, not grouped.
+const FOUR_A_PAGE: Rows = Rows {
+    rescore: 8,
+    per_page: 4,
+    pages: 4,
+    grouped: false,
+};
+
+/// How a fixture's `pages.ivf` holds its rescoring rows.
+struct Rows {
+    rescore: usize,
+    per_page: usize,
+    pages: usize,
+    grouped: bool,
+}
+
+#[test]
 fn ivf_fixture_answers_as_frozen() {
-    answers_as_frozen("v2-ivf", (None, None), None);
+    answers_as_frozen("v2-ivf", (None, None), None, FOUR_A_PAGE);
 }
 
 /// The compact once pages (4-bit centred centroids, binary-coded sample) read as written.
 #[test]
 fn ivf4_fixture_answers_as_frozen() {
-    answers_as_frozen("v2-ivf4", (Some("int4-centred"), Some("binary")), None);
+    answers_as_frozen(
+        "v2-ivf4",
+        (Some("int4-centred"), Some("binary")),
+        None,
+        FOUR_A_PAGE,
+    );
 }
 
 /// Binary lists whose `i` pages are numbered per list (`pages.ivf.list_rows`, session 27:
@@ -131,13 +158,36 @@ fn ivf_rows_fixture_answers_as_frozen() {
         "v2-ivf-rows",
         (Some("int4-centred"), Some("binary")),
         Some(3),
+        FOUR_A_PAGE,
+    );
+}
+
+/// Grouped rows (`pages.ivf.row_groups`, session 28: one `i` page a group of a list's rows
+/// by position, the list page carrying each row's group) read as written.
+#[test]
+fn ivf_groups_fixture_answers_as_frozen() {
+    answers_as_frozen(
+        "v2-ivf-groups",
+        (Some("int4-centred"), Some("binary")),
+        Some(5),
+        Rows {
+            rescore: 24,
+            per_page: 2,
+            pages: 7,
+            grouped: true,
+        },
     );
 }
 
 /// Fixture `name`'s entry has the layout it was built with (`codes`: its `pages.ivf`
 /// centroid and sample codes; `list_rows`: its per-list row numbering, `None` = list
 /// order), and its hits are the frozen ones.
-fn answers_as_frozen(name: &str, codes: (Option<&str>, Option<&str>), list_rows: Option<usize>) {
+fn answers_as_frozen(
+    name: &str,
+    codes: (Option<&str>, Option<&str>),
+    list_rows: Option<usize>,
+    rows: Rows,
+) {
     let dir = fixture(name).join("bundle");
     let e = Engine::open_dir_paged(&dir).unwrap();
     let root = e.dense_index().unwrap().clone();
@@ -148,8 +198,14 @@ fn answers_as_frozen(name: &str, codes: (Option<&str>, Option<&str>), list_rows:
             root.rescore,
             root.rows.as_ref().map(|r| (r.per_page, r.pages))
         ),
-        ("binary", 3, Some(8), Some((4, 4)))
+        (
+            "binary",
+            3,
+            Some(rows.rescore),
+            Some((rows.per_page, rows.pages))
+        )
     );
+    assert_eq!(root.grouped(), rows.grouped);
     assert_eq!(
         (root.centroid_codes.as_deref(), root.sample_codes.as_deref()),
         codes
