@@ -126,6 +126,11 @@ pub fn synthetic(n: usize, q: usize, dim: usize) -> (Vec<Vec<f32>>, Vec<Vec<f32>
 /// the keys): the queries of the `query_files` (eval `queries.jsonl`) found there, and every
 /// other row (passages and pseudo-queries) as the base, in key order; the count of held-out
 /// queries. Prints how many of each file's queries the cache has. Panics on unreadable files.
+///
+/// `cache` may end in `@N`: only the file's first `N` records are read. The cache is
+/// append-only and shared, so other runs' embeddings (pseudo-queries too) join the base as
+/// it grows; `@39382` is the file as sessions 26–27 read it (28,848 base rows), so 1M figures
+/// stay comparable across sessions.
 pub fn from_cache(
     model: &str,
     cache: &str,
@@ -134,9 +139,14 @@ pub fn from_cache(
     // The model's hash names the cache keys.
     let onnx = std::fs::read(format!("{model}/model.onnx")).expect("reading model.onnx");
     let sha = hex(&Sha256::digest(&onnx));
+    let (cache, records) = match cache.rsplit_once('@') {
+        Some((file, n)) if n.parse::<usize>().is_ok() => (file, n.parse::<usize>().ok()),
+        _ => (cache, None),
+    };
     let bytes = std::fs::read(cache).expect("reading the cache file");
     let mut by_key: HashMap<[u8; 32], Vec<f32>> = HashMap::new();
-    for r in bytes.chunks_exact(RECORD) {
+    let take = records.unwrap_or(usize::MAX);
+    for r in bytes.chunks_exact(RECORD).take(take) {
         let key: [u8; 32] = r[..32].try_into().unwrap();
         let v: Vec<f32> = r[37..]
             .chunks_exact(4)
