@@ -2691,6 +2691,12 @@ mod tests {
     }
 
     fn written_binary(n: usize) -> (IvfRoot, Vec<Encoded>) {
+        written_lists(n, 4, &PageOptions::default())
+    }
+
+    /// A binary index of `n` rows in two lists (even and odd rows), `per` rows an `i` page,
+    /// ×8, the pages written as `opts` says.
+    fn written_lists(n: usize, per: usize, opts: &PageOptions) -> (IvfRoot, Vec<Encoded>) {
         let v = vectors(n);
         let lists = vec![
             (0..n as u32).step_by(2).collect(),
@@ -2699,17 +2705,18 @@ mod tests {
         let centroids = vec![vec![1.0, 0.0, 0.0], vec![0.0, 1.0, 0.0]];
         let scoring = |i: usize| v.get(i);
         let mut pages = Vec::new();
-        let root = write_pages(
+        let root = write_pages_with(
             &IvfParts {
                 centroids: &centroids,
                 lists: &lists,
                 nprobe: 1,
                 codes: ListCodes::Binary {
                     scoring: &scoring,
-                    rows_per_page: 4,
+                    rows_per_page: per,
                     rescore: 8,
                 },
             },
+            opts,
             &v,
             &mut |p| {
                 pages.push(p);
@@ -2759,38 +2766,15 @@ mod tests {
     /// A binary index of 20 rows in two lists, rows numbered per list and grouped by
     /// `group` (rows a page `per`).
     fn written_grouped(per: usize, group: &RowGrouping) -> (IvfRoot, Vec<Encoded>) {
-        let v = vectors(20);
-        let lists = vec![
-            (0..20u32).step_by(2).collect(),
-            (1..20u32).step_by(2).collect(),
-        ];
-        let centroids = vec![vec![1.0, 0.0, 0.0], vec![0.0, 1.0, 0.0]];
-        let scoring = |i: usize| v.get(i);
-        let mut pages = Vec::new();
-        let root = write_pages_with(
-            &IvfParts {
-                centroids: &centroids,
-                lists: &lists,
-                nprobe: 1,
-                codes: ListCodes::Binary {
-                    scoring: &scoring,
-                    rows_per_page: per,
-                    rescore: 8,
-                },
-            },
+        written_lists(
+            20,
+            per,
             &PageOptions {
                 rows_per_list: true,
                 row_groups: Some(group),
                 ..PageOptions::default()
             },
-            &v,
-            &mut |p| {
-                pages.push(p);
-                Ok(())
-            },
         )
-        .unwrap();
-        (root, pages)
     }
 
     #[test]
