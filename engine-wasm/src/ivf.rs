@@ -358,9 +358,8 @@ fn scan_binary(
     let mut probe = nprobe.clamp(1, root.nlist);
     let mut target = None;
     // (doc, estimate, index in `opened_lists`, row in its list) of every scanned chunk,
-    // and of the allowed ones; `opened_lists`: (list, first, count, groups) of each list
-    // read (groups: each row's, grouped rows only).
-    let mut opened_lists: Vec<(usize, usize, usize, Vec<u8>)> = Vec::new();
+    // and of the allowed ones; `opened_lists`: each list read.
+    let mut opened_lists: Vec<Opened> = Vec::new();
     let (estimates, allowed) = loop {
         let probed = &order[..probe.min(order.len())];
         let bodies: Vec<_> = probed
@@ -380,12 +379,6 @@ fn scan_binary(
             let name = root.list_page(*j as usize);
             let list = root.open_list(&name, &body.expect("checked"), chunks, dim)?;
             let li = opened_lists.len();
-            opened_lists.push((
-                *j as usize,
-                list.first,
-                list.docs.len(),
-                list.groups.clone(),
-            ));
             for (i, &doc) in list.docs.iter().enumerate() {
                 let e = (doc, list.estimate(i, *qc, &tables), li, i);
                 estimates.push(e);
@@ -393,6 +386,7 @@ fn scan_binary(
                     allowed.push(e);
                 }
             }
+            opened_lists.push(Opened::of(*j as usize, list));
         }
         let want = *target.get_or_insert(k.min(fill.max(estimates.len())));
         if allowed.len() >= want || probed.len() == order.len() {
@@ -430,9 +424,8 @@ fn scan_binary(
     let mut pages: Vec<(String, usize, usize)> = candidates
         .iter()
         .map(|c| {
-            let (j, first, count, _) = &opened_lists[c.2];
-            let (j, first, count) = (*j, *first, *count);
-            root.list_row(j, first, c.3, count, chunks)
+            let o = &opened_lists[c.2];
+            root.list_row(o.list, o.first, c.3, o.docs.len(), chunks)
                 .ok_or_else(|| corrupt_root("a binary index without the rows of its lists"))
         })
         .collect::<Result<_, _>>()?;
@@ -495,21 +488,20 @@ fn rescore_groups(
     at: Place,
     k: usize,
     take: usize,
-    opened_lists: &[(usize, usize, usize, Vec<u8>)],
+    opened_lists: &[Opened],
     estimates: &[(u32, f32, usize, usize)],
     allowed: Vec<(u32, f32, usize, usize)>,
     allow: Option<&[bool]>,
     background: (f32, f32),
 ) -> Result<IvfScan, EngineError> {
-    let group_of =
-        |li: usize, i: usize| -> usize { opened_lists[li].3.get(i).map_or(0, |&g| usize::from(g)) };
-    let size_of = |li: usize, g: usize| -> usize {
+    let group_of = |li: usize, i: usize| -> usize {
         opened_lists[li]
-            .3
-            .iter()
-            .filter(|&&x| usize::from(x) == g)
-            .count()
+            .groups
+            .get(i)
+            .map_or(0, |&g| usize::from(g))
     };
+    let size_of =
+        |li: usize, g: usize| -> usize { opened_lists[li].sizes.get(g).copied().unwrap_or(0) };
     // (list index, group) in the order of their best allowed estimate.
     let mut chosen: Vec<(usize, usize)> = Vec::new();
     let mut rows = 0usize;
@@ -529,7 +521,7 @@ fn rescore_groups(
     let names: Vec<String> = chosen
         .iter()
         .map(|&(li, g)| {
-            root.group_page(opened_lists[li].0, g)
+            root.group_page(opened_lists[li].list, g)
                 .ok_or_else(|| corrupt_root("a grouped binary index without the page of a group"))
         })
         .collect::<Result<_, _>>()?;
@@ -544,28 +536,17 @@ fn rescore_groups(
     let mut exact: Vec<Scored> = Vec::with_capacity(rows);
     let mut scanned: HashMap<u32, f32> = HashMap::with_capacity(estimates.len());
     let mut rescored: HashMap<u32, f32> = HashMap::with_capacity(rows);
-    // The docs of each opened list, by list index (from the estimates, in list order).
-    let mut docs_of: Vec<Vec<u32>> = vec![Vec::new(); opened_lists.len()];
-    for e in estimates {
-        let d = &mut docs_of[e.2];
-        if d.len() == e.3 {
-            d.push(e.0);
-        }
-    }
     for ((&(li, g), name), body) in chosen.iter().zip(&names).zip(bodies) {
-        let groups = &opened_lists[li].3;
-        let held = size_of(li, g);
-        let v = ivf::open_rows(name, &body.expect("checked"), held, at.dim)?;
-        let mut place = 0usize;
-        for (i, &x) in groups.iter().enumerate() {
-            if usize::from(x) != g {
-                continue;
-            }
-            let Some(&doc) = docs_of[li].get(i) else {
-                return Err(corrupt_root("a grouped list whose rows were not all read"));
-            };
+        let o = &opened_lists[li];
+        let v = ivf::open_rows(name, &body.expect("checked"), size_of(li, g), at.dim)?;
+        // The group's rows, in list order, are its page's rows in order.
+        let members = o
+            .docs
+            .iter()
+            .zip(&o.groups)
+            .filter(|(_, &x)| usize::from(x) == g);
+        for (place, (&doc, _)) in members.enumerate() {
             let s = scorer.score(doc as usize, &v, place);
-            place += 1;
             rescored.insert(doc, s);
             if allows(allow, doc) {
                 exact.push((doc, s));
@@ -592,6 +573,37 @@ fn rescore_groups(
         scanned,
         background,
     })
+}
+
+/// A binary list read by a query's scan: its number, its page's `first`, its doc ids and,
+/// with grouped rows ([`IvfRoot::row_groups`]), each row's group and each group's size
+/// (counted once, when the list is read).
+struct Opened {
+    list: usize,
+    first: usize,
+    docs: Vec<u32>,
+    groups: Vec<u8>,
+    sizes: Vec<usize>,
+}
+
+impl Opened {
+    fn of(list: usize, l: ivf::BinaryList) -> Self {
+        let mut sizes = Vec::new();
+        for &g in &l.groups {
+            let g = usize::from(g);
+            if sizes.len() <= g {
+                sizes.resize(g + 1, 0);
+            }
+            sizes[g] += 1;
+        }
+        Opened {
+            list,
+            first: l.first,
+            docs: l.docs,
+            groups: l.groups,
+            sizes,
+        }
+    }
 }
 
 fn corrupt_root(m: &str) -> EngineError {
