@@ -69,7 +69,8 @@
 // fetchMs (waiting for page rounds), and per page fetched, summed over the round's parallel pages:
 // pageNetMs (request to body read), pageDecodeMs (header check + inflate), pageVerifyMs
 // (SHA-256), pageAddMs (add_page: the copy into wasm and the engine's checks); roundPages lists
-// the pages asked per round.
+// the pages asked per round, roundMs per round [ms until its last page body was read, ms until
+// every page was added] (from the round's start).
 
 import { MAX_PAGE, PAGE_HEADER_LEN, decodePage, verifyPage } from "./pages.js";
 // The BM25 engine's glue, as wasm-bindgen writes it into pkg/ (scripts/build-wasm); bundled into the
@@ -360,7 +361,7 @@ async function loadPage(engine, name) {
   } catch (e) {
     throw new Error(`page p/${name}: ${errorMessage(e)}`);
   }
-  const ms = { net: t1 - t0, decode: t3 - t2, verify: t4 - t3, add: performance.now() - t4 };
+  const ms = { net: t1 - t0, decode: t3 - t2, verify: t4 - t3, add: performance.now() - t4, bodyAt: t1 };
   return { transfer: transfer.bytes, transferKnown: transfer.known, stored: stored.length, raw: bytes.length - PAGE_HEADER_LEN, ms };
 }
 
@@ -388,6 +389,7 @@ function ensurePage(engine, name, stats) {
     stats.pageDecodeMs = (stats.pageDecodeMs || 0) + c.ms.decode;
     stats.pageVerifyMs = (stats.pageVerifyMs || 0) + c.ms.verify;
     stats.pageAddMs = (stats.pageAddMs || 0) + c.ms.add;
+    stats.lastBodyAt = Math.max(stats.lastBodyAt || 0, c.ms.bodyAt);
     if (!c.transferKnown) stats.transferEstimated = true;
     session.requests++;
     session.pages++;
@@ -750,6 +752,7 @@ async function search(id, query, mode, topK, includeArchived, minScore, fusion, 
   stats.engineMs = 0;
   stats.fetchMs = 0;
   stats.roundPages = [];
+  stats.roundMs = [];
   for (;;) {
     const tp = performance.now();
     const json = engine.search_with_vector(String(query), qvec, m, Number(topK));
@@ -782,8 +785,11 @@ async function search(id, query, mode, topK, includeArchived, minScore, fusion, 
     stats.rounds++;
     stats.roundPages.push(need.length);
     const tf = performance.now();
+    stats.lastBodyAt = 0;
     await Promise.all(need.map((n) => ensurePage(engine, n, stats)));
-    stats.fetchMs += performance.now() - tf;
+    const tEnd = performance.now();
+    stats.fetchMs += tEnd - tf;
+    stats.roundMs.push([stats.lastBodyAt ? stats.lastBodyAt - tf : 0, tEnd - tf]);
     self.postMessage({
       id,
       type: "progress",

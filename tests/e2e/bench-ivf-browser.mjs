@@ -23,6 +23,10 @@
 //
 // Usage: node tests/e2e/bench-ivf-browser.mjs --bundle DIR [--queries DIR.queries.json]
 //        [--latency 0,50] [--max N] [--pkg DIR] [--out JSON] [--server h2|jikji] [--rescore X]
+//        [--reference] [--server-url URL [--access-log FILE]]
+// --reference: after the warm queries, what the same page requests cost without the engine (see
+// `reference` below); --server-url: an external static server instead of this process's (see
+// `externalServer`), e.g. nginx with HTTP/2, to tell the server's share of the time from Chromium's.
 // --rescore: a binary index's oversampling for every query (0: the bundle's); compare with a native run of
 // the same (bench_ivf_1m --search DIR --rescore X), else the top 10 and bytes differ from native's.
 // Exit status 0, or 1 with a message on any failure.
@@ -50,6 +54,9 @@ const { values: o } = parseArgs({
     out: { type: "string" },
     server: { type: "string", default: "h2" },
     rescore: { type: "string", default: "0" },
+    reference: { type: "boolean", default: false },
+    "server-url": { type: "string" },
+    "access-log": { type: "string" },
     bin: { type: "string", default: path.join(ROOT, "target/release/jikji") },
   },
 });
@@ -100,14 +107,25 @@ function startServer(latencyMs) {
   if (!existsSync(cert)) {
     execFileSync("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=127.0.0.1"], { stdio: "ignore" });
   }
-  const counts = { requests: 0, pages: 0, bytes: 0 };
+  const counts = { requests: 0, pages: 0, bytes: 0, log: [] };
   const server = http2.createSecureServer({ key: readFileSync(key), cert: readFileSync(cert), allowHTTP1: true }, async (req, res) => {
     counts.requests++;
     const url = new URL(req.url, "https://x");
     let file = null;
     let headers = { "cache-control": "no-cache" };
     let body = null;
-    if (url.pathname.startsWith("/pkg/")) {
+    if (url.pathname === "/concat") {
+      // The reference's "one request a round": the named pages' bytes, concatenated.
+      try {
+        const names = (url.searchParams.get("p") || "").split(",").filter((n) => /^[a-z]-[0-9a-z-]+$/.test(n));
+        body = Buffer.concat(await Promise.all(names.map((n) => readFile(path.join(bundle, "p", n)))));
+      } catch {
+        res.writeHead(404);
+        res.end();
+        return;
+      }
+      headers["content-type"] = "application/octet-stream";
+    } else if (url.pathname.startsWith("/pkg/")) {
       file = path.join(o.pkg, decodeURIComponent(url.pathname.slice(5)));
     } else if (url.pathname.startsWith("/bundle/")) {
       file = path.join(bundle, decodeURIComponent(url.pathname.slice(8)));
@@ -127,6 +145,7 @@ function startServer(latencyMs) {
       if (url.pathname.startsWith("/bundle/p/")) {
         counts.pages++;
         counts.bytes += body.length;
+        if (!url.search) counts.log.push(url.pathname.slice(10));
       }
     }
     headers["content-length"] = body.length;
@@ -151,6 +170,7 @@ async function withPage(srv, fn) {
   });
   try {
     const page = context.pages()[0] ?? (await context.newPage());
+    refPage = page;
     page.on("pageerror", (e) => log(`[page error] ${e.message}`));
     page.on("console", (m) => m.type() === "error" && log(`[browser] ${m.text()}`));
     await page.goto(`${srv.url}/bundle/jikji.json`);
@@ -176,6 +196,52 @@ const search = (call, i) =>
     top: result.hits.map((h) => parseInt(h.id, 16)),
   }));
 
+// --reference: after the warm queries, in the same page, each warm query's own page requests
+// again without the engine or the worker (the server's log split by the worker's roundPages,
+// rounds in sequence, the pages of a round in parallel, `cache: "no-store"` so every one reaches
+// the server): "same requests" is what the server and the browser cost for that request pattern
+// alone; "one request a round" asks the same bytes as one concatenated response per round (the
+// /concat route): the floor of a layout that packs a round's pages into one.
+async function reference(runs) {
+  const plan = runs.slice(1).map((r) => {
+    const counts = r.stats.roundPages || [];
+    if (!r.served || counts.reduce((a, b) => a + b, 0) !== r.served.length) return null;
+    const rounds = [];
+    let at = 0;
+    for (const c of counts) {
+      rounds.push(r.served.slice(at, at + c));
+      at += c;
+    }
+    return rounds.filter((x) => x.length);
+  }).filter(Boolean);
+  const packed = !o["server-url"]; // the /concat route is this process's server's
+  return refPage.evaluate(async ({ plan, packed }) => {
+      const out = { same: [], packed: [], planned: plan.length, sweep: {} };
+      // One round of k parallel page requests (the queries' own pages, no-store), 40 times each k.
+      const pool = plan.flat(2);
+      for (const k of [1, 2, 4, 8, 16, 32]) {
+        out.sweep[k] = [];
+        for (let rep = 0; rep < 40 && pool.length >= k; rep++) {
+          const names = Array.from({ length: k }, (_, j) => pool[(rep * 37 + j * 101) % pool.length]);
+          const t0 = performance.now();
+          await Promise.all(names.map((n) => fetch(`/bundle/p/${n}`, { cache: "no-store" }).then((r) => r.arrayBuffer())));
+          out.sweep[k].push(performance.now() - t0);
+        }
+      }
+      for (const rounds of plan) {
+        let t0 = performance.now();
+        for (const names of rounds) await Promise.all(names.map((n) => fetch(`/bundle/p/${n}`, { cache: "no-store" }).then((r) => r.arrayBuffer())));
+        out.same.push(performance.now() - t0);
+        if (!packed) continue;
+        t0 = performance.now();
+        for (const names of rounds) await fetch(`/concat?p=${names.join(",")}`, { cache: "no-store" }).then((r) => r.arrayBuffer());
+        out.packed.push(performance.now() - t0);
+      }
+      return out;
+  }, { plan, packed });
+}
+let refPage = null;
+
 function pct(xs, p) {
   const s = [...xs].sort((a, b) => a - b);
   return s.length ? s[Math.round((s.length - 1) * p)] : NaN;
@@ -184,7 +250,32 @@ function pct(xs, p) {
 const load = () => readFileSync("/proc/loadavg", "utf8").trim().split(" ").slice(0, 3).join(" ");
 const results = { latencies: {}, chromium: "" };
 log(`[ivf-bench] ${queries.length} queries, nprobe ${Q.nprobe}, latencies ${latencies.join(", ")} ms; load ${load()}`);
+// --server-url URL: a static server already running elsewhere (e.g. nginx) that serves the bundle
+// at URL/bundle/ (pages with Cache-Control immutable) and pkg/ at URL/pkg/; --access-log FILE: its
+// access log (one line a request, the path in it), read for the --reference's request lists.
+function externalServer() {
+  const counts = { log: [] };
+  let seen = 0;
+  const sync = () => {
+    if (!o["access-log"]) return;
+    const text = readFileSync(o["access-log"], "utf8");
+    const end = text.lastIndexOf("\n") + 1;
+    if (end <= seen) return;
+    const lines = text.slice(seen, end).split("\n");
+    seen = end;
+    for (const l of lines) {
+      const m = / \/bundle\/p\/([^ ?]+) HTTP/.exec(l);
+      if (m) counts.log.push(m[1]);
+    }
+  };
+  if (o["access-log"]) seen = readFileSync(o["access-log"], "utf8").length;
+  return { url: o["server-url"].replace(/\/$/, ""), counts: o["access-log"] ? new Proxy(counts, { get: (t, k) => (k === "log" && sync(), t[k]) }) : null, server: { close() {} } };
+}
 async function server(lat) {
+  if (o["server-url"]) {
+    if (lat !== 0) throw new Error("--server-url: no added latency (--latency 0)");
+    return externalServer();
+  }
   if (o.server === "h2") return startServer(lat);
   if (o.server !== "jikji" || lat !== 0) throw new Error("--server h2, or jikji (jikji serve: HTTP/1.1, no added latency)");
   const s = await startJikjiServe({ bin: o.bin, bundle, web: path.join(o.pkg, "web"), pkg: o.pkg, model: existsSync(path.join(ROOT, "models/e5-small")) ? path.join(ROOT, "models/e5-small") : path.join(ROOT, "../main/models/e5-small"), cwd: ROOT, log: () => {}, tag: "ivf-bench" });
@@ -206,8 +297,14 @@ for (const lat of latencies) {
     r.warm = await withPage(srv, async (call) => {
       const d = await call({ type: "loadDense" });
       const runs = [];
-      for (let i = 0; i < queries.length; i++) runs.push(await search(call, i));
-      return { once: { ...d.result, wallMs: d.wallMs }, runs };
+      for (let i = 0; i < queries.length; i++) {
+        const from = srv.counts ? srv.counts.log.length : 0;
+        const run = await search(call, i);
+        if (srv.counts) run.served = srv.counts.log.slice(from);
+        runs.push(run);
+      }
+      const ref = o.reference ? await reference(runs) : null;
+      return { once: { ...d.result, wallMs: d.wallMs }, runs, ref };
     });
     r.loadEnd = load();
     results.latencies[lat] = r;
@@ -245,6 +342,20 @@ row("  per-page sums: network / inflate / SHA-256 / add_page ms (p50)", "-", (r)
   const w = warmB(r);
   return ["pageNetMs", "pageDecodeMs", "pageVerifyMs", "pageAddMs"].map((k) => f1(pct(w.map((x) => x.stats[k] || 0), 0.5))).join(" / ");
 });
+row("  per round: last body / round done ms (p50)", "-", (r) => {
+  const w = warmB(r).filter((x) => x.stats.roundMs);
+  const n = Math.max(0, ...w.map((x) => x.stats.roundMs.length));
+  return Array.from({ length: n }, (_, k) => {
+    const xs = w.filter((x) => x.stats.roundMs[k]).map((x) => x.stats.roundMs[k]);
+    return `${f1(pct(xs.map((v) => v[0]), 0.5))}/${f1(pct(xs.map((v) => v[1]), 0.5))}`;
+  }).join(", ");
+});
+if (o.reference) {
+  row("reference: same requests, no engine: ms p50 / p90", "-", (r) => (r.warm.ref ? `${pp(r.warm.ref.same)} (${r.warm.ref.planned} q)` : "-"));
+  row("reference: one request a round: ms p50 / p90", "-", (r) => (r.warm.ref && r.warm.ref.packed.length ? pp(r.warm.ref.packed) : "-"));
+  row("reference: one round of k requests, k = 1/2/4/8/16/32: ms p50", "-", (r) =>
+    r.warm.ref ? Object.values(r.warm.ref.sweep).map((xs) => f1(pct(xs, 0.5))).join(" / ") : "-");
+}
 row("  rounds p50 / p90", pp(nWarm.map((x) => x.rounds)), (r) => pp(warmB(r).map((x) => x.stats.rounds)));
 row("  requests p50 / p90", pp(nWarm.map((x) => x.pages)), (r) => pp(warmB(r).map((x) => x.stats.requests)));
 row("  new kB p50 / p90 (as stored)", pp(nWarm.map((x) => x.bytes / 1e3)), (r) => pp(warmB(r).map((x) => x.stats.stored / 1e3)));
@@ -263,7 +374,7 @@ row("load (start → end)", "-", (r) => `${r.loadStart} → ${r.loadEnd}`);
 const widths = [0, ...cols.map(() => 0)];
 const table = [["", ...cols], ...rows];
 for (const r of table) r.forEach((c, i) => (widths[i] = Math.max(widths[i], String(c).length)));
-console.log(`Chromium ${results.chromium}; server ${o.server === "h2" ? "Node http2 over TLS (this process)" : "jikji serve (HTTP/1.1)"}; ${queries.length} queries; nprobe ${Q.nprobe} (the bundle's ${Q.bundle_nprobe}); rescore ${Number(o.rescore) || "the bundle's"} (native: ${Q.rescore ?? "the bundle's"}); nlist ${Q.nlist}`);
+console.log(`Chromium ${results.chromium}; server ${o["server-url"] ? `${o["server-url"]} (external)` : o.server === "h2" ? "Node http2 over TLS (this process)" : "jikji serve (HTTP/1.1)"}; ${queries.length} queries; nprobe ${Q.nprobe} (the bundle's ${Q.bundle_nprobe}); rescore ${Number(o.rescore) || "the bundle's"} (native: ${Q.rescore ?? "the bundle's"}); nlist ${Q.nlist}`);
 for (const r of table) console.log(r.map((c, i) => String(c).padEnd(widths[i])).join("  "));
 if (o.out) writeFileSync(o.out, JSON.stringify({ results, native: { cold: native.cold, once_bytes: native.once_bytes } }));
 process.exit(0);
