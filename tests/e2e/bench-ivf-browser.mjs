@@ -216,7 +216,12 @@ async function reference(runs) {
   }).filter(Boolean);
   const packed = !o["server-url"]; // the /concat route is this process's server's
   return refPage.evaluate(async ({ plan, packed }) => {
-      const out = { same: [], packed: [], planned: plan.length, sweep: {} };
+      const out = { same: [], worker: [], packed: [], planned: plan.length, sweep: {} };
+      // The same requests from a plain dedicated worker (no engine): the production worker's thread
+      // against the page's.
+      const src = `onmessage = async (e) => { const t0 = performance.now(); for (const names of e.data) await Promise.all(names.map((n) => fetch(new URL("/bundle/p/" + n, location.origin), { cache: "no-store" }).then((r) => r.arrayBuffer()))); postMessage(performance.now() - t0); };`;
+      const w = new Worker(URL.createObjectURL(new Blob([src], { type: "text/javascript" })));
+      const inWorker = (rounds) => new Promise((resolve) => { w.onmessage = (e) => resolve(e.data); w.postMessage(rounds); });
       // One round of k parallel page requests (the queries' own pages, no-store), 40 times each k.
       const pool = plan.flat(2);
       for (const k of [1, 2, 4, 8, 16, 32]) {
@@ -232,6 +237,7 @@ async function reference(runs) {
         let t0 = performance.now();
         for (const names of rounds) await Promise.all(names.map((n) => fetch(`/bundle/p/${n}`, { cache: "no-store" }).then((r) => r.arrayBuffer())));
         out.same.push(performance.now() - t0);
+        out.worker.push(await inWorker(rounds));
         if (!packed) continue;
         t0 = performance.now();
         for (const names of rounds) await fetch(`/concat?p=${names.join(",")}`, { cache: "no-store" }).then((r) => r.arrayBuffer());
@@ -352,6 +358,7 @@ row("  per round: last body / round done ms (p50)", "-", (r) => {
 });
 if (o.reference) {
   row("reference: same requests, no engine: ms p50 / p90", "-", (r) => (r.warm.ref ? `${pp(r.warm.ref.same)} (${r.warm.ref.planned} q)` : "-"));
+  row("reference: same requests from a plain worker: ms p50 / p90", "-", (r) => (r.warm.ref && r.warm.ref.worker.length ? pp(r.warm.ref.worker) : "-"));
   row("reference: one request a round: ms p50 / p90", "-", (r) => (r.warm.ref && r.warm.ref.packed.length ? pp(r.warm.ref.packed) : "-"));
   row("reference: one round of k requests, k = 1/2/4/8/16/32: ms p50", "-", (r) =>
     r.warm.ref ? Object.values(r.warm.ref.sweep).map((xs) => f1(pct(xs, 0.5))).join(" / ") : "-");
