@@ -7,10 +7,19 @@
 // checks the digest and the name with crypto.subtle (the browser's engine wasm carries no
 // SHA-256: its add_page checks the header, lengths and name's kind and number only).
 
+/**
+ * Pages stored in at most this many bytes are inflated synchronously by inflate.js (no stream
+ * plumbing: what a query's small pages cost most); larger ones (the query model's layers) by
+ * DecompressionStream, which is native code and does not hold the worker's thread.
+ */
+export const SYNC_INFLATE_MAX = 256 << 10;
+
 /** Page header length in bytes. */
 export const PAGE_HEADER_LEN = 48;
 /** Largest raw or stored page body accepted (16 MiB): bytes from the network are hostile. */
 export const MAX_PAGE = 16 << 20;
+
+import { inflateRaw } from "./inflate.js";
 
 function message(e) {
   return e instanceof Error ? e.message || String(e) : String(e);
@@ -47,6 +56,18 @@ export async function decodePage(name, bytes) {
   if (codec !== 1) throw new Error(`${what}: unknown codec ${codec} at byte 5`);
   const out = new Uint8Array(PAGE_HEADER_LEN + rawLen);
   out.set(bytes.subarray(0, PAGE_HEADER_LEN));
+  if (storedLen <= SYNC_INFLATE_MAX) {
+    // Small pages (every page of a query): inflated here, synchronously (inflate.js).
+    let n;
+    try {
+      n = inflateRaw(body, out.subarray(PAGE_HEADER_LEN));
+    } catch (e) {
+      if (/^output past/.test(message(e))) throw new Error(`${what}: inflates to more than the ${rawLen} bytes its header (byte 8) says`);
+      throw new Error(`${what}: bad deflate-raw body: ${message(e)}`);
+    }
+    if (n !== rawLen) throw new Error(`${what}: inflates to ${n} bytes, its header (byte 8) says ${rawLen}`);
+    return out;
+  }
   let len = 0;
   const reader = new Blob([body]).stream().pipeThrough(new DecompressionStream("deflate-raw")).getReader();
   try {

@@ -41,8 +41,8 @@
 // file `jikji.json` (fetched with cache: "no-cache", so a new build is seen at once) and
 // immutable pages `p/<name>`. A search runs the engine; while it answers {"need": [names]},
 // every named page is fetched in parallel (one fetch per page, shared by concurrent queries),
-// decoded (48-byte header; codec 1 = deflate-raw, inflated with DecompressionStream and
-// bounded by the header's raw_len), checked against its SHA-256 and name with crypto.subtle
+// decoded (48-byte header; codec 1 = deflate-raw, inflated by pages.js — inflate.js for small
+// pages, DecompressionStream for large ones — and bounded by the header's raw_len), checked against its SHA-256 and name with crypto.subtle
 // (verifyPage: the engine wasm has no SHA-256), given to the engine with add_page, and the query runs
 // again, at most MAX_ROUNDS times. Per query the worker counts rounds, requests and bytes:
 // `transfer` from Resource Timing's transferSize (headers + body as sent; 0 for an HTTP-cache

@@ -219,9 +219,22 @@ async function reference(runs) {
       const out = { same: [], worker: [], packed: [], planned: plan.length, sweep: {} };
       // The same requests from a plain dedicated worker (no engine): the production worker's thread
       // against the page's.
-      const src = `onmessage = async (e) => { const t0 = performance.now(); for (const names of e.data) await Promise.all(names.map((n) => fetch(new URL("/bundle/p/" + n, location.origin), { cache: "no-store" }).then((r) => r.arrayBuffer()))); postMessage(performance.now() - t0); };`;
+      // steps: "inflate" (DecompressionStream for codec-1 pages, as pages.js), "sha" (crypto.subtle
+      // SHA-256 of the body), "timing" (the Resource Timing lookup, as transferOf).
+      const src = `
+        async function one(n, steps) {
+          const url = new URL("/bundle/p/" + n, location.origin).href;
+          let b = new Uint8Array(await (await fetch(url, { cache: "no-store" })).arrayBuffer());
+          if (steps.includes("timing")) performance.getEntriesByName(url, "resource");
+          if (steps.includes("inflate") && b[5] === 1) {
+            b = new Uint8Array(await new Response(new Blob([b.subarray(48)]).stream().pipeThrough(new DecompressionStream("deflate-raw"))).arrayBuffer());
+          }
+          if (steps.includes("sha")) await crypto.subtle.digest("SHA-256", b);
+        }
+        onmessage = async (e) => { const t0 = performance.now(); for (const names of e.data.rounds) await Promise.all(names.map((n) => one(n, e.data.steps))); if (performance.getEntriesByType("resource").length > 200) performance.clearResourceTimings(); postMessage(performance.now() - t0); };`;
       const w = new Worker(URL.createObjectURL(new Blob([src], { type: "text/javascript" })));
-      const inWorker = (rounds) => new Promise((resolve) => { w.onmessage = (e) => resolve(e.data); w.postMessage(rounds); });
+      const inWorker = (rounds, steps = []) => new Promise((resolve) => { w.onmessage = (e) => resolve(e.data); w.postMessage({ rounds, steps }); });
+      out.steps = { inflate: [], "inflate+sha": [], "inflate+sha+timing": [] };
       // One round of k parallel page requests (the queries' own pages, no-store), 40 times each k.
       const pool = plan.flat(2);
       for (const k of [1, 2, 4, 8, 16, 32]) {
@@ -238,6 +251,7 @@ async function reference(runs) {
         for (const names of rounds) await Promise.all(names.map((n) => fetch(`/bundle/p/${n}`, { cache: "no-store" }).then((r) => r.arrayBuffer())));
         out.same.push(performance.now() - t0);
         out.worker.push(await inWorker(rounds));
+        for (const k of Object.keys(out.steps)) out.steps[k].push(await inWorker(rounds, k.split("+")));
         if (!packed) continue;
         t0 = performance.now();
         for (const names of rounds) await fetch(`/concat?p=${names.join(",")}`, { cache: "no-store" }).then((r) => r.arrayBuffer());
@@ -359,6 +373,9 @@ row("  per round: last body / round done ms (p50)", "-", (r) => {
 if (o.reference) {
   row("reference: same requests, no engine: ms p50 / p90", "-", (r) => (r.warm.ref ? `${pp(r.warm.ref.same)} (${r.warm.ref.planned} q)` : "-"));
   row("reference: same requests from a plain worker: ms p50 / p90", "-", (r) => (r.warm.ref && r.warm.ref.worker.length ? pp(r.warm.ref.worker) : "-"));
+  for (const k of ["inflate", "inflate+sha", "inflate+sha+timing"]) {
+    row(`reference: plain worker + ${k}: ms p50 / p90`, "-", (r) => (r.warm.ref && r.warm.ref.steps ? pp(r.warm.ref.steps[k]) : "-"));
+  }
   row("reference: one request a round: ms p50 / p90", "-", (r) => (r.warm.ref && r.warm.ref.packed.length ? pp(r.warm.ref.packed) : "-"));
   row("reference: one round of k requests, k = 1/2/4/8/16/32: ms p50", "-", (r) =>
     r.warm.ref ? Object.values(r.warm.ref.sweep).map((xs) => f1(pct(xs, 0.5))).join(" / ") : "-");

@@ -104,7 +104,7 @@ for (const { entry, plugins, external } of builds) {
   }
   if (entry === "worker.js") {
     const inputs = Object.keys(r.metafile.inputs).map((i) => path.resolve(root, i));
-    for (const want of [path.join(web, "pages.js"), glue]) {
+    for (const want of [path.join(web, "pages.js"), path.join(web, "inflate.js"), glue]) {
       if (!inputs.includes(want)) fail(`worker.js: ${want} is not in the bundle (inputs: ${inputs.join(", ")})`);
     }
   }
