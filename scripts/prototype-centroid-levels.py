@@ -292,11 +292,28 @@ class Run:
     def __init__(self, ix, label, once_bytes):
         self.ix, self.label, self.once = ix, label, once_bytes
         self.cache = set()
-        self.rec, self.cov, self.kb, self.req, self.rounds = [], [], [], [], []
+        self.rec, self.cov, self.kb, self.req, self.rounds, self.cold = [], [], [], [], [], []
         self.tops = []
+        self.parts = []
+
+    def split(self):
+        """Cold kB p50 by page kind (what a first query fetches besides the once pages)."""
+        kinds = sorted({k for p in self.parts for k in p})
+        names = {"j": "lists", "i": "row groups", "c": "chunk text", "cell": "cells", "dcell": "cells", "pack": "list packs"}
+        return "#   cold p50 by kind: " + ", ".join(f"{names.get(k, k)} {pctl([p.get(k, 0) for p in self.parts], .5):.1f}" for k in kinds) + \
+            ""
 
     def query(self, qi, pages, top, covered, rounds):
         """pages: [(name, bytes)] this query needs (all rounds)."""
+        pages = list(dict(pages).items())
+        self.cold.append(self.once / 1000 + sum(b for _, b in pages) / 1000)
+        parts = {}
+        for n, b in pages:
+            k = n.split("-")[0]
+            parts[k] = parts.get(k, 0) + b / 1000
+        self.parts.append(parts)
+        if callable(rounds):
+            rounds = rounds(self.cache)
         new = [(n, b) for n, b in pages if n not in self.cache]
         for n, _ in new:
             self.cache.add(n)
@@ -312,13 +329,15 @@ class Run:
         first = self.once / 1000 + self.kb[0]
         w = self.kb[1:]
         rq = self.req[1:]
-        r = max(self.rounds)
+        r = pctl(self.rounds[1:], .5)
+        r3 = sum(1 for x in self.rounds[1:] if x <= 3) / len(w)
         return (f"{self.label:<44} {statistics.mean(self.rec):>7.4f} {statistics.mean(self.cov):>6.3f} "
-                f"{self.once / 1000:>7.1f} {first:>7.1f} {pctl(w, .5):>6.1f} {pctl(w, .9):>6.1f} {r:>3} "
+                f"{self.once / 1000:>7.1f} {first:>7.1f} {pctl(self.cold, .5):>7.1f} {pctl(self.cold, .9):>7.1f} "
+                f"{pctl(w, .5):>6.1f} {pctl(w, .9):>6.1f} {self.rounds[0]:>2}/{r:<2} {r3:>4.2f} "
                 f"{pctl(rq, .5):>4} {pctl(rq, .9):>4} {est_ms(pctl(rq, .5), r, 0):>6.0f} {est_ms(pctl(rq, .5), r, 1):>6.0f}")
 
 
-HEAD = (f"{'option':<44} {'recall':>7} {'cover':>6} {'once':>7} {'first':>7} {'w p50':>6} {'w p90':>6} {'rnd':>3} "
+HEAD = (f"{'option':<44} {'recall':>7} {'cover':>6} {'once':>7} {'first':>7} {'cold50':>7} {'cold90':>7} {'w p50':>6} {'w p90':>6} {'rnd':>5} {'3rnd':>4} "
         f"{'rq50':>4} {'rq90':>4} {'ms0':>6} {'ms50':>6}")
 
 
@@ -349,10 +368,10 @@ def option_a(ix, nprobe=16):
 class Cells:
     """C coarse cells over the stored centroids (b, d)."""
 
-    def __init__(self, ix, C, overlap=None):
+    def __init__(self, ix, C, overlap=None, bits=None):
         x = ix.cent / np.linalg.norm(ix.cent, axis=1, keepdims=True)
         cen, a = spherical_kmeans(x, C)
-        self.C = C
+        self.C, self.bits = C, bits
         deq, mh, s, u, head = int4_centred(cen)
         self.coarse = deq
         self.once = stored(head + nib_body(s, u)) + ix.w_bytes
@@ -371,6 +390,21 @@ class Cells:
         cg = ix.ivf["centroids"]
         self.page_bytes = []
         codes = self._codes(ix)
+        self.fine = ix.cent
+        if bits is not None:
+            # children coded as residuals to their (stored) coarse centroid: B-bit symmetric levels,
+            # one f32 scale a child; ranking uses these, the lists' estimates keep the bundle's ĉ_j
+            hi = (1 << (bits - 1)) - 1
+            self.fine = np.zeros_like(ix.cent)
+            codes = {}
+            for k, m in enumerate(self.members):
+                r = ix.cent[m] - self.coarse[k]
+                sc = np.abs(r).max(1) / hi
+                u = np.clip(np.round(r / sc[:, None]), -hi, hi)
+                self.fine[m] = self.coarse[k] + u * sc[:, None]
+                packed = np.packbits(np.unpackbits((u + hi + 1).astype(np.uint8)[:, :, None], axis=2)[:, :, 8 - bits:].reshape(len(m), -1), axis=1)
+                for i, j in enumerate(m):
+                    codes[j] = struct.pack("<f", sc[i]) + packed[i].tobytes()
         for k, m in enumerate(self.members):
             body = b"".join(codes[j] for j in m) + (b"\0\0" * (len(m)) if overlap is not None else b"")
             self.page_bytes.append(stored(body))
@@ -396,17 +430,48 @@ class Cells:
         return np.lexsort((np.arange(self.C), -sc))[:P]
 
 
-def option_b(ix, cells, P, nprobe=16, label="b"):
+def pack_lists(ix, cells, k):
+    """Lists packed by position inside their cell: PDDP bisection of the cell's centroids until
+    a part holds <= k lists (list pages of one pack = one request)."""
+    pack = np.full(ix.nl, -1, np.int64)
+    packs = []
+    for m in cells.members:
+        for part in prp.pddp(ix.cent[m], k):
+            for j in m[part]:
+                pack[j] = len(packs)
+            packs.append([int(j) for j in m[part]])
+    return pack, packs
+
+
+def option_b(ix, cells, P, nprobe=16, label="b", packk=None):
+    pack = packs = None
+    if packk:
+        pack, packs = pack_lists(ix, cells, packk)
+        label += f" packs<={packk}"
+    if cells.bits:
+        label += f" res{cells.bits}b"
     run = Run(ix, f"{label} two-level C {cells.C} P {P} nprobe {nprobe}" + (f" dup {cells.dup:.2f}" if cells.dup > 1 else ""), cells.once)
     for qi, q in enumerate(ix.queries):
         cs = cells.top_cells(q, P)
         cand = np.unique(np.concatenate([cells.members[c] for c in cs]))
-        sc = ix.cent[cand] @ q
+        sc = cells.fine[cand] @ q
         o = np.lexsort((cand, -sc))[:nprobe]
         probed = cand[o]
-        top, chosen, cov = engine(ix, q, probed, sc[o])
+        top, chosen, cov = engine(ix, q, probed, ix.cent[probed] @ q)
         pages = [(f"cell-{c}", cells.page_bytes[c]) for c in cs]
-        run.query(qi, pages + list_pages(ix, probed) + group_pages(ix, chosen) + chunk_pages(ix, top), top, cov, 4)
+        rounds = (lambda cache, cs=cs: 3 if all(f"cell-{c}" in cache for c in cs) else 4)
+        if pack is not None:
+            # the packs holding the probed lists, fetched whole, every list in them scanned
+            pk = sorted({int(pack[j]) for j in probed.tolist()})
+            extra = np.asarray([j for k in pk for j in packs[k] if j not in set(probed.tolist())], np.int64)
+            if len(extra):
+                probed = np.concatenate([probed, extra])
+            qcs = ix.cent[probed] @ q
+            top, chosen, cov = engine(ix, q, probed, qcs)
+            lp = [(f"pack-{k}", sum(int(ix.lsize[j]) for j in packs[k])) for k in pk]
+        else:
+            lp = list_pages(ix, probed)
+        run.query(qi, pages + lp + group_pages(ix, chosen) + chunk_pages(ix, top), top, cov, rounds)
     return run
 
 
@@ -437,7 +502,9 @@ def compact_codes(ix, kind):
             yq = (np.sign(y) * m[:, None]).astype(np.float32)
             body = np.packbits(y > 0, axis=1).tobytes() + np.round(m / m.max() * 255).astype(np.uint8).tobytes()
         once = stored(body) + mat
-        return (lambda q: yq @ (Vq @ q) + float(mu @ q)), once
+        rec = mu + yq @ Vq
+        nr = np.linalg.norm(rec, axis=1)
+        return (lambda q: (yq @ (Vq @ q) + float(mu @ q)) / nr), once
     if kind.startswith("pq"):
         M = int(kind[2:].split("x")[0])
         bits = int(kind.split("x")[1])
@@ -463,6 +530,7 @@ def compact_codes(ix, kind):
         once = stored(np.packbits(np.unpackbits(codes.astype(np.uint8)[:, :, None], axis=2)[:, :, 8 - bits:], axis=None).tobytes()) \
             + M * ks * ds + 4 * M + 4 + dim
         rec = np.concatenate([books[m][codes[:, m]] for m in range(M)], 1) + mu
+        rec /= np.linalg.norm(rec, axis=1, keepdims=True)
         return (lambda q: rec @ q), once
     raise ValueError(kind)
 
@@ -484,13 +552,18 @@ def option_c(ix, kind, M):
 def group_centroids(ix):
     if getattr(ix, "_gc", None) is None:
         keys, inv = np.unique(ix.gkey_row, return_inverse=True)
-        acc = np.zeros((len(keys), ix.dim), np.float64)
-        B = 100000
-        for a in range(0, len(inv), B):
-            x = ix.rows[a:a + B].astype(np.float32) * ix.scales[a:a + B, None]
-            np.add.at(acc, inv[a:a + B], x)
+        order = np.argsort(inv, kind="stable")
         cnt = np.bincount(inv)
-        gc = (acc / cnt[:, None]).astype(np.float32)
+        starts = np.concatenate([[0], np.cumsum(cnt)])
+        gc = np.zeros((len(keys), ix.dim), np.float32)
+        B = 4096
+        for a in range(0, len(keys), B):
+            b = min(len(keys), a + B)
+            idx = order[starts[a]:starts[b]]
+            x = ix.rows[np.sort(idx)].astype(np.float32)
+            # rows back in group order
+            x = x[np.argsort(np.argsort(idx))] * ix.scales[idx, None]
+            gc[a:b] = np.add.reduceat(x, starts[a:b] - starts[a], axis=0) / cnt[a:b, None]
         deq, mh, s, u, head = int4_centred(gc)
         ix._gc = (keys, deq, s, u, cnt, inv)
     return ix._gc
@@ -562,13 +635,16 @@ def main():
         same = sum(1 for t, n in zip(r.tops, ix.native) if t == n["top"])
         nb = [n["bytes"] / 1000 for n in ix.native]
         print(r.row())
+        print(r.split())
         print(f"#   check against the native engine: top 10 equal on {same}/{len(r.tops)}; new kB p50 native "
               f"{pctl(nb[1:], .5):.2f} / here {pctl(r.kb[1:], .5):.2f}; first query native {ix.native_once / 1000 + nb[0]:.1f} kB "
               f"(once {ix.native_once / 1000:.1f}) / here {r.once / 1000 + r.kb[0]:.1f}; requests p50 native "
               f"{pctl([n['pages'] for n in ix.native[1:]], .5)} / here {pctl(r.req[1:], .5)}", flush=True)
         for npb in [int(x) for x in os.environ.get("A_NPROBE", "").split(",") if x]:
             print(option_a(ix, npb).row(), flush=True)
-    Cs = [int(x) for x in os.environ.get("C", "64,128,256,512").split(",")]
+    Bs = [tuple(int(y) for y in x.split(":")) for x in os.environ.get("B", "").split(",") if x]
+    Ds = [tuple(int(y) for y in x.split(":")) for x in os.environ.get("D", "").split(",") if x]
+    Cs = sorted({int(x) for x in os.environ.get("C", "64,128,256,512").split(",")} | {b[0] for b in Bs} | {d[0] for d in Ds})
     Ps = [int(x) for x in os.environ.get("P", "2,4,8,16").split(",")]
     cellsets = {}
     if "b" in only or "d" in only:
@@ -576,9 +652,20 @@ def main():
             cellsets[C] = Cells(ix, C)
             log(f"cells C {C}: once {cellsets[C].once / 1000:.1f} kB, cell page p50 {statistics.median(cellsets[C].page_bytes) / 1000:.1f} kB")
     if "b" in only:
-        for C in Cs:
-            for P in Ps:
-                print(option_b(ix, cellsets[C], P).row(), flush=True)
+        grid = [(C, P, npb) for C in Cs for P in Ps for npb in [int(x) for x in os.environ.get("NPROBE", "16").split(",")]]
+        for C, P, npb in (Bs or grid):
+            r = option_b(ix, cellsets[C], P, npb)
+            print(r.row(), flush=True)
+            if os.environ.get("SPLIT"):
+                print(r.split(), flush=True)
+        for C, P, B, npb in [tuple(int(y) for y in x.split(":")) for x in os.environ.get("BITS", "").split(",") if x]:
+            key = (C, B)
+            if key not in cellsets:
+                cellsets[key] = Cells(ix, C, bits=B)
+                log(f"cells C {C} res {B} bits: cell page p50 {statistics.median(cellsets[key].page_bytes) / 1000:.1f} kB")
+            print(option_b(ix, cellsets[key], P, npb).row(), flush=True)
+        for C, P, k in [tuple(int(y) for y in x.split(":")) for x in os.environ.get("PACK", "").split(",") if x]:
+            print(option_b(ix, cellsets[C], P, packk=k).row(), flush=True)
         for C, P, ov in [tuple(float(y) if "." in y else int(y) for y in x.split(":")) for x in os.environ.get("OV", "").split(",") if x]:
             cs = Cells(ix, C, overlap=ov)
             print(option_b(ix, cs, P, label=f"b1 ov {ov}").row(), flush=True)
@@ -588,10 +675,11 @@ def main():
             print(option_c(ix, kind, int(M)).row(), flush=True)
     if "d" in only:
         Rs = [int(x) for x in os.environ.get("R", "240,320").split(",")]
-        for C in Cs:
-            for P in Ps:
-                for R in Rs:
-                    print(option_d(ix, cellsets[C], P, R).row(), flush=True)
+        for C, P, R in (Ds or [(C, P, R) for C in Cs for P in Ps for R in Rs]):
+            r = option_d(ix, cellsets[C], P, R)
+            print(r.row(), flush=True)
+            if os.environ.get("SPLIT"):
+                print(r.split(), flush=True)
     print(f"# {time.time() - T0:.0f} s; load {' '.join(load())}")
 
 
