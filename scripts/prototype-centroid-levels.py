@@ -295,13 +295,15 @@ class Run:
         self.rec, self.cov, self.kb, self.req, self.rounds, self.cold = [], [], [], [], [], []
         self.tops = []
         self.parts = []
+        self.cold_req = []
 
     def split(self):
         """Cold kB p50 by page kind (what a first query fetches besides the once pages)."""
         kinds = sorted({k for p in self.parts for k in p})
         names = {"j": "lists", "i": "row groups", "c": "chunk text", "cell": "cells", "dcell": "cells", "pack": "list packs"}
-        return "#   cold p50 by kind: " + ", ".join(f"{names.get(k, k)} {pctl([p.get(k, 0) for p in self.parts], .5):.1f}" for k in kinds) + \
-            ""
+        return "#   cold p50 by kind: " + ", ".join(f"{names.get(k, k)} {pctl([p.get(k, 0) for p in self.parts], .5):.1f}" for k in kinds) + (
+            f"; cold requests p50 / p90 {pctl(self.cold_req, .5)} / {pctl(self.cold_req, .9)} (+ the once pages), est. cold ms "
+            f"{est_ms(pctl(self.cold_req, .5), self.rounds[0], 0):.0f} / {est_ms(pctl(self.cold_req, .5), self.rounds[0], 1):.0f}")
 
     def query(self, qi, pages, top, covered, rounds):
         """pages: [(name, bytes)] this query needs (all rounds)."""
@@ -312,6 +314,7 @@ class Run:
             k = n.split("-")[0]
             parts[k] = parts.get(k, 0) + b / 1000
         self.parts.append(parts)
+        self.cold_req.append(len(pages))
         if callable(rounds):
             rounds = rounds(self.cache)
         new = [(n, b) for n, b in pages if n not in self.cache]
