@@ -371,10 +371,21 @@ def option_a(ix, nprobe=16):
 class Cells:
     """C coarse cells over the stored centroids (b, d)."""
 
-    def __init__(self, ix, C, overlap=None, bits=None):
+    def __init__(self, ix, C, overlap=None, bits=None, cap=None):
         x = ix.cent / np.linalg.norm(ix.cent, axis=1, keepdims=True)
         cen, a = spherical_kmeans(x, C)
-        self.C, self.bits = C, bits
+        if cap:
+            # balanced: a cell of more than `cap` children bisected (PDDP, as cap_lists) until
+            # every part holds <= cap; each part's coarse centroid its children's normalised mean
+            cents, na = [], np.zeros_like(a)
+            for k in range(C):
+                m = np.nonzero(a == k)[0]
+                for part in (prp.pddp(x[m], cap) if len(m) else []):
+                    na[m[part]] = len(cents)
+                    v = x[m[part]].sum(0)
+                    cents.append(v / np.linalg.norm(v))
+            cen, a, C = np.asarray(cents, np.float32), na, len(cents)
+        self.C, self.bits, self.cap = C, bits, cap
         deq, mh, s, u, head = int4_centred(cen)
         self.coarse = deq
         self.once = stored(head + nib_body(s, u)) + ix.w_bytes
@@ -453,6 +464,8 @@ def option_b(ix, cells, P, nprobe=16, label="b", packk=None):
         label += f" packs<={packk}"
     if cells.bits:
         label += f" res{cells.bits}b"
+    if cells.cap:
+        label += f" cap {cells.cap}"
     run = Run(ix, f"{label} two-level C {cells.C} P {P} nprobe {nprobe}" + (f" dup {cells.dup:.2f}" if cells.dup > 1 else ""), cells.once)
     for qi, q in enumerate(ix.queries):
         cs = cells.top_cells(q, P)
@@ -667,6 +680,15 @@ def main():
                 cellsets[key] = Cells(ix, C, bits=B)
                 log(f"cells C {C} res {B} bits: cell page p50 {statistics.median(cellsets[key].page_bytes) / 1000:.1f} kB")
             print(option_b(ix, cellsets[key], P, npb).row(), flush=True)
+        for C, P, cap in [tuple(int(y) for y in x.split(":")) for x in os.environ.get("CAP", "").split(",") if x]:
+            key = (C, "cap", cap)
+            if key not in cellsets:
+                cellsets[key] = Cells(ix, C, cap=cap)
+                log(f"cells C {C} cap {cap}: {cellsets[key].C} cells, once {cellsets[key].once / 1000:.1f} kB")
+            r = option_b(ix, cellsets[key], P)
+            print(r.row(), flush=True)
+            if os.environ.get("SPLIT"):
+                print(r.split(), flush=True)
         for C, P, k in [tuple(int(y) for y in x.split(":")) for x in os.environ.get("PACK", "").split(",") if x]:
             print(option_b(ix, cellsets[C], P, packk=k).row(), flush=True)
         for C, P, ov in [tuple(float(y) if "." in y else int(y) for y in x.split(":")) for x in os.environ.get("OV", "").split(",") if x]:
