@@ -37,22 +37,40 @@ Options (each printed as one line a parameter set):
          approximately, the M best fetched (over-fetch); each list page then carries its own
          4-bit centroid (+196 B raw) so estimates are today's. Codes: `pca<D>-int4` (PCA to D
          dims + int4, one scale each; PCA matrix int8 once), `pca<D>-bin` (signs of the PCA
-         projection), `pq<M>x4` (PQ of the centred centroids, M sub-quantizers, 16 codewords).
+         projection), `pq<M>x<bits>` (PQ of the centred centroids, M sub-quantizers); lists ranked by
+         the normalised reconstruction `q·x̂/|x̂|`.
   d      group routing, 3 rounds: the coarse cells of b; a cell's page holds the 4-bit centred
          centroid of every row group of its lists (the mean of the group's int8 rows, no
          binary lists at all); a query ranks the coarse cells, fetches P cell pages (round
          1), ranks the groups in them by `q·c_g` and reads the best groups until they hold R
-         rows (round 2), chunk pages (round 3).
+         rows (round 2), chunk pages (round 3). A group page then also carries its rows' doc ids
+         (counted as 3 B a row).
 
-Printed per option: recall@10 against the exact int8 top 10 (mean of 300), coverage (share of
-the exact top 10 in the probed lists / fetched cells), once kB (pages every first dense query
-needs whatever the query), first-query kB (once + the first query's own pages: everything the
-first dense query downloads), warm new kB p50 / p90 (queries 2..300, page cache kept), rounds,
-requests p50 / p90 (index + chunk pages; once pages not counted after the first query), and an
-estimated Chromium search ms (`4.6 ms a request + 47 ms a round at +50 ms a response, 1.5 ms a
-round locally`, fitted on session 28's browser runs: 24 requests, 3 rounds -> 117.8 ms at 0 ms,
-258.6 ms at +50 ms). The check line compares option a's top 10 and new bytes with the native
-engine's per query (QUERIES.json `native.runs`).
+Printed per option (one line; with SPLIT=1 a second `#` line: a cold query's kB p50 by page kind, its request
+count p50 / p90 and estimated ms): recall@10 against the exact int8 top 10 (mean of 300); cover (share of the
+exact top 10 in the probed lists, for d in the fetched cells' groups); once kB (pages every first dense query
+needs whatever the query); first (once + query 1's own pages); cold50 / cold90 (once + a query's own pages with
+an empty cache, p50 / p90 over the queries: everything the first dense query downloads, whichever query comes
+first); w p50 / p90 (new kB of queries 2..N with the page cache kept); rnd (rounds of query 1 / warm p50; b: 3
+when every cell page the query needs was cached); 3rnd (share of warm queries with <= 3 rounds); rq50 / rq90
+(warm requests: index + chunk pages); ms0 / ms50 (estimated Chromium search ms, warm p50: 4.6 ms a request +
+1.5 ms a round locally or 47 ms a round at +50 ms a response, fitted on session 28's browser runs: 24 requests,
+3 rounds -> 117.8 / 258.6 ms measured; the engine's compute not included). After option a, a check line
+compares its top 10 and bytes with the native engine's per query (QUERIES.json `native.runs`).
+
+Environment (parameter sets; defaults in parentheses):
+  ONLY     options to run, letters of "abcd" (abcd)
+  A_NPROBE extra nprobe values for a, comma separated ("")
+  C, P, NPROBE  grid for b and d when B / D are not given (64,128,256,512 / 2,4,8,16 / 16)
+  B        b points C:P:nprobe, comma separated (overrides the grid)
+  BITS     b with children coded against their coarse centroid: C:P:bits:nprobe
+  CAP      b with balanced cells (k-means cells bisected until <= cap children): C:P:cap
+  PACK     b with lists packed by position inside a cell, a pack one request: C:P:max_lists
+  OV       b1 (overlap): C:P:margin
+  CODES    c: kind:lists (pca<D>-int4, pca<D>-bin, pq<M>x<bits>), comma separated
+  R        d rows read (240,320) for the grid; D: d points C:P:rows
+  SPLIT    1: print the by-kind line for a, B, CAP and D points
+Runs in ~1-10 min at load 5-8 on 2 cores after the first (the read of every page: ~1 min).
 """
 import importlib.util
 import json
