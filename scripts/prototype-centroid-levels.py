@@ -67,6 +67,10 @@ Environment (parameter sets; defaults in parentheses):
   CAP      b with balanced cells (k-means cells bisected until <= cap children): C:P:cap
   PACK     b with lists packed by position inside a cell, a pack one request: C:P:max_lists
   OV       b1 (overlap): C:P:margin
+  TAKE     b reading groups until they hold `rows` rows instead of 240: C:P:rows
+  ADAPT    b with the cells ranked by `q·μ_c + λ·r_c` (r_c the cell's largest child distance) and/or an
+           adaptive cell count (at least pmin, then those within delta of the best, at most P):
+           C:P:lambda:pmin:delta (pmin 0: P fixed)
   CODES    c: kind:lists (pca<D>-int4, pca<D>-bin, pq<M>x<bits>), comma separated
   R        d rows read (240,320) for the grid; D: d points C:P:rows
   SPLIT    1: print the by-kind line for a, B, CAP and D points
@@ -408,6 +412,11 @@ class Cells:
         self.coarse = deq
         self.once = stored(head + nib_body(s, u)) + ix.w_bytes
         members = [list(np.nonzero(a == k)[0]) for k in range(C)]
+        # the spread of each cell: the largest distance of a child to the coarse centroid (for
+        # the LAMBDA cell ranking `q·μ_c + λ·r_c`); one f32 a cell more in the once page
+        self.radius = np.asarray([np.linalg.norm(ix.cent[m] - deq[k], axis=1).max() if len(m) else 0
+                                  for k, m in enumerate(members)], np.float32)
+        self.lam, self.adapt = 0.0, None
         if overlap is not None:
             sims = x @ cen.T
             o = np.argsort(-sims, axis=1)
@@ -458,8 +467,16 @@ class Cells:
         return ix._gcodes
 
     def top_cells(self, q, P):
-        sc = self.coarse @ q
-        return np.lexsort((np.arange(self.C), -sc))[:P]
+        sc = self.coarse @ q + np.float32(self.lam) * self.radius
+        o = np.lexsort((np.arange(self.C), -sc))
+        if self.adapt:
+            # adaptive: at least pmin cells, then cells within delta of the best, at most P
+            pmin, delta = self.adapt
+            k = pmin
+            while k < P and sc[o[k]] >= sc[o[0]] - delta:
+                k += 1
+            return o[:k]
+        return o[:P]
 
 
 def pack_lists(ix, cells, k):
@@ -475,8 +492,10 @@ def pack_lists(ix, cells, k):
     return pack, packs
 
 
-def option_b(ix, cells, P, nprobe=16, label="b", packk=None):
+def option_b(ix, cells, P, nprobe=16, label="b", packk=None, take=240):
     pack = packs = None
+    if take != 240:
+        label += f" rows {take}"
     if packk:
         pack, packs = pack_lists(ix, cells, packk)
         label += f" packs<={packk}"
@@ -484,6 +503,10 @@ def option_b(ix, cells, P, nprobe=16, label="b", packk=None):
         label += f" res{cells.bits}b"
     if cells.cap:
         label += f" cap {cells.cap}"
+    if cells.lam:
+        label += f" lam {cells.lam}"
+    if cells.adapt:
+        label += f" adapt {cells.adapt[0]}..{P} d {cells.adapt[1]}"
     run = Run(ix, f"{label} two-level C {cells.C} P {P} nprobe {nprobe}" + (f" dup {cells.dup:.2f}" if cells.dup > 1 else ""), cells.once)
     for qi, q in enumerate(ix.queries):
         cs = cells.top_cells(q, P)
@@ -491,7 +514,7 @@ def option_b(ix, cells, P, nprobe=16, label="b", packk=None):
         sc = cells.fine[cand] @ q
         o = np.lexsort((cand, -sc))[:nprobe]
         probed = cand[o]
-        top, chosen, cov = engine(ix, q, probed, ix.cent[probed] @ q)
+        top, chosen, cov = engine(ix, q, probed, ix.cent[probed] @ q, take=take)
         pages = [(f"cell-{c}", cells.page_bytes[c]) for c in cs]
         rounds = (lambda cache, cs=cs: 3 if all(f"cell-{c}" in cache for c in cs) else 4)
         if pack is not None:
@@ -707,6 +730,21 @@ def main():
             print(r.row(), flush=True)
             if os.environ.get("SPLIT"):
                 print(r.split(), flush=True)
+        for C, P, take in [tuple(int(y) for y in x.split(":")) for x in os.environ.get("TAKE", "").split(",") if x]:
+            r = option_b(ix, cellsets[C], P, take=take)
+            print(r.row(), flush=True)
+            if os.environ.get("SPLIT"):
+                print(r.split(), flush=True)
+        for spec_ in [x for x in os.environ.get("ADAPT", "").split(",") if x]:
+            # C:P:lambda:pmin:delta (pmin 0 = fixed P)
+            C, P, lam, pmin, delta = spec_.split(":")
+            cs = cellsets[int(C)]
+            cs.lam, cs.adapt = float(lam), ((int(pmin), float(delta)) if int(pmin) else None)
+            r = option_b(ix, cs, int(P))
+            print(r.row(), flush=True)
+            if os.environ.get("SPLIT"):
+                print(r.split(), flush=True)
+            cs.lam, cs.adapt = 0.0, None
         for C, P, k in [tuple(int(y) for y in x.split(":")) for x in os.environ.get("PACK", "").split(",") if x]:
             print(option_b(ix, cellsets[C], P, packk=k).row(), flush=True)
         for C, P, ov in [tuple(float(y) if "." in y else int(y) for y in x.split(":")) for x in os.environ.get("OV", "").split(",") if x]:
