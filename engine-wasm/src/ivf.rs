@@ -868,7 +868,10 @@ mod tests {
             // dropping the last one leaves < 20 rows.
             assert!(held >= 20, "{held} rows on {} pages", row_pages.len());
             let last = *counts.last().unwrap();
-            assert!(held - last < 20, "{held} rows; without the last page ({last} rows) still ≥ 20: {counts:?}");
+            assert!(
+                held - last < 20,
+                "{held} rows; without the last page ({last} rows) still ≥ 20: {counts:?}"
+            );
             let exact: Vec<(u32, f32)> = scan
                 .scanned
                 .iter()
