@@ -14,8 +14,8 @@
 //! ```
 //!
 //! `--cap N`: the longest list the update may make instead of `update_cap` (125 from
-//! 100,000 chunks, where any list passing it makes the update refit: splitting such lists
-//! is not built yet), at most the rows reserved per list.
+//! 100,000 chunks), at most the rows reserved per list. A list passing it is split
+//! (`plan_update_with`, `edit_centroids`: `docs/design/update.md`, "Splits past the cap").
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -197,13 +197,39 @@ fn main() {
         jikji_builder::ivf::update_cap(n + add, &old_lists).min(room)
     };
     println!("update cap {cap}");
-    let plan = jikji_builder::ivf::plan_update(&cents, &old_lists, n, &from_old, &scoring, cap);
-    let lists = match plan {
-        jikji_builder::ivf::UpdatePlan::Keep { lists, .. } => lists,
+    let plan = jikji_builder::ivf::plan_update_with(
+        &cents,
+        &old_lists,
+        n,
+        &from_old,
+        &scoring,
+        cap,
+        root.list_rows,
+    );
+    let (lists, split) = match plan {
+        jikji_builder::ivf::UpdatePlan::Keep { lists, split, .. } => (lists, split),
         jikji_builder::ivf::UpdatePlan::Refit(why) => {
             println!("update: refit ({why})");
             return;
         }
+    };
+    // Lists split past the cap: their centroids replaced and appended, the run's pages
+    // named per page (what `jikji update` does, `update::kept_index`).
+    let (base, cbodies) = if split.is_empty() {
+        (root.clone(), cbodies)
+    } else {
+        let cut: Vec<usize> = split
+            .iter()
+            .map(|x| x.0)
+            .filter(|&j| j < root.nlist)
+            .collect();
+        println!(
+            "split past the cap {cap}: lists {cut:?} into {} parts ({} -> {} lists)",
+            split.len(),
+            root.nlist,
+            lists.len()
+        );
+        ivf::edit_centroids(&root, &cbodies, &split, lists.len(), DIM).unwrap()
     };
     let mut sink = UpdateSink {
         old: &old,
@@ -211,7 +237,7 @@ fn main() {
         linked: 0,
     };
     let (new_root, stats) = ivf::write_pages_kept_binary(
-        &root,
+        &base,
         &cbodies,
         &lists,
         16,
@@ -247,13 +273,18 @@ fn main() {
     }
     let total: usize = new.all.values().map(|p| p.0).sum();
     let renamed: usize = by_kind.values().map(|k| k.2).sum();
-    println!("  index pages: {renamed} B renamed of {total} B");
+    println!(
+        "  index pages: {renamed} B renamed of {total} B ({:.2} of {:.2} MB, {:.1} %)",
+        renamed as f64 / 1e6,
+        total as f64 / 1e6,
+        100.0 * renamed as f64 / total as f64
+    );
     let ru = recall(&new, &new_root, &v_new, &queries, nprobe);
     let mut full = Store::default();
     let (froot, s_full) = full_build(&v_new, &mut full, threads);
     let rf = recall(&full, &froot, &v_new, &queries, nprobe);
     println!(
-        "full rebuild of {}: {s_full:.1} s; recall@10 vs exact at nprobe {nprobe}: update {ru:.4}, full rebuild {rf:.4}",
+        "full rebuild of {}: {s_full:.1} s; recall@10 vs exact at nprobe {nprobe}: update {ru:.4}, full rebuild {rf:.4}; update {s_update:.2} s vs full build {s_build:.1} s",
         n + add
     );
 }
