@@ -1845,6 +1845,7 @@ mod tests {
             lists,
             assigned,
             changed,
+            ..
         } = plan_update(&cents, &ivf.lists, 200, &from, &scoring, cap)
         else {
             panic!("kept")
@@ -1888,6 +1889,41 @@ mod tests {
         let p = plan_update(&cents, &ivf.lists, 200, &from, &scoring, 51);
         assert!(
             matches!(&p, UpdatePlan::Refit(r) if r.contains("cap 51")),
+            "{p:?}"
+        );
+        // With rows per list (`split`), each list over the cap is bisected instead: its
+        // first half under its number, the second appended, both with their parts' means.
+        let UpdatePlan::Keep { lists, split, .. } =
+            plan_update_with(&cents, &ivf.lists, 200, &from, &scoring, 51, Some(4))
+        else {
+            panic!("split")
+        };
+        assert_eq!(lists.len(), 8);
+        assert!(
+            lists.iter().all(|l| (26..=51).contains(&l.len())),
+            "{lists:?}"
+        );
+        assert_eq!(
+            split.iter().map(|x| x.0).collect::<Vec<_>>(),
+            (0..8).collect::<Vec<_>>()
+        );
+        let pts: Vec<Vec<f32>> = (0..210).map(&scoring).collect();
+        for (j, c) in &split {
+            assert_eq!(c, &mean_of(&pts, &lists[*j]), "list {j}");
+            assert!(lists[*j].iter().all(|&d| d % 4 == lists[*j][0] % 4));
+        }
+        // Unless the row page numbers `nlist · S` would pass a u32.
+        let p = plan_update_with(
+            &cents,
+            &ivf.lists,
+            200,
+            &from,
+            &scoring,
+            51,
+            Some(u32::MAX as usize / 5),
+        );
+        assert!(
+            matches!(&p, UpdatePlan::Refit(r) if r.contains("2^32")),
             "{p:?}"
         );
         let u = unbalanced();

@@ -261,7 +261,7 @@ fn small_index(
     let centroids: Vec<Vec<f32>> = lists
         .iter()
         .map(|l| {
-            let mut c = vec![0f32; 8];
+            let mut c = [0f32; 8];
             for &d in l {
                 c.iter_mut()
                     .zip(v.get(d as usize))
