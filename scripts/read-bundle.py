@@ -387,7 +387,16 @@ def read_page(folder, name):
 
 
 def numbered(run, kind, n):
-    """Page `n` of a numbered run `{gen, ...}` (the dense index's runs have no groups)."""
+    """Page `n` of a numbered run `{gen, ...}`: with `gens` (the centroid run after an update split
+    lists past the cap: `group` 1) the generation of page `n`'s group, else `gen`."""
+    gens, group = run.get("gens") or [], run.get("group") or 0
+    if gens:
+        if group < 1 or len(gens) != -(-run["pages"] // group) or any(
+                len(g) != 16 or any(c not in "0123456789abcdef" for c in g) for g in gens):
+            fail("jikji.json", 0, f"{len(gens)} group generations of {group} pages for {run['pages']} pages")
+        return f"{kind}-{gens[n // group]}-{n}"
+    if group:
+        fail("jikji.json", 0, "a run with group and without gens")
     return f"{kind}-{run['gen']}-{n}"
 
 

@@ -1,7 +1,8 @@
 //! `jikji update` of a binary dense index at ≥ 100,000 chunks, in memory (issue 14,
 //! `docs/design/update.md`, "Binary lists kept"): synthetic e5-like vectors (the generator
 //! of `bench_ivf_1m --synthetic`), a full build of the first `--n` (the builder's k-means
-//! capped at 125, 4-bit centred centroids, coded sample, rows per list, 1 row a page), then
+//! capped at 125, 4-bit centred centroids, coded sample, rows per list, grouped rows as the
+//! builder writes them at this size), then
 //! `--add` vectors appended (new chunks at the end) and the update's path: `plan_update` on
 //! the stored centroids, `write_pages_kept_binary` over the old pages. Printed: the seconds of
 //! each, pages renamed by kind and the bytes of the renamed pages (as stored: what a returning
@@ -14,8 +15,8 @@
 //! ```
 //!
 //! `--cap N`: the longest list the update may make instead of `update_cap` (125 from
-//! 100,000 chunks, where any list passing it makes the update refit: splitting such lists
-//! is not built yet), at most the rows reserved per list.
+//! 100,000 chunks), at most the rows reserved per list. A list passing it is split
+//! (`plan_update_with`, `edit_centroids`: `docs/design/update.md`, "Splits past the cap").
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -91,6 +92,8 @@ fn full_build(v: &Vectors, store: &mut Store, threads: usize) -> (IvfRoot, f64) 
     let ivf = jikji_builder::ivf::build(v, None, jikji_builder::ivf::default_nlist(n), 7, threads)
         .unwrap();
     let scoring = |i: usize| v.get(i);
+    let per = jikji_builder::ivf::default_rows_per_page(n);
+    let grouping = |docs: &[u32]| jikji_builder::ivf::row_groups(&scoring, docs, per);
     let root = ivf::write_pages_with(
         &IvfParts {
             centroids: &ivf.centroids,
@@ -107,7 +110,10 @@ fn full_build(v: &Vectors, store: &mut Store, threads: usize) -> (IvfRoot, f64) 
             coded_sample: true,
             sample_queries: &[],
             rows_per_list: true,
-            row_groups: None,
+            // The builder's layout at this size (grouped rows from 100,000 chunks,
+            // `JIKJI_IVF_ROW_GROUPS=0`: one row a page in list order).
+            row_groups: jikji_builder::ivf::default_row_groups(n)
+                .then_some(&grouping as &ivf::RowGrouping),
         },
         v,
         &mut |p| {
@@ -160,17 +166,19 @@ fn main() {
     let old_lists: Vec<Vec<u32>> = (0..root.nlist)
         .map(|j| {
             let name = root.list_page(j);
-            ivf::BinaryList::open(&name, &old.all[&name].1, n, DIM)
+            root.open_list(&name, &old.all[&name].1, n, DIM)
                 .unwrap()
                 .docs
         })
         .collect();
     let sizes: Vec<usize> = old_lists.iter().map(Vec::len).collect();
     println!(
-        "full build of {n}: {s_build:.1} s, {} lists (longest {}), list_rows {:?}, {} pages",
+        "full build of {n}: {s_build:.1} s, {} lists (longest {}), list_rows {:?}, rows a page {}, grouped {}, {} pages",
         root.nlist,
         sizes.iter().max().unwrap(),
         root.list_rows,
+        root.rows.as_ref().unwrap().per_page,
+        root.grouped(),
         old.all.len()
     );
 
@@ -190,34 +198,64 @@ fn main() {
     .unwrap();
     let from_old: Vec<Option<usize>> = (0..n + add).map(|d| (d < n).then_some(d)).collect();
     let scoring = |i: usize| v_new.get(i);
-    let room = root.list_rows.unwrap() * root.rows.as_ref().unwrap().per_page;
+    // As `update::kept_index`: grouped lists hold at most `S` groups of at least
+    // `⌊per_page/2⌋ + 1` rows once split.
+    let per = root.rows.as_ref().unwrap().per_page;
+    let room = root.list_rows.unwrap() * if root.grouped() { per / 2 + 1 } else { per };
     let cap = if cap_arg > 0 {
         cap_arg.min(room)
     } else {
         jikji_builder::ivf::update_cap(n + add, &old_lists).min(room)
     };
     println!("update cap {cap}");
-    let plan = jikji_builder::ivf::plan_update(&cents, &old_lists, n, &from_old, &scoring, cap);
-    let lists = match plan {
-        jikji_builder::ivf::UpdatePlan::Keep { lists, .. } => lists,
+    let plan = jikji_builder::ivf::plan_update_with(
+        &cents,
+        &old_lists,
+        n,
+        &from_old,
+        &scoring,
+        cap,
+        root.list_rows,
+    );
+    let (lists, split) = match plan {
+        jikji_builder::ivf::UpdatePlan::Keep { lists, split, .. } => (lists, split),
         jikji_builder::ivf::UpdatePlan::Refit(why) => {
             println!("update: refit ({why})");
             return;
         }
     };
+    // Lists split past the cap: their centroids replaced and appended, the run's pages
+    // named per page (what `jikji update` does, `update::kept_index`).
+    let (base, cbodies) = if split.is_empty() {
+        (root.clone(), cbodies)
+    } else {
+        let cut: Vec<usize> = split
+            .iter()
+            .map(|x| x.0)
+            .filter(|&j| j < root.nlist)
+            .collect();
+        println!(
+            "split past the cap {cap}: lists {cut:?} into {} parts ({} -> {} lists)",
+            split.len(),
+            root.nlist,
+            lists.len()
+        );
+        ivf::edit_centroids(&root, &cbodies, &split, lists.len(), DIM).unwrap()
+    };
+    let regroup = |docs: &[u32]| jikji_builder::ivf::row_groups(&scoring, docs, per);
     let mut sink = UpdateSink {
         old: &old,
         new: Store::default(),
         linked: 0,
     };
     let (new_root, stats) = ivf::write_pages_kept_binary(
-        &root,
+        &base,
         &cbodies,
         &lists,
         16,
         &v_new,
         &scoring,
-        None,
+        root.grouped().then_some(&regroup as &ivf::RowGrouping),
         &[],
         &mut sink,
     )
@@ -247,13 +285,18 @@ fn main() {
     }
     let total: usize = new.all.values().map(|p| p.0).sum();
     let renamed: usize = by_kind.values().map(|k| k.2).sum();
-    println!("  index pages: {renamed} B renamed of {total} B");
+    println!(
+        "  index pages: {renamed} B renamed of {total} B ({:.2} of {:.2} MB, {:.1} %)",
+        renamed as f64 / 1e6,
+        total as f64 / 1e6,
+        100.0 * renamed as f64 / total as f64
+    );
     let ru = recall(&new, &new_root, &v_new, &queries, nprobe);
     let mut full = Store::default();
     let (froot, s_full) = full_build(&v_new, &mut full, threads);
     let rf = recall(&full, &froot, &v_new, &queries, nprobe);
     println!(
-        "full rebuild of {}: {s_full:.1} s; recall@10 vs exact at nprobe {nprobe}: update {ru:.4}, full rebuild {rf:.4}",
+        "full rebuild of {}: {s_full:.1} s; recall@10 vs exact at nprobe {nprobe}: update {ru:.4}, full rebuild {rf:.4}; update {s_update:.2} s vs full build {s_build:.1} s",
         n + add
     );
 }

@@ -1171,6 +1171,12 @@ pub enum UpdatePlan {
         assigned: usize,
         /// New or changed plus dropped vectors, the rule's numerator.
         changed: usize,
+        /// Lists split past the cap ([`plan_update_with`] with `split`): the new centroid of
+        /// each list `j` that was bisected (`j` below the old `nlist`, its first part kept
+        /// under `j`) and of each appended list (`j` from the old `nlist` on, in order), the
+        /// normalised mean of its chunks' scoring vectors, ascending `j`; empty when no list
+        /// passed the cap.
+        split: Vec<(usize, Vec<f32>)>,
     },
     /// Refit the index (a full k-means), for the reason given (e.g. `30 of 100 vectors
     /// changed (> 20%)`, `list 4 would hold 900 chunks (cap 500)`).
@@ -1194,6 +1200,27 @@ pub fn plan_update(
     from_old: &[Option<usize>],
     scoring: &(dyn Fn(usize) -> Vec<f32> + Sync),
     cap: usize,
+) -> UpdatePlan {
+    plan_update_with(centroids, old_lists, old_n, from_old, scoring, cap, None)
+}
+
+/// [`plan_update`], and with `split` = `Some(S)` (a binary index with `S` row page numbers
+/// per list, `pages.ivf.list_rows`) a list longer than `cap` is not a refit: it is bisected
+/// as [`cap_lists`] bisects (principal direction, median cut, recursively until every part
+/// holds at most `cap` chunks), its first part kept under its number and the others
+/// appended as new lists, each part's centroid the normalised mean of its chunks' scoring
+/// vectors ([`UpdatePlan::Keep::split`]); the other lists and centroids are untouched
+/// (design `docs/design/update.md`, "Splits past the cap"). Still refits when the lists
+/// would then number more than [`jikji_format::paged::ivf::MAX_LISTS`] or `nlist · S`
+/// would pass a page header's u32 (row page numbers `j·S + p`), saying so. Deterministic.
+pub fn plan_update_with(
+    centroids: &Vectors,
+    old_lists: &[Vec<u32>],
+    old_n: usize,
+    from_old: &[Option<usize>],
+    scoring: &(dyn Fn(usize) -> Vec<f32> + Sync),
+    cap: usize,
+    split: Option<usize>,
 ) -> UpdatePlan {
     let nlist = old_lists.len();
     if nlist == 0 || centroids.len() != nlist {
@@ -1254,29 +1281,95 @@ pub fn plan_update(
     if let Some(j) = lists.iter().position(Vec::is_empty) {
         return UpdatePlan::Refit(format!("list {j} would be empty"));
     }
-    if let Some((j, l)) = lists.iter().enumerate().find(|(_, l)| l.len() > cap) {
-        return UpdatePlan::Refit(format!(
-            "list {j} would hold {} chunks (cap {cap})",
-            l.len()
-        ));
+    let mut split_centroids = Vec::new();
+    let over: Vec<usize> = (0..nlist).filter(|&j| lists[j].len() > cap).collect();
+    if let Some(&j) = over.first() {
+        let Some(s) = split else {
+            return UpdatePlan::Refit(format!(
+                "list {j} would hold {} chunks (cap {cap})",
+                lists[j].len()
+            ));
+        };
+        let longest = lists[j].len();
+        for &j in &over {
+            let mut parts = split_list(scoring, &lists[j], cap).into_iter();
+            let (first, c) = parts.next().expect("a part");
+            lists[j] = first;
+            split_centroids.push((j, c));
+            for (l, c) in parts {
+                split_centroids.push((lists.len(), c));
+                lists.push(l);
+            }
+        }
+        let total = lists.len();
+        if total > jikji_format::paged::ivf::MAX_LISTS
+            || total.checked_mul(s).is_none_or(|x| x > u32::MAX as usize)
+        {
+            return UpdatePlan::Refit(format!(
+                "splitting list {j} ({longest} chunks, cap {cap}) would make {total} lists: {total} · list_rows {s} row page numbers pass 2^32 − 1, or more than {} lists",
+                jikji_format::paged::ivf::MAX_LISTS
+            ));
+        }
+        split_centroids.sort_by_key(|x| x.0);
     }
     UpdatePlan::Keep {
         lists,
         assigned: fresh,
         changed,
+        split: split_centroids,
     }
+}
+
+/// `docs` (ascending) bisected as [`cap_lists`] bisects a list longer than `cap`, over the
+/// scoring vectors `scoring(d)`: its parts (ascending ids, each at most `cap.max(2)` long),
+/// the first the one kept under the list's number, the others in the order [`cap_lists`]
+/// appends them, each with the normalised mean of its scoring vectors.
+fn split_list(
+    scoring: &(dyn Fn(usize) -> Vec<f32> + Sync),
+    docs: &[u32],
+    cap: usize,
+) -> Vec<(Vec<u32>, Vec<f32>)> {
+    let points: Vec<Vec<f32>> = docs.iter().map(|&d| scoring(d as usize)).collect();
+    let local = Ivf {
+        centroids: vec![mean_of(
+            &points,
+            &(0..docs.len() as u32).collect::<Vec<_>>(),
+        )],
+        lists: vec![(0..docs.len() as u32).collect()],
+    };
+    let parts = cap_points(&points, &local, cap);
+    // Local ids ascend with the docs, so each part's docs stay ascending.
+    parts
+        .lists
+        .into_iter()
+        .zip(parts.centroids)
+        .map(|(l, c)| (l.into_iter().map(|i| docs[i as usize]).collect(), c))
+        .collect()
 }
 
 /// The longest list [`plan_update`] allows an update of an index of `old_lists` to make, for
 /// `n` chunks: from [`BALANCE_MIN_CHUNKS`] on the cap a build applies ([`default_cap`]:
 /// [`FINE_LIST_CAP`]), below it [`LIST_CAP_FACTOR`] times the longest old list (a
 /// k-means' lists are uncapped there).
+///
+/// The environment's [`UPDATE_CAP_ENV`] (a number ≥ 2) overrides it, for tests and
+/// measurements of splits past the cap on small bundles.
 pub fn update_cap(n: usize, old_lists: &[Vec<u32>]) -> usize {
+    if let Some(c) = std::env::var(UPDATE_CAP_ENV)
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        return c.max(2);
+    }
     default_cap(n).unwrap_or_else(|| {
         let longest = old_lists.iter().map(Vec::len).max().unwrap_or(1);
         ((LIST_CAP_FACTOR * longest as f64).ceil() as usize).max(2)
     })
 }
+
+/// Environment variable forcing [`update_cap`] (chunks a list may hold after `jikji
+/// update`, at least 2), e.g. `JIKJI_IVF_UPDATE_CAP=8`; unset or not a number: the default.
+pub const UPDATE_CAP_ENV: &str = "JIKJI_IVF_UPDATE_CAP";
 
 /// Recall@[`PROBE_DEPTH`] against the exact scan that the builder's default `nprobe` must
 /// reach on the calibration's pseudo-queries ([`choose_nprobe`]). Above the target's 0.95
@@ -1752,6 +1845,7 @@ mod tests {
             lists,
             assigned,
             changed,
+            ..
         } = plan_update(&cents, &ivf.lists, 200, &from, &scoring, cap)
         else {
             panic!("kept")
@@ -1795,6 +1889,41 @@ mod tests {
         let p = plan_update(&cents, &ivf.lists, 200, &from, &scoring, 51);
         assert!(
             matches!(&p, UpdatePlan::Refit(r) if r.contains("cap 51")),
+            "{p:?}"
+        );
+        // With rows per list (`split`), each list over the cap is bisected instead: its
+        // first half under its number, the second appended, both with their parts' means.
+        let UpdatePlan::Keep { lists, split, .. } =
+            plan_update_with(&cents, &ivf.lists, 200, &from, &scoring, 51, Some(4))
+        else {
+            panic!("split")
+        };
+        assert_eq!(lists.len(), 8);
+        assert!(
+            lists.iter().all(|l| (26..=51).contains(&l.len())),
+            "{lists:?}"
+        );
+        assert_eq!(
+            split.iter().map(|x| x.0).collect::<Vec<_>>(),
+            (0..8).collect::<Vec<_>>()
+        );
+        let pts: Vec<Vec<f32>> = (0..210).map(&scoring).collect();
+        for (j, c) in &split {
+            assert_eq!(c, &mean_of(&pts, &lists[*j]), "list {j}");
+            assert!(lists[*j].iter().all(|&d| d % 4 == lists[*j][0] % 4));
+        }
+        // Unless the row page numbers `nlist · S` would pass a u32.
+        let p = plan_update_with(
+            &cents,
+            &ivf.lists,
+            200,
+            &from,
+            &scoring,
+            51,
+            Some(u32::MAX as usize / 5),
+        );
+        assert!(
+            matches!(&p, UpdatePlan::Refit(r) if r.contains("2^32")),
             "{p:?}"
         );
         let u = unbalanced();

@@ -927,18 +927,48 @@ fn kept_index(
         };
         cap = cap.min(s.saturating_mul(room));
     }
-    match crate::ivf::plan_update(&centroids, &old_lists, ov.len(), rows_from, &scoring, cap) {
+    // A binary index with rows per list splits a list past the cap (its halves' row page
+    // numbers are their own); an int8 one refits.
+    let split = r.list_rows.filter(|_| r.is_binary());
+    match crate::ivf::plan_update_with(
+        &centroids,
+        &old_lists,
+        ov.len(),
+        rows_from,
+        &scoring,
+        cap,
+        split,
+    ) {
         crate::ivf::UpdatePlan::Refit(why) => refit(why),
         crate::ivf::UpdatePlan::Keep {
             lists,
             assigned,
             changed,
+            split,
         } => {
-            let note = format!(
+            let mut note = format!(
                 "kept centroids: {changed} of {} vectors new, changed or dropped (refit above {}%), {assigned} assigned to the nearest centroid",
                 n.max(ov.len()),
                 crate::ivf::REFIT_CHANGED_SHARE * 100.0
             );
+            let (r, bodies) = if split.is_empty() {
+                (r, bodies)
+            } else {
+                let cut: Vec<String> = split
+                    .iter()
+                    .filter(|x| x.0 < r.nlist)
+                    .map(|x| x.0.to_string())
+                    .collect();
+                note.push_str(&format!(
+                    "; split past the cap {cap}: list{} {} into {} lists ({} → {})",
+                    if cut.len() == 1 { "" } else { "s" },
+                    cut.join(", "),
+                    split.len(),
+                    r.nlist,
+                    lists.len()
+                ));
+                jikji_format::paged::ivf::edit_centroids(&r, &bodies, &split, lists.len(), v.dim())?
+            };
             Ok((
                 Some(crate::ingest::write::KeptIndex {
                     old: r,

@@ -71,9 +71,11 @@ pub struct BundleParts<'a> {
 
 /// A dense index (int8 lists, or binary ones with rows per list) whose centroids an update keeps ([`crate::ivf::UpdatePlan::Keep`]).
 pub struct KeptIndex {
-    /// The old bundle's `pages.ivf`.
+    /// The old bundle's `pages.ivf`; after lists split past the cap, that root with the
+    /// split lists' centroids replaced and appended
+    /// ([`jikji_format::paged::ivf::edit_centroids`]: `nlist` = `lists.len()`).
     pub old: jikji_format::paged::ivf::IvfRoot,
-    /// The raw bodies of its centroid pages, in order.
+    /// The raw bodies of its centroid pages, in order (the edited ones after a split).
     pub centroid_bodies: Vec<Vec<u8>>,
     /// The new lists (doc ids of the new bundle, ascending).
     pub lists: Vec<Vec<u32>>,

@@ -502,6 +502,9 @@ impl IvfRoot {
                 self.centroids.pages, self.centroids.per_page, self.nlist
             ));
         }
+        // Per-page centroid generations (an update that split lists past the cap,
+        // [`edit_centroids`]): the run's `gens` checked as every grouped run's.
+        self.centroids.check_groups("ivf.centroids")?;
         if self.lists.per_page != 1 || self.lists.pages != self.nlist {
             return bad(format!(
                 "{} list pages for {} lists",
@@ -1345,13 +1348,139 @@ fn keep_centroid_pages(
         if !sink.reuse(&name, &name)? {
             sink.put(super::page::encode_numbered(
                 Kind::Centroids,
-                &old.centroids.gen,
+                old.centroids.gen_of_page(p),
                 p as u32,
                 body,
             ))?;
         }
     }
     Ok(())
+}
+
+/// The centroids of an index whose lists an update split past the cap (design
+/// `docs/design/update.md`, "Splits past the cap"): `old` (its `g` pages' raw bodies
+/// `centroid_bodies`, one a page) with centroid `j` replaced by `c` for each `(j, c)` of
+/// `edits` with `j < old.nlist`, and the centroids of lists `old.nlist..nlist` appended
+/// (each exactly once in `edits`; `c` normalised, `dim` long). Returns the root an update
+/// writes the index from ([`write_pages_kept_binary`]'s `old`: `old` with `nlist` lists, a
+/// `lists` run of `nlist` pages and the new `centroids` run) and the new pages' raw bodies.
+/// Each centroid keeps its codes (int8: its row and scale; 4-bit centred: its scale and
+/// nibbles against the *stored* mean `μ̂` of page 0, which is kept); a replaced or appended
+/// one is coded as a full build codes it ([`centroid_bodies`], against that `μ̂`). The run
+/// gets per-page generations ([`Numbered::gens`], `group` 1): a page whose body is
+/// unchanged keeps the generation in its old name, so it keeps its name (and the browser's
+/// cached copy); a changed or new page takes the first 8 bytes of SHA-256 over its body's
+/// length (u64 LE) and body; `gen` is the digest of the `gens` strings. Errors:
+/// InvalidInput for `nlist` below `old.nlist` or above [`MAX_LISTS`], an edit out of
+/// `0..nlist`, twice, missing for an appended list or not `dim` long, or bodies not one a
+/// page; DataCorruption (naming the page) for bodies that do not decode as `old`'s.
+pub fn edit_centroids(
+    old: &IvfRoot,
+    centroid_bodies: &[Vec<u8>],
+    edits: &[(usize, Vec<f32>)],
+    nlist: usize,
+    dim: usize,
+) -> Result<(IvfRoot, Vec<Vec<u8>>)> {
+    let invalid = |m: String| Err(FormatError::InvalidInput(m));
+    if nlist < old.nlist || nlist > MAX_LISTS {
+        return invalid(format!(
+            "{nlist} lists for an index of {} (at most {MAX_LISTS})",
+            old.nlist
+        ));
+    }
+    let mut edit: Vec<Option<&[f32]>> = vec![None; nlist];
+    for (j, c) in edits {
+        if *j >= nlist || edit[*j].is_some() || c.len() != dim {
+            return invalid(format!(
+                "centroid edit of list {j} (dimension {}) for {nlist} lists of dimension {dim}, or twice",
+                c.len()
+            ));
+        }
+        edit[*j] = Some(c);
+    }
+    if let Some(j) = (old.nlist..nlist).find(|&j| edit[j].is_none()) {
+        return invalid(format!("appended list {j} has no centroid"));
+    }
+    // Validates the bodies against `old` (length, scales, rows) before splicing them.
+    StoredCentroids::open(old, centroid_bodies, dim)?;
+    let pages = nlist.div_ceil(CENTROIDS_PER_PAGE);
+    let mut bodies: Vec<Vec<u8>> = Vec::with_capacity(pages);
+    match old.centroid_codes() {
+        CentroidCodes::Int8 => {
+            let mut rows: Vec<(f32, Vec<i8>)> = Vec::with_capacity(nlist);
+            for (p, b) in centroid_bodies.iter().enumerate() {
+                let v = open_rows(&old.centroid_page(p), b, centroids_on_page(old, p), dim)?;
+                rows.extend((0..v.len()).map(|i| {
+                    let (s, q) = v.row(i);
+                    (s, q.to_vec())
+                }));
+            }
+            rows.resize(nlist, (0.0, Vec::new()));
+            for (j, c) in edit.iter().enumerate() {
+                if let Some(c) = c {
+                    rows[j] = crate::vectors::quantize(c);
+                }
+            }
+            for group in rows.chunks(CENTROIDS_PER_PAGE) {
+                bodies.push(write_quantized(
+                    dim,
+                    group.iter().map(|(s, q)| (*s, q.as_slice())),
+                )?);
+            }
+        }
+        CentroidCodes::Int4Centred => {
+            let hb = nibble_bytes(dim);
+            let slot = 4 + hb;
+            let head = &centroid_bodies[0][..4 + dim];
+            let ms = f32::from_le_bytes(head[..4].try_into().expect("4 bytes"));
+            let mu: Vec<f32> = head[4..].iter().map(|&x| f32::from(x as i8) * ms).collect();
+            let mut slots: Vec<Vec<u8>> = Vec::with_capacity(nlist);
+            for (p, b) in centroid_bodies.iter().enumerate() {
+                let at = if p == 0 { 4 + dim } else { 0 };
+                slots.extend(b[at..].chunks(slot).map(<[u8]>::to_vec));
+            }
+            slots.resize(nlist, Vec::new());
+            for (j, c) in edit.iter().enumerate() {
+                if let Some(c) = c {
+                    let mut s = Vec::with_capacity(slot);
+                    push_int4(&mut s, c, &mu, hb);
+                    slots[j] = s;
+                }
+            }
+            for (p, group) in slots.chunks(CENTROIDS_PER_PAGE).enumerate() {
+                let mut body = Vec::with_capacity(group.len() * slot + 4 + dim);
+                if p == 0 {
+                    body.extend_from_slice(head);
+                }
+                group.iter().for_each(|s| body.extend_from_slice(s));
+                bodies.push(body);
+            }
+        }
+    }
+    let gens: Vec<String> = bodies
+        .iter()
+        .enumerate()
+        .map(|(p, b)| match centroid_bodies.get(p) {
+            Some(o) if o == b => old.centroids.gen_of_page(p).to_string(),
+            _ => super::gen_of(std::slice::from_ref(b)),
+        })
+        .collect();
+    let root = IvfRoot {
+        nlist,
+        centroids: Numbered {
+            gen: super::run_gen(&gens),
+            per_page: CENTROIDS_PER_PAGE,
+            pages,
+            group: 1,
+            gens,
+        },
+        lists: Numbered {
+            pages: nlist,
+            ..old.lists.clone()
+        },
+        ..old.clone()
+    };
+    Ok((root, bodies))
 }
 
 /// For a kept-centroid write whose list `j` keeps its bytes iff `same[j]`: the changed
@@ -1785,26 +1914,32 @@ fn centroid_bodies(
                     body.extend(mq.iter().map(|&x| x as u8));
                 }
                 for c in group {
-                    let d: Vec<f32> = c.iter().zip(&mu).map(|(a, m)| a - m).collect();
-                    let (s, q) = int4_code(&d);
-                    body.extend(s.to_le_bytes());
-                    for b in 0..hb {
-                        let lo = (q[2 * b] + 8) as u8;
-                        let hi = (q.get(2 * b + 1).copied().unwrap_or(0) + 8) as u8;
-                        body.push(lo | (hi << 4));
-                    }
-                    stored.push(
-                        mu.iter()
-                            .zip(&q)
-                            .map(|(m, &x)| m + s * f32::from(x))
-                            .collect(),
-                    );
+                    stored.push(push_int4(&mut body, c, &mu, hb));
                 }
                 bodies.push(body);
             }
         }
     }
     Ok((bodies, stored))
+}
+
+/// Appends centroid `c`'s 4-bit centred codes against the stored mean `mu` to `body`: `f32`
+/// scale `s` and `hb` ([`nibble_bytes`]) bytes, byte `b`'s low nibble `q_{2b} + 8`, its high
+/// nibble `q_{2b+1} + 8` (8 past an odd `dim`), [`int4_code`] of `c − mu`. Returns the
+/// centroid as a reader decodes it (`mu + s·q`).
+fn push_int4(body: &mut Vec<u8>, c: &[f32], mu: &[f32], hb: usize) -> Vec<f32> {
+    let d: Vec<f32> = c.iter().zip(mu).map(|(a, m)| a - m).collect();
+    let (s, q) = int4_code(&d);
+    body.extend(s.to_le_bytes());
+    for b in 0..hb {
+        let lo = (q[2 * b] + 8) as u8;
+        let hi = (q.get(2 * b + 1).copied().unwrap_or(0) + 8) as u8;
+        body.push(lo | (hi << 4));
+    }
+    mu.iter()
+        .zip(&q)
+        .map(|(m, &x)| m + s * f32::from(x))
+        .collect()
 }
 
 /// `centroids` (each `dim` long) as a reader decodes them once written with `codes`
