@@ -13,7 +13,6 @@
 mod common;
 
 use jikji_builder::ingest::build;
-use jikji_engine::{Engine, Mode};
 use jikji_format::paged::{ivf, page};
 use jikji_format::Bundle;
 use std::path::Path;
@@ -111,36 +110,7 @@ fn grouped_rows_are_written_kept_by_update_and_searched_exactly() {
 
     // Every list probed, every group rescored: the exact scan's dense ranking, natively
     // and through the browser's loop (entry-opened engine fed the pages it asks for).
-    let exact = Engine::open_dir(&bundle).unwrap();
-    let mut paged = Engine::open_dir_paged(&bundle).unwrap();
-    paged.set_nprobe(Some(6));
-    paged.set_rescore(Some(1000));
-    let mut browser =
-        Engine::open_entry(&std::fs::read(bundle.join("jikji.json")).unwrap()).unwrap();
-    browser.set_nprobe(Some(6));
-    browser.set_rescore(Some(1000));
-    let v = old.vectors().unwrap();
-    let ids =
-        |h: Vec<jikji_engine::Hit>| -> Vec<String> { h.into_iter().map(|h| h.chunk.id).collect() };
-    for q in common::pair_queries(v) {
-        let want = ids(exact
-            .search_with_vector("q", Some(&q), Mode::Dense, 10)
-            .unwrap()
-            .hits);
-        let got = ids(paged
-            .search_with_vector("q", Some(&q), Mode::Dense, 10)
-            .unwrap()
-            .hits);
-        assert_eq!(got, want);
-        let got = ids(common::browser_search(
-            &browser,
-            &bundle,
-            "q",
-            &q,
-            Mode::Dense,
-        ));
-        assert_eq!(got, want);
-    }
+    common::assert_dense_equals_exact(&bundle, 6, &common::pair_queries(old.vectors().unwrap()));
 
     // `jikji dedup --new` through the grouped index (regression: its list reader took a
     // grouped list page for a corrupt one) finds the exact scan's classes and best matches.

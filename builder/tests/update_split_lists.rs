@@ -12,7 +12,7 @@
 mod common;
 
 use jikji_builder::ingest::build;
-use jikji_engine::{Engine, Mode};
+use jikji_engine::Engine;
 use jikji_format::paged::ivf::{self, IvfParts, IvfRoot, ListCodes, PageOptions};
 use jikji_format::paged::page;
 use jikji_format::vectors::{write_vectors, Vectors};
@@ -184,36 +184,8 @@ fn an_update_past_the_cap_splits_the_list_and_keeps_the_other_pages() {
 
     // Every list probed, every row rescored: the exact scan's dense ranking, natively and
     // through the browser's loop.
-    let exact = Engine::open_dir(&bundle).unwrap();
-    let mut paged = Engine::open_dir_paged(&bundle).unwrap();
-    paged.set_nprobe(Some(root.nlist));
-    paged.set_rescore(Some(1000));
-    let mut browser =
-        Engine::open_entry(&std::fs::read(bundle.join("jikji.json")).unwrap()).unwrap();
-    browser.set_nprobe(Some(root.nlist));
-    browser.set_rescore(Some(1000));
-    let ids =
-        |h: Vec<jikji_engine::Hit>| -> Vec<String> { h.into_iter().map(|h| h.chunk.id).collect() };
-    for q in common::pair_queries(v) {
-        let want = ids(exact
-            .search_with_vector("q", Some(&q), Mode::Dense, 10)
-            .unwrap()
-            .hits);
-        let got = ids(paged
-            .search_with_vector("q", Some(&q), Mode::Dense, 10)
-            .unwrap()
-            .hits);
-        assert_eq!(got, want);
-        let got = ids(common::browser_search(
-            &browser,
-            &bundle,
-            "q",
-            &q,
-            Mode::Dense,
-        ));
-        assert_eq!(got, want);
-    }
-    drop((exact, paged, browser, b));
+    common::assert_dense_equals_exact(&bundle, root.nlist, &common::pair_queries(v));
+    drop(b);
 
     // Hostile centroid generations in the entry are refused, naming jikji.json.
     let entry = std::fs::read_to_string(bundle.join("jikji.json")).unwrap();

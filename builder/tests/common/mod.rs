@@ -294,3 +294,34 @@ pub fn browser_search(
         }
     }
 }
+
+/// Every list probed and every row rescored (`nprobe` lists, ×1000), `bundle`'s dense
+/// top 10 for each of `queries` equals the exact scan's (`Engine::open_dir`), natively
+/// (`Engine::open_dir_paged`) and through the browser's loop ([`browser_search`]).
+/// Panics naming the query's index otherwise.
+pub fn assert_dense_equals_exact(bundle: &Path, nprobe: usize, queries: &[Vec<f32>]) {
+    use jikji_engine::{Engine, Mode};
+    let exact = Engine::open_dir(bundle).unwrap();
+    let mut paged = Engine::open_dir_paged(bundle).unwrap();
+    paged.set_nprobe(Some(nprobe));
+    paged.set_rescore(Some(1000));
+    let mut browser =
+        Engine::open_entry(&std::fs::read(bundle.join("jikji.json")).unwrap()).unwrap();
+    browser.set_nprobe(Some(nprobe));
+    browser.set_rescore(Some(1000));
+    let ids =
+        |h: Vec<jikji_engine::Hit>| -> Vec<String> { h.into_iter().map(|h| h.chunk.id).collect() };
+    for (i, q) in queries.iter().enumerate() {
+        let want = ids(exact
+            .search_with_vector("q", Some(q), Mode::Dense, 10)
+            .unwrap()
+            .hits);
+        let got = ids(paged
+            .search_with_vector("q", Some(q), Mode::Dense, 10)
+            .unwrap()
+            .hits);
+        assert_eq!(got, want, "query {i}: the paged engine");
+        let got = ids(browser_search(&browser, bundle, "q", q, Mode::Dense));
+        assert_eq!(got, want, "query {i}: the browser's loop");
+    }
+}
