@@ -9,10 +9,12 @@
 
 /**
  * Pages stored in at most this many bytes are inflated synchronously by inflate.js (no stream
- * plumbing: what a query's small pages cost most); larger ones (the query model's layers) by
- * DecompressionStream, which is native code and does not hold the worker's thread.
+ * plumbing: what a query's small pages cost most); larger ones (the query model's layers, long
+ * postings) by DecompressionStream, which is native code and does not hold the worker's thread.
+ * inflate.js runs at ~45–75 MB/s on text in node here (zlib ~8× that), so a 64 KiB stored page
+ * (~170 kB of text) holds the thread ≤ ~4 ms, about one DecompressionStream's overhead.
  */
-export const SYNC_INFLATE_MAX = 256 << 10;
+export const SYNC_INFLATE_MAX = 64 << 10;
 
 /** Page header length in bytes. */
 export const PAGE_HEADER_LEN = 48;
