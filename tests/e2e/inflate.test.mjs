@@ -142,7 +142,17 @@ test("decodePage inflates small pages here and large ones with DecompressionStre
     h[5] = 1;
     h.writeUInt32LE(raw.length, 8);
     h.writeUInt32LE(stored.length, 12);
-    const out = await decodePage("d-0011223344556677", new Uint8Array(Buffer.concat([h, stored])));
+    const bytes = new Uint8Array(Buffer.concat([h, stored]));
+    const out = await decodePage("d-0011223344556677", bytes);
     assert.ok(Buffer.from(out.subarray(PAGE_HEADER_LEN)).equals(raw), `size ${size}`);
+    // Which path decoded it: without DecompressionStream only the small page still decodes.
+    const native = globalThis.DecompressionStream;
+    globalThis.DecompressionStream = undefined;
+    try {
+      if (size > SYNC_INFLATE_MAX) await assert.rejects(decodePage("d-0011223344556677", bytes), `size ${size}: not the stream path`);
+      else assert.ok(Buffer.from((await decodePage("d-0011223344556677", bytes)).subarray(PAGE_HEADER_LEN)).equals(raw), "small page: not the sync path");
+    } finally {
+      globalThis.DecompressionStream = native;
+    }
   }
 });
