@@ -118,6 +118,12 @@ fn write_v2_ivf_groups_expected() {
     write_expected("v2-ivf-groups");
 }
 
+#[test]
+#[ignore = "writes the frozen fixture's expected.json; run once by hand"]
+fn write_v2_ivf_split_expected() {
+    write_expected("v2-ivf-split");
+}
+
 /// The rows of the fixtures before grouped rows: ×8, 4 `i` pages of 4 rows, not grouped.
 const FOUR_A_PAGE: Rows = Rows {
     rescore: 8,
@@ -127,6 +133,7 @@ const FOUR_A_PAGE: Rows = Rows {
 };
 
 /// How a fixture's `pages.ivf` holds its rescoring rows.
+#[derive(Clone, Copy)]
 struct Rows {
     rescore: usize,
     per_page: usize,
@@ -136,7 +143,7 @@ struct Rows {
 
 #[test]
 fn ivf_fixture_answers_as_frozen() {
-    answers_as_frozen("v2-ivf", (None, None), None, FOUR_A_PAGE);
+    answers_as_frozen("v2-ivf", (None, None), None, FOUR_A_PAGE, 3, true);
 }
 
 /// The compact once pages (4-bit centred centroids, binary-coded sample) read as written.
@@ -147,6 +154,8 @@ fn ivf4_fixture_answers_as_frozen() {
         (Some("int4-centred"), Some("binary")),
         None,
         FOUR_A_PAGE,
+        3,
+        true,
     );
 }
 
@@ -159,6 +168,8 @@ fn ivf_rows_fixture_answers_as_frozen() {
         (Some("int4-centred"), Some("binary")),
         Some(3),
         FOUR_A_PAGE,
+        3,
+        true,
     );
 }
 
@@ -170,23 +181,59 @@ fn ivf_groups_fixture_answers_as_frozen() {
         "v2-ivf-groups",
         (Some("int4-centred"), Some("binary")),
         Some(5),
-        Rows {
-            rescore: 24,
-            per_page: 2,
-            pages: 7,
-            grouped: true,
-        },
+        GROUPS_OF_TWO,
+        3,
+        true,
+    );
+}
+
+/// Grouped rows as `v2-ivf-groups` (groups of at most 2 rows, ×24, 7 row pages).
+const GROUPS_OF_TWO: Rows = Rows {
+    rescore: 24,
+    per_page: 2,
+    pages: 7,
+    grouped: true,
+};
+
+/// A bundle whose list 0 `jikji update` split past the cap (session 29, `jikji update` with
+/// `JIKJI_IVF_UPDATE_CAP=4`: 3 lists → 4, the centroid pages named per page,
+/// `pages.ivf.centroids.group` 1 and `gens`) read as written: the centroid page by its own
+/// generation, the appended list's centroid, page and rows.
+#[test]
+fn ivf_split_fixture_answers_as_frozen() {
+    let dir = fixture("v2-ivf-split").join("bundle");
+    let root = Engine::open_dir_paged(&dir)
+        .unwrap()
+        .dense_index()
+        .unwrap()
+        .clone();
+    assert_eq!((root.centroids.group, root.centroids.gens.len()), (1, 1));
+    let chosen = root.chosen_by.unwrap_or_default();
+    assert!(
+        chosen.contains("split past the cap 4: list 0 into 2 lists (3 → 4)"),
+        "{chosen}"
+    );
+    answers_as_frozen(
+        "v2-ivf-split",
+        (Some("int4-centred"), Some("binary")),
+        Some(6),
+        GROUPS_OF_TWO,
+        4,
+        false,
     );
 }
 
 /// Fixture `name`'s entry has the layout it was built with (`codes`: its `pages.ivf`
 /// centroid and sample codes; `list_rows`: its per-list row numbering, `None` = list
-/// order), and its hits are the frozen ones.
+/// order; `nlist` lists), and its hits are the frozen ones; `hybrid_as_exact`: with a coded
+/// sample, hybrid with every list probed still ranks as the exact scan on this fixture.
 fn answers_as_frozen(
     name: &str,
     codes: (Option<&str>, Option<&str>),
     list_rows: Option<usize>,
     rows: Rows,
+    nlist: usize,
+    hybrid_as_exact: bool,
 ) {
     let dir = fixture(name).join("bundle");
     let e = Engine::open_dir_paged(&dir).unwrap();
@@ -200,7 +247,7 @@ fn answers_as_frozen(
         ),
         (
             "binary",
-            3,
+            nlist,
             Some(rows.rescore),
             Some((rows.per_page, rows.pages))
         )
@@ -252,7 +299,7 @@ fn answers_as_frozen(
                 "{}: centroids, lists, rows: {rounds} rounds",
                 q.text
             );
-            native.set_nprobe(Some(3));
+            native.set_nprobe(Some(nlist));
             native.set_rescore(Some(n.div_ceil(10)));
             let exact = whole
                 .search_with_vector(&q.text, Some(&q.vector), mode, 10)
@@ -267,19 +314,25 @@ fn answers_as_frozen(
                     q.text
                 );
             } else {
-                // A coded background sample changes the calibrated scores (its σ-corrected
-                // estimates stand in for the int8 sample the exact scan normalises by), and so
-                // hybrid's fused raw scores, not the ranking: the same chunks in the same order,
-                // and in dense mode the same raw (cosine) scores.
+                // A coded background sample changes the calibrated dense scores (its
+                // σ-corrected estimates stand in for the int8 sample the exact scan normalises
+                // by), and so hybrid's fused raw scores and, where two fused scores are close,
+                // its ranking: on `v2-ivf-split` (and a fresh build of its corpus) "the slings
+                // and arrows of outrageous fortune" ranks its 2nd and 3rd hybrid hits otherwise
+                // than the exact scan. Dense mode: the same chunks in the same order with the
+                // same raw (cosine) scores; hybrid: the same order where the fixture was seen
+                // to give it (`hybrid_as_exact`), else covered by the frozen hits above.
                 let ids = |r: &SearchResult| -> Vec<String> {
                     r.hits.iter().map(|h| h.chunk.id.clone()).collect()
                 };
-                assert_eq!(
-                    ids(&all),
-                    ids(&exact),
-                    "{} {mode}: every chunk rescored",
-                    q.text
-                );
+                if mode == Mode::Dense || hybrid_as_exact {
+                    assert_eq!(
+                        ids(&all),
+                        ids(&exact),
+                        "{} {mode}: every chunk rescored",
+                        q.text
+                    );
+                }
                 if mode == Mode::Dense {
                     let raw = |r: &SearchResult| -> Vec<f32> {
                         r.hits.iter().map(|h| h.raw_score).collect()
