@@ -1205,7 +1205,8 @@ pub fn plan_update(
 }
 
 /// [`plan_update`], and with `split` = `Some(S)` (a binary index with `S` row page numbers
-/// per list, `pages.ivf.list_rows`) a list longer than `cap` is not a refit: it is bisected
+/// per list, `pages.ivf.list_rows`; an int8 index, whose rows are in its list pages: 1) a
+/// list longer than `cap` is not a refit: it is bisected
 /// as [`cap_lists`] bisects (principal direction, median cut, recursively until every part
 /// holds at most `cap` chunks), its first part kept under its number and the others
 /// appended as new lists, each part's centroid the normalised mean of its chunks' scoring

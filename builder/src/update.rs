@@ -874,7 +874,10 @@ fn kept_index(
     };
     let v = jikji_format::vectors::Vectors::open(bytes)?;
     if let crate::ivf::DenseIndex::Ivf { nlist: Some(_), .. } = settings.dense_index {
-        if n < crate::ivf::BALANCE_MIN_CHUNKS && nlist != r.nlist {
+        // More lists than asked are those an earlier update split past the cap (a build
+        // below `BALANCE_MIN_CHUNKS` makes exactly the lists asked): kept. Fewer (asked more
+        // lists than the chunks allowed when it was built) refit.
+        if n < crate::ivf::BALANCE_MIN_CHUNKS && r.nlist < nlist {
             return refit(format!("{nlist} lists asked, the index has {}", r.nlist));
         }
     }
@@ -927,9 +930,10 @@ fn kept_index(
         };
         cap = cap.min(s.saturating_mul(room));
     }
-    // A binary index with rows per list splits a list past the cap (its halves' row page
-    // numbers are their own); an int8 one refits.
-    let split = r.list_rows.filter(|_| r.is_binary());
+    // A list past the cap is split: a binary index's parts get row page numbers of their
+    // own (`list_rows` per list; binary lists written before rows per list refit above);
+    // an int8 list holds its rows in its own page, so one number a list.
+    let split = if r.is_binary() { r.list_rows } else { Some(1) };
     match crate::ivf::plan_update_with(
         &centroids,
         &old_lists,

@@ -7,7 +7,8 @@
 //! refused naming `jikji.json`.
 //!
 //! Its own test binary: `JIKJI_IVF_UPDATE_CAP` (the update's list cap, forced small on a
-//! 40-chunk bundle) is process-wide.
+//! 40-chunk bundle) is process-wide (the tests that set it hold `CAP_ENV`). Binary and int8
+//! lists alike (int8 lists refitted past the cap before session 30).
 
 mod common;
 
@@ -24,7 +25,7 @@ fn body(bundle: &Path, name: &str) -> Vec<u8> {
 }
 
 /// Each list of `bundle` (of `n` chunks): its docs and the names of its list page and `i`
-/// pages (each of which exists).
+/// pages (binary lists; each of which exists).
 fn lists(bundle: &Path, n: usize) -> Vec<(Vec<u32>, Vec<String>)> {
     let root = common::ivf_root(bundle);
     root.check(n).unwrap();
@@ -32,16 +33,27 @@ fn lists(bundle: &Path, n: usize) -> Vec<(Vec<u32>, Vec<String>)> {
     (0..root.nlist)
         .map(|j| {
             let name = root.list_page(j);
-            let l = root.open_list(&name, &body(bundle, &name), n, dim).unwrap();
+            let docs = if root.is_binary() {
+                root.open_list(&name, &body(bundle, &name), n, dim)
+                    .unwrap()
+                    .docs
+            } else {
+                ivf::ListPage::open(&name, &body(bundle, &name), n, dim)
+                    .unwrap()
+                    .docs
+            };
             let mut names = vec![name];
-            names.extend(root.list_row_pages(j, l.docs.len()));
+            names.extend(root.list_row_pages(j, docs.len()));
             for p in &names {
                 assert!(bundle.join("p").join(p).exists(), "list {j}: {p}");
             }
-            (l.docs, names)
+            (docs, names)
         })
         .collect()
 }
+
+/// `JIKJI_IVF_UPDATE_CAP` is process-wide: the tests that set it take this lock.
+static CAP_ENV: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn cosine(a: &[f32], b: &[f32]) -> f32 {
     let d = |x: &[f32], y: &[f32]| x.iter().zip(y).map(|(p, q)| p * q).sum::<f32>();
@@ -50,19 +62,35 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
 
 #[test]
 fn an_update_past_the_cap_splits_the_list_and_keeps_the_other_pages() {
+    splits_past_the_cap(true);
+}
+
+/// Int8 lists (the default below 100,000 chunks) split as binary ones do (session 30; they
+/// refitted before).
+#[test]
+fn an_update_past_the_cap_splits_an_int8_list_too() {
+    splits_past_the_cap(false);
+}
+
+/// A 40-chunk bundle with 12 lists forced (`ivf-binary:12` or `ivf:12`), four notes on one
+/// subject added with the update's cap at the longest list: that list is split, the others
+/// keep their pages; then one more note: the next update keeps the centroids again.
+fn splits_past_the_cap(binary: bool) {
+    let _env = CAP_ENV.lock().unwrap_or_else(|e| e.into_inner());
     let tmp = tempfile::tempdir().unwrap();
     let corpus = common::topic_corpus(tmp.path(), 40);
     let bundle = tmp.path().join("bundle");
     let settings = jikji_builder::ingest::BundleSettings {
         dense_index: jikji_builder::ivf::DenseIndex::Ivf {
             nlist: Some(12),
-            binary: true,
+            binary,
         },
         ..jikji_builder::ingest::BundleSettings::default()
     };
     build(&common::with_model(&corpus, &bundle), &settings).unwrap();
     let old_root = common::ivf_root(&bundle);
-    assert!(old_root.list_rows.is_some(), "{old_root:?}");
+    assert_eq!(old_root.is_binary(), binary);
+    assert_eq!(old_root.list_rows.is_some(), binary, "{old_root:?}");
     let before = lists(&bundle, 40);
     let longest = before.iter().map(|l| l.0.len()).max().unwrap();
     let old_dense = {
@@ -210,6 +238,26 @@ fn an_update_past_the_cap_splits_the_list_and_keeps_the_other_pages() {
     }
     std::fs::write(bundle.join("jikji.json"), entry).unwrap();
     assert!(Engine::open_dir_paged(&bundle).is_ok());
+
+    // Regression (update_after_a_split_refitted): with the list count forced, the next
+    // update refitted the whole index ("12 lists asked, the index has 13") because the
+    // split had added lists. One more note, on another subject: the centroids are kept.
+    std::fs::write(
+        corpus.join("1. docs/note-94.md"),
+        "Source: https://docs.example.com/notes/94\n\n# Note 94: invoices\n\n\
+         This note explains invoices and refunds for the billing team.\n",
+    )
+    .unwrap();
+    let r = jikji_builder::update::update(&common::with_model(&corpus, &bundle), false).unwrap();
+    let note = r.dense_index.clone().unwrap();
+    assert!(
+        note.starts_with("kept centroids: 1 of 45 vectors"),
+        "{note}"
+    );
+    let next = common::ivf_root(&bundle);
+    next.check(45).unwrap();
+    assert!(next.nlist >= root.nlist && next.is_binary() == binary);
+    std::env::remove_var(jikji_builder::ivf::UPDATE_CAP_ENV);
 }
 
 /// A binary index of `n` rows of dimension 8 in `nlist` lists of two rows (rows per list),

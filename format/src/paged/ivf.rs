@@ -1014,7 +1014,9 @@ pub struct KeptLists {
 /// Writes an int8 index for `vectors` whose centroids are the previous bundle's (`old`,
 /// its `g` pages' raw bodies `centroid_bodies`, in order) and whose lists are `lists`
 /// (the kept chunks in their old lists, the new ones assigned by the builder): the
-/// centroid pages keep their names and bytes, a list page whose raw body equals the old
+/// centroid pages are written under `old`'s names with `centroid_bodies` (the previous
+/// bundle's, or those of [`edit_centroids`] after lists were split past the cap: then `old`
+/// is its root, and only pages holding a changed centroid have new names), a list page whose raw body equals the old
 /// page's (read through [`super::PageSink::previous_body`]) keeps its name, and the others
 /// are written under one new generation ([`ListGen`]: SHA-256 over their numbers and
 /// bodies). When more than half of the lists changed, or the entry would hold more than
