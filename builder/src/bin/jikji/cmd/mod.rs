@@ -20,13 +20,36 @@ use jikji_engine::Engine;
 /// Opens a bundle for searching, naming it in the error: a format 2 bundle paged (only the
 /// pages its queries read are read, as in the browser).
 pub fn open_engine(bundle: &Path) -> anyhow::Result<Engine> {
+    is_bundle_folder(bundle)?;
     Engine::open_dir_paged(bundle).with_context(|| format!("opening bundle {}", bundle.display()))
 }
 
 /// Opens a bundle's files, naming it in the error.
 pub fn open_bundle(bundle: &Path) -> anyhow::Result<jikji_format::Bundle> {
+    is_bundle_folder(bundle)?;
     jikji_format::Bundle::open_dir(bundle)
         .with_context(|| format!("opening bundle {}", bundle.display()))
+}
+
+/// Errors naming `bundle` when it is not a folder, or a folder holding neither a format 2
+/// entry (`jikji.json`) nor a format 1 manifest (`manifest.json`): a mistyped path used to
+/// read as "BUNDLE/manifest.json: missing from the bundle".
+fn is_bundle_folder(bundle: &Path) -> anyhow::Result<()> {
+    if !bundle.is_dir() {
+        anyhow::bail!(
+            "bundle folder {} not found (make one with `jikji build DIR --out {}`)",
+            bundle.display(),
+            bundle.display()
+        );
+    }
+    if !bundle.join("jikji.json").exists() && !bundle.join("manifest.json").exists() {
+        anyhow::bail!(
+            "{}: not a bundle folder (no jikji.json or manifest.json; `jikji build DIR --out {}` makes one)",
+            bundle.display(),
+            bundle.display()
+        );
+    }
+    Ok(())
 }
 
 /// Loads the model into `engine` after checking it is the bundle's model.

@@ -83,6 +83,11 @@ pub struct Args {
 /// Runs every query and prints the results.
 pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(a.top_k > 0, "--top-k must be at least 1");
+    if let Some(i) = a.queries.iter().position(|q| q.trim().is_empty()) {
+        // An empty query matched nothing in BM25 but gave ten dense hits of the empty
+        // string's embedding in dense and hybrid (regression: empty_query_gave_hits).
+        anyhow::bail!("query {} is empty: give words to search for", i + 1);
+    }
     let mut engine = super::open_engine(&a.bundle)?;
     anyhow::ensure!(
         a.min_score.is_finite() && a.min_score >= 0.0,
@@ -143,6 +148,12 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
             let t = v["text"]
                 .as_str()
                 .with_context(|| format!("{}:{}: no \"text\" string", f.display(), i + 1))?;
+            anyhow::ensure!(
+                !t.trim().is_empty(),
+                "{}:{}: the query text is empty",
+                f.display(),
+                i + 1
+            );
             queries.push(t.to_string());
         }
     }
