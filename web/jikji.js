@@ -351,12 +351,14 @@ export class Jikji {
    * before top-k is cut; `minScore` drops hits under that calibrated score; `fusion` is "rrf",
    * "weighted" or "weighted:W" (hybrid). `vector: true` (dense/hybrid) adds `queryVector` (the
    * query's embedding, 384 numbers of unit length) and `queryTokens` (its token ids) to the
-   * result; without it neither is sent. Types: SearchOptions in jikji.d.ts.
+   * result; without it neither is sent. Types: SearchOptions in jikji.d.ts. A query of only
+   * white space is refused (TypeError), before any model download: it has nothing to match.
    * @param {string} query
    * @returns {Promise<SearchResult>}
    */
   async search(query, { mode = "hybrid", topK = 10, includeArchived = false, minScore = 0, fusion = null, filters = null, vector = false } = {}) {
     if (!MODES.has(mode)) throw new Error(`unknown search mode ${JSON.stringify(mode)}`);
+    if (String(query).trim() === "") throw new TypeError("the query is empty: give words to search for");
     const k = Math.max(1, Math.floor(Number(topK) || 10));
     const min = Number(minScore);
     if (!Number.isFinite(min) || min < 0) throw new TypeError(`minScore must be a number ≥ 0, got ${minScore}`);

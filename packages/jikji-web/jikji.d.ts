@@ -308,7 +308,8 @@ export class Jikji {
    * hash; BM25 search keeps working.
    */
   loadModel(): Promise<void>;
-  /** Runs one query. */
+  /** Runs one query. Rejects with a TypeError for a query of only white space (nothing to
+   * match; no model is loaded for it). */
   search(query: string, options?: SearchOptions): Promise<SearchResult>;
   /** The engine's page cache and what this session fetched. */
   cacheStats(): Promise<CacheStats>;

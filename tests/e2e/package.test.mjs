@@ -323,6 +323,12 @@ describe("the jikji-web package installed into another site", { timeout: 600_000
       const ko = (await j.search("메밀꽃", { mode: "bm25", topK: 3, filters: { lang: "ko" } })).hits;
       const none = (await j.search(q, { mode: "bm25", topK: 5, filters: { folder: "99. 온라인" } })).hits;
       const strict = (await j.search(q, { mode: "bm25", topK: 5, minScore: 0.999 })).hits;
+      const modelBefore = j.modelLoaded;
+      // An empty query is refused before any model byte (dense and hybrid answered it with
+      // the empty string's embedding natively: empty_query_gave_hits).
+      const empty = await Promise.all(["bm25", "dense", "hybrid"].map((mode) =>
+        j.search("  ", { mode }).then((x) => `resolved with ${x.hits.length} hits`, (e) => `${e.name}: ${e.message}`)));
+      const modelAfterEmpty = j.modelLoaded;
       const hybrid = await j.search("the prince of Denmark", { mode: "hybrid", topK: 3, fusion: "rrf" });
       const pick = (hs) => hs.map((h) => ({ source: h.source, tier: h.tier, lang: h.lang, score: h.score }));
       return {
@@ -335,8 +341,13 @@ describe("the jikji-web package installed into another site", { timeout: 600_000
         strict: pick(strict),
         hybrid: { mode: hybrid.mode, fusion: hybrid.fusion, hits: pick(hybrid.hits), model: hybrid.stats.model },
         modelLoaded: j.modelLoaded,
+        empty,
+        modelBefore,
+        modelAfterEmpty,
       };
     });
+    assert.deepEqual(r.empty, Array(3).fill("TypeError: the query is empty: give words to search for"));
+    assert.equal(r.modelAfterEmpty, r.modelBefore, "an empty query loaded the model");
     log(`[package] unfiltered: ${r.plain.map((h) => h.source).join(", ")}`);
     assert.equal(r.han.length, 5);
     assert.ok(r.han.every((h) => h.source.startsWith("1. 漢文 古典/")), JSON.stringify(r.han));
