@@ -323,22 +323,47 @@ pub fn build_files(
 /// memory (`docs/design/scale-1m.md` "Streamed build").
 pub struct Spill {
     dir: tempfile::TempDir,
+    /// `.lock` in the folder, locked exclusively while the build runs (released when the
+    /// process ends, however it ends): how a later build tells a folder left by a killed
+    /// build from one in use ([`Spill::beside`]).
+    _lock: std::fs::File,
 }
+
+/// The prefix of a build's temporary folder ([`Spill`]).
+const SPILL_PREFIX: &str = ".jikji-build-";
 
 impl Spill {
     /// A new temporary folder in the bundle's parent folder (the same file system as the
-    /// bundle). Errors: I/O, naming the parent folder.
+    /// bundle), after removing the `.jikji-build-*` folders there that a killed build left
+    /// (their `.lock` file not locked by any process; folders without one, or in use, are
+    /// left alone). Errors: I/O, naming the parent folder or the file.
     pub fn beside(bundle: &Path) -> Result<Spill> {
         let parent = bundle
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
         std::fs::create_dir_all(parent).map_err(|e| BuildError::io("creating", parent, e))?;
+        for stale in stale_spills(parent) {
+            match std::fs::remove_dir_all(&stale) {
+                Ok(()) => eprintln!(
+                    "note: removed {}, left by an interrupted build",
+                    stale.display()
+                ),
+                Err(e) => eprintln!(
+                    "warning: could not remove {}, left by an interrupted build: {e}",
+                    stale.display()
+                ),
+            }
+        }
         let dir = tempfile::Builder::new()
-            .prefix(".jikji-build-")
+            .prefix(SPILL_PREFIX)
             .tempdir_in(parent)
             .map_err(|e| BuildError::io("creating a temporary folder in", parent, e))?;
-        Ok(Spill { dir })
+        let lock_path = dir.path().join(".lock");
+        let lock = std::fs::File::create(&lock_path)
+            .and_then(|f| f.lock().map(|()| f))
+            .map_err(|e| BuildError::io("locking", &lock_path, e))?;
+        Ok(Spill { dir, _lock: lock })
     }
 
     /// The folder.
@@ -363,6 +388,27 @@ impl Spill {
         jikji_format::bytes::Bytes::map(file)
             .map_err(|e| BuildError::io("mapping", self.dir.path().join(name), e))
     }
+}
+
+/// The `.jikji-build-*` folders of `parent` whose `.lock` no process holds: left by a build
+/// that was killed (a build's lock is released with its process). A folder without a
+/// `.lock` (being created, or left by a build from before the locks) is not listed.
+fn stale_spills(parent: &Path) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(SPILL_PREFIX))
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .filter(|p| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(p.join(".lock"))
+                .is_ok_and(|f| f.try_lock().is_ok())
+        })
+        .collect()
 }
 
 /// Bytes of postings a build holds in memory by default before it writes a sorted run to
