@@ -242,15 +242,16 @@ fn print_results(results: &[SearchResult], json: bool) -> std::io::Result<()> {
             if h.provenance.as_deref() == Some("ai-draft") {
                 tags.push_str("  (ai-draft)");
             }
+            // The heading path in brackets, when the chunk has one (no empty `[]`).
+            let heading = if h.heading_path.is_empty() {
+                String::new()
+            } else {
+                format!("  [{}]", h.heading_path.join(" › "))
+            };
             writeln!(
                 out,
-                "{:>3}. {:.4}  {}  [{}]  tier {}  {}{tags}",
-                h.rank,
-                h.score,
-                h.source,
-                h.heading_path.join(" › "),
-                tier,
-                h.lang
+                "{:>3}. {:.4}  {}{heading}  tier {}  {}{tags}",
+                h.rank, h.score, h.source, tier, h.lang
             )?;
             if let Some(u) = &h.source_url {
                 writeln!(out, "     {u}")?;
