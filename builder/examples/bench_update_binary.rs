@@ -398,13 +398,23 @@ fn main() {
     let (froot, s_full) = full_build(&v_new, &mut full, threads, int8);
     let rf = recall(&full, &froot, &v_new, &queries, &nprobes);
     let ftotal: usize = full.all.values().map(|p| p.0).sum();
+    // What a refit (the code before the split) renames: the rebuild's pages whose names
+    // the old index does not have.
+    let fnew: Vec<usize> = full
+        .all
+        .iter()
+        .filter(|(name, _)| !old.all.contains_key(*name))
+        .map(|(_, p)| p.0)
+        .collect();
     println!(
-        "full rebuild of {}: {s_full:.1} s, {} lists, default nprobe {}, {} pages, {:.2} MB",
+        "full rebuild of {}: {s_full:.1} s, {} lists, default nprobe {}, {} pages, {:.2} MB; {} of its pages renamed against the old index ({:.2} MB)",
         n + add,
         froot.nlist,
         froot.nprobe,
         full.all.len(),
-        ftotal as f64 / 1e6
+        ftotal as f64 / 1e6,
+        fnew.len(),
+        fnew.iter().sum::<usize>() as f64 / 1e6
     );
     for (i, p) in nprobes.iter().enumerate() {
         println!(
