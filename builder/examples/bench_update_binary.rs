@@ -392,6 +392,31 @@ fn main() {
     if int8 {
         nprobes.extend([32, 16, 8].into_iter().filter(|&p| p < nprobe));
     }
+    if !split.is_empty() {
+        // How many queries reach a split list (the routing by the updated stored
+        // centroids' dot products, as the engine ranks them): the recall can only move
+        // for those.
+        let new_cents =
+            jikji_builder::ingest::write::stored_centroids(&base, &cbodies, DIM).unwrap();
+        let parts: Vec<usize> = split.iter().map(|x| x.0).collect();
+        for &p in &nprobes {
+            let (mut reach, mut all) = (0, 0);
+            for q in &queries {
+                let mut by: Vec<(usize, f32)> = (0..new_cents.len())
+                    .map(|j| (j, new_cents.dot(j, q)))
+                    .collect();
+                by.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+                let probed: Vec<usize> = by[..p.min(by.len())].iter().map(|x| x.0).collect();
+                let hit = parts.iter().filter(|j| probed.contains(j)).count();
+                reach += usize::from(hit > 0);
+                all += usize::from(hit == parts.len());
+            }
+            println!(
+                "  queries probing a split list's part at nprobe {p}: {reach} of {} (every part: {all})",
+                queries.len()
+            );
+        }
+    }
     let ro = recall(&old, &root, &v_old, &queries, &nprobes);
     let ru = recall(&new, &new_root, &v_new, &queries, &nprobes);
     let mut full = Store::default();
