@@ -8,15 +8,28 @@
 //! each, pages renamed by kind and the bytes of the renamed pages (as stored: what a returning
 //! visitor re-downloads of the index when it needs them), and recall@10 against the exact
 //! int8 scan for the update and for a full rebuild of all `n + add` vectors (same nprobe and
-//! rescoring).
+//! rescoring), and for the old index before the update (against the exact scan of its `n`
+//! vectors: the like-for-like baseline).
+//!
+//! `--int8`: an int8 index instead, as the builder writes one below 100,000 chunks
+//! (`--dense-index ivf`): the k-means' `default_nlist(n)` lists uncapped, int8 centroids,
+//! int8 sample, int8 rows in each list page; the update as `jikji update` runs it for int8
+//! lists (`plan_update_with(…, Some(1))`, `edit_centroids` when lists split,
+//! `write_pages_kept`). nprobe: the default without pseudo-queries,
+//! `default_nprobe(nlist)` of the old index (a real build measures it on its calibration's
+//! pseudo-queries instead). Also printed: what the code before the int8 split did
+//! (`plan_update_with(…, None)`: kept, or a refit = the full rebuild's figures).
 //!
 //! ```text
-//! cargo run --release -p jikji-builder --example bench_update_binary -- [--n 100000] [--add 1000] [--queries 300] [--nprobe 16] [--cap 250]
+//! cargo run --release -p jikji-builder --example bench_update_binary -- [--int8] [--cap-longest] [--n 100000] [--add 1000] [--queries 300] [--nprobe 16] [--cap 250]
 //! ```
 //!
 //! `--cap N`: the longest list the update may make instead of `update_cap` (125 from
-//! 100,000 chunks), at most the rows reserved per list. A list passing it is split
-//! (`plan_update_with`, `edit_centroids`: `docs/design/update.md`, "Splits past the cap").
+//! 100,000 chunks; below it twice the longest old list), at most the rows reserved per
+//! list with binary lists. A list passing it is split (`plan_update_with`,
+//! `edit_centroids`: `docs/design/update.md`, "Splits past the cap"). `--cap-longest`: the
+//! longest old list (as `builder/tests/update_split_lists.rs` forces it), so the split
+//! path runs where the default cap would not split.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -86,7 +99,7 @@ impl IndexPages for Reader<'_> {
     }
 }
 
-fn full_build(v: &Vectors, store: &mut Store, threads: usize) -> (IvfRoot, f64) {
+fn full_build(v: &Vectors, store: &mut Store, threads: usize, int8: bool) -> (IvfRoot, f64) {
     let t = Instant::now();
     let n = v.len();
     let ivf = jikji_builder::ivf::build(v, None, jikji_builder::ivf::default_nlist(n), 7, threads)
@@ -94,27 +107,52 @@ fn full_build(v: &Vectors, store: &mut Store, threads: usize) -> (IvfRoot, f64) 
     let scoring = |i: usize| v.get(i);
     let per = jikji_builder::ivf::default_rows_per_page(n);
     let grouping = |docs: &[u32]| jikji_builder::ivf::row_groups(&scoring, docs, per);
-    let root = ivf::write_pages_with(
-        &IvfParts {
-            centroids: &ivf.centroids,
-            lists: &ivf.lists,
-            nprobe: 16,
-            codes: ListCodes::Binary {
+    let (codes, options) = if int8 {
+        // `ingest::write::write_dense_index` for int8 lists: int8 centroids below 100,000
+        // chunks, an int8 sample, rows in the list pages.
+        (
+            ListCodes::Int8,
+            PageOptions {
+                centroids: jikji_builder::ingest::write::centroid_codes_for(n, None).unwrap(),
+                coded_sample: false,
+                sample_queries: &[],
+                rows_per_list: false,
+                row_groups: None,
+            },
+        )
+    } else {
+        (
+            ListCodes::Binary {
                 scoring: &scoring,
                 rows_per_page: jikji_builder::ivf::default_rows_per_page(n),
                 rescore: jikji_builder::ivf::default_rescore(n),
             },
+            PageOptions {
+                centroids: ivf::CentroidCodes::Int4Centred,
+                coded_sample: true,
+                sample_queries: &[],
+                rows_per_list: true,
+                // The builder's layout at this size (grouped rows from 100,000 chunks,
+                // `JIKJI_IVF_ROW_GROUPS=0`: one row a page in list order).
+                row_groups: jikji_builder::ivf::default_row_groups(n)
+                    .then_some(&grouping as &ivf::RowGrouping),
+            },
+        )
+    };
+    // The default nprobe without pseudo-queries (the bench's recall uses its own).
+    let nprobe = if int8 {
+        jikji_builder::ivf::default_nprobe(ivf.lists.len())
+    } else {
+        16
+    };
+    let root = ivf::write_pages_with(
+        &IvfParts {
+            centroids: &ivf.centroids,
+            lists: &ivf.lists,
+            nprobe,
+            codes,
         },
-        &PageOptions {
-            centroids: ivf::CentroidCodes::Int4Centred,
-            coded_sample: true,
-            sample_queries: &[],
-            rows_per_list: true,
-            // The builder's layout at this size (grouped rows from 100,000 chunks,
-            // `JIKJI_IVF_ROW_GROUPS=0`: one row a page in list order).
-            row_groups: jikji_builder::ivf::default_row_groups(n)
-                .then_some(&grouping as &ivf::RowGrouping),
-        },
+        &options,
         v,
         &mut |p| {
             store.add(p);
@@ -125,28 +163,46 @@ fn full_build(v: &Vectors, store: &mut Store, threads: usize) -> (IvfRoot, f64) 
     (root, t.elapsed().as_secs_f64())
 }
 
-fn recall(store: &Store, root: &IvfRoot, v: &Vectors, queries: &[Vec<f32>], nprobe: usize) -> f64 {
+/// Recall@10 against the exact scan of `v` at each of `nprobes`.
+fn recall(
+    store: &Store,
+    root: &IvfRoot,
+    v: &Vectors,
+    queries: &[Vec<f32>],
+    nprobes: &[usize],
+) -> Vec<f64> {
     let at = Place {
         chunks: v.len(),
         dim: v.dim(),
     };
     let reader = Reader(store, Mutex::new(Vec::new()));
-    let mut sum = 0.0;
+    let mut sum = vec![0.0; nprobes.len()];
     for q in queries {
         let mut exact: Vec<(usize, f32)> = (0..v.len()).map(|d| (d, v.dot(d, q))).collect();
         exact.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         let want: Vec<u32> = exact[..10].iter().map(|x| x.0 as u32).collect();
-        let got = search_pages(&reader, at, root, q, 10, nprobe, None).expect("every page held");
-        sum += got.iter().filter(|h| want.contains(&h.0)).count() as f64 / 10.0;
+        for (s, &nprobe) in sum.iter_mut().zip(nprobes) {
+            let got =
+                search_pages(&reader, at, root, q, 10, nprobe, None).expect("every page held");
+            *s += got.iter().filter(|h| want.contains(&h.0)).count() as f64 / 10.0;
+        }
     }
-    sum / queries.len() as f64
+    sum.iter().map(|s| s / queries.len() as f64).collect()
 }
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let (mut n, mut add, mut nq, mut nprobe) = (100_000usize, 1_000usize, 300usize, 16usize);
-    let mut cap_arg = 0usize;
+    let (mut n, mut add, mut nq, mut nprobe) = (100_000usize, 1_000usize, 300usize, 0usize);
+    let (mut cap_arg, mut int8, mut cap_longest) = (0usize, false, false);
     while let Some(a) = args.next() {
+        if a == "--int8" {
+            int8 = true;
+            continue;
+        }
+        if a == "--cap-longest" {
+            cap_longest = true;
+            continue;
+        }
         let v: usize = args.next().and_then(|x| x.parse().ok()).expect("a number");
         match a.as_str() {
             "--n" => n = v,
@@ -162,22 +218,32 @@ fn main() {
     let v_old = Vectors::open(&write_vectors(DIM, &base[..n]).unwrap()).unwrap();
     let v_new = Vectors::open(&write_vectors(DIM, &base).unwrap()).unwrap();
     let mut old = Store::default();
-    let (root, s_build) = full_build(&v_old, &mut old, threads);
+    let (root, s_build) = full_build(&v_old, &mut old, threads, int8);
+    if nprobe == 0 {
+        // Binary: the session-29 figure; int8: the old index's default without
+        // pseudo-queries.
+        nprobe = if int8 { root.nprobe } else { 16 };
+    }
     let old_lists: Vec<Vec<u32>> = (0..root.nlist)
         .map(|j| {
             let name = root.list_page(j);
-            root.open_list(&name, &old.all[&name].1, n, DIM)
-                .unwrap()
-                .docs
+            let body = &old.all[&name].1;
+            if int8 {
+                ivf::ListPage::open(&name, body, n, DIM).unwrap().docs
+            } else {
+                root.open_list(&name, body, n, DIM).unwrap().docs
+            }
         })
         .collect();
     let sizes: Vec<usize> = old_lists.iter().map(Vec::len).collect();
     println!(
-        "full build of {n}: {s_build:.1} s, {} lists (longest {}), list_rows {:?}, rows a page {}, grouped {}, {} pages",
+        "full build of {n} ({}): {s_build:.1} s, {} lists (longest {}), default nprobe {}, list_rows {:?}, rows a page {:?}, grouped {}, {} pages",
+        root.codes,
         root.nlist,
         sizes.iter().max().unwrap(),
+        root.nprobe,
         root.list_rows,
-        root.rows.as_ref().unwrap().per_page,
+        root.rows.as_ref().map(|r| r.per_page),
         root.grouped(),
         old.all.len()
     );
@@ -187,35 +253,34 @@ fn main() {
     let cbodies: Vec<Vec<u8>> = (0..root.centroids.pages)
         .map(|p| old.all[&root.centroid_page(p)].1.to_vec())
         .collect();
-    let stored = ivf::StoredCentroids::open(&root, &cbodies, DIM).unwrap();
-    let cents = Vectors::open(
-        &write_vectors(
-            DIM,
-            &(0..stored.len()).map(|j| stored.get(j)).collect::<Vec<_>>(),
-        )
-        .unwrap(),
-    )
-    .unwrap();
+    // As `update::kept_index`: int8 centroids as stored, 4-bit ones re-quantized to int8.
+    let cents = jikji_builder::ingest::write::stored_centroids(&root, &cbodies, DIM).unwrap();
     let from_old: Vec<Option<usize>> = (0..n + add).map(|d| (d < n).then_some(d)).collect();
     let scoring = |i: usize| v_new.get(i);
     // As `update::kept_index`: grouped lists hold at most `S` groups of at least
-    // `⌊per_page/2⌋ + 1` rows once split.
-    let per = root.rows.as_ref().unwrap().per_page;
-    let room = root.list_rows.unwrap() * if root.grouped() { per / 2 + 1 } else { per };
-    let cap = if cap_arg > 0 {
+    // `⌊per_page/2⌋ + 1` rows once split; int8 lists have no row pages.
+    let per = root.rows.as_ref().map_or(1, |r| r.per_page);
+    let room = match root.list_rows {
+        Some(s) if root.rows.is_some() => s * if root.grouped() { per / 2 + 1 } else { per },
+        _ => usize::MAX,
+    };
+    let cap = if cap_longest {
+        // As `builder/tests/update_split_lists.rs` forces it: the longest old list, so a
+        // list holding it that receives a new chunk is split.
+        sizes.iter().copied().max().unwrap().min(room)
+    } else if cap_arg > 0 {
         cap_arg.min(room)
     } else {
         jikji_builder::ivf::update_cap(n + add, &old_lists).min(room)
     };
-    println!("update cap {cap}");
+    let split_rows = if root.is_binary() {
+        root.list_rows
+    } else {
+        Some(1)
+    };
+    println!("update cap {cap}, split Some({})", split_rows.unwrap_or(0));
     let plan = jikji_builder::ivf::plan_update_with(
-        &cents,
-        &old_lists,
-        n,
-        &from_old,
-        &scoring,
-        cap,
-        root.list_rows,
+        &cents, &old_lists, n, &from_old, &scoring, cap, split_rows,
     );
     let (lists, split) = match plan {
         jikji_builder::ivf::UpdatePlan::Keep { lists, split, .. } => (lists, split),
@@ -227,6 +292,7 @@ fn main() {
     // Lists split past the cap: their centroids replaced and appended, the run's pages
     // named per page (what `jikji update` does, `update::kept_index`).
     let (base, cbodies) = if split.is_empty() {
+        println!("no list past the cap {cap}: no split");
         (root.clone(), cbodies)
     } else {
         let cut: Vec<usize> = split
@@ -248,18 +314,25 @@ fn main() {
         new: Store::default(),
         linked: 0,
     };
-    let (new_root, stats) = ivf::write_pages_kept_binary(
-        &base,
-        &cbodies,
-        &lists,
-        16,
-        &v_new,
-        &scoring,
-        root.grouped().then_some(&regroup as &ivf::RowGrouping),
-        &[],
-        &mut sink,
-    )
-    .unwrap();
+    let (new_root, stats) = if int8 {
+        // `ingest::write::write_kept_index` for int8 lists; its nprobe without
+        // pseudo-queries.
+        let p = jikji_builder::ivf::default_nprobe(lists.len());
+        ivf::write_pages_kept(&base, &cbodies, &lists, p, &v_new, &mut sink).unwrap()
+    } else {
+        ivf::write_pages_kept_binary(
+            &base,
+            &cbodies,
+            &lists,
+            16,
+            &v_new,
+            &scoring,
+            root.grouped().then_some(&regroup as &ivf::RowGrouping),
+            &[],
+            &mut sink,
+        )
+        .unwrap()
+    };
     let s_update = t.elapsed().as_secs_f64();
     new_root.check(n + add).unwrap();
     let new = sink.new;
@@ -273,16 +346,26 @@ fn main() {
         }
     }
     println!(
-        "update (+{add}): {s_update:.2} s, lists kept {} / rewritten {}, row pages kept {} / rewritten {}, list_gens {}",
+        "update (+{add}): {s_update:.2} s, {} lists, default nprobe {}, lists kept {} / rewritten {}, row pages kept {} / rewritten {}, list_gens {}, pages linked {}",
+        new_root.nlist,
+        new_root.nprobe,
         stats.kept,
         stats.rewritten,
         stats.row_pages_kept,
         stats.row_pages_rewritten,
-        new_root.list_gens.as_ref().map_or(0, Vec::len)
+        new_root.list_gens.as_ref().map_or(0, Vec::len),
+        sink.linked
     );
     for (k, (all, renamed, bytes)) in &by_kind {
         println!("  {k}: {renamed} of {all} pages renamed, {bytes} B of them (stored)");
     }
+    // Which lists should have been renamed: those whose chunks changed, and new ones.
+    let changed = (0..lists.len())
+        .filter(|&j| old_lists.get(j) != Some(&lists[j]))
+        .count();
+    println!(
+        "  lists whose chunks changed or are new: {changed} (the `j` pages renamed should be these)"
+    );
     let total: usize = new.all.values().map(|p| p.0).sum();
     let renamed: usize = by_kind.values().map(|k| k.2).sum();
     println!(
@@ -291,12 +374,82 @@ fn main() {
         total as f64 / 1e6,
         100.0 * renamed as f64 / total as f64
     );
-    let ru = recall(&new, &new_root, &v_new, &queries, nprobe);
+    // The code before the split (int8: session 29's `plan_update`; binary: before
+    // session 29): a list past the cap refitted the whole index.
+    let before =
+        match jikji_builder::ivf::plan_update(&cents, &old_lists, n, &from_old, &scoring, cap) {
+            jikji_builder::ivf::UpdatePlan::Keep { .. } => {
+                "kept (no list past the cap)".to_string()
+            }
+            jikji_builder::ivf::UpdatePlan::Refit(why) => {
+                format!("refit ({why}): the full rebuild's figures, every index page renamed")
+            }
+        };
+    println!("before the split: {before}");
+    // The default nprobe, and (int8, whose default probes a quarter of the lists and
+    // saturates) fewer lists, where the indexes' differences show.
+    let mut nprobes = vec![nprobe];
+    if int8 {
+        nprobes.extend([32, 16, 8].into_iter().filter(|&p| p < nprobe));
+    }
+    if !split.is_empty() {
+        // How many queries reach a split list (the routing by the updated stored
+        // centroids' dot products, as the engine ranks them): the recall can only move
+        // for those.
+        let new_cents =
+            jikji_builder::ingest::write::stored_centroids(&base, &cbodies, DIM).unwrap();
+        let parts: Vec<usize> = split.iter().map(|x| x.0).collect();
+        for &p in &nprobes {
+            let (mut reach, mut all) = (0, 0);
+            for q in &queries {
+                let mut by: Vec<(usize, f32)> = (0..new_cents.len())
+                    .map(|j| (j, new_cents.dot(j, q)))
+                    .collect();
+                by.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+                let probed: Vec<usize> = by[..p.min(by.len())].iter().map(|x| x.0).collect();
+                let hit = parts.iter().filter(|j| probed.contains(j)).count();
+                reach += usize::from(hit > 0);
+                all += usize::from(hit == parts.len());
+            }
+            println!(
+                "  queries probing a split list's part at nprobe {p}: {reach} of {} (every part: {all})",
+                queries.len()
+            );
+        }
+    }
+    let ro = recall(&old, &root, &v_old, &queries, &nprobes);
+    let ru = recall(&new, &new_root, &v_new, &queries, &nprobes);
     let mut full = Store::default();
-    let (froot, s_full) = full_build(&v_new, &mut full, threads);
-    let rf = recall(&full, &froot, &v_new, &queries, nprobe);
+    let (froot, s_full) = full_build(&v_new, &mut full, threads, int8);
+    let rf = recall(&full, &froot, &v_new, &queries, &nprobes);
+    let ftotal: usize = full.all.values().map(|p| p.0).sum();
+    // What a refit (the code before the split) renames: the rebuild's pages whose names
+    // the old index does not have.
+    let fnew: Vec<usize> = full
+        .all
+        .iter()
+        .filter(|(name, _)| !old.all.contains_key(*name))
+        .map(|(_, p)| p.0)
+        .collect();
     println!(
-        "full rebuild of {}: {s_full:.1} s; recall@10 vs exact at nprobe {nprobe}: update {ru:.4}, full rebuild {rf:.4}; update {s_update:.2} s vs full build {s_build:.1} s",
-        n + add
+        "full rebuild of {}: {s_full:.1} s, {} lists, default nprobe {}, {} pages, {:.2} MB; {} of its pages renamed against the old index ({:.2} MB)",
+        n + add,
+        froot.nlist,
+        froot.nprobe,
+        full.all.len(),
+        ftotal as f64 / 1e6,
+        fnew.len(),
+        fnew.iter().sum::<usize>() as f64 / 1e6
     );
+    for (i, p) in nprobes.iter().enumerate() {
+        println!(
+            "recall@10 vs exact at nprobe {p}: old index (of {n}, vs its exact scan) {:.4}, update {:.4}, full rebuild {:.4} (update − old {:+.4}, update − rebuild {:+.4})",
+            ro[i],
+            ru[i],
+            rf[i],
+            ru[i] - ro[i],
+            ru[i] - rf[i]
+        );
+    }
+    println!("update {s_update:.2} s vs full build {s_build:.1} s, full rebuild {s_full:.1} s");
 }
