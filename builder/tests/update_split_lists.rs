@@ -65,7 +65,7 @@ fn an_update_past_the_cap_splits_the_list_and_keeps_the_other_pages() {
     splits_past_the_cap(true);
 }
 
-/// Int8 lists (the default below 100,000 chunks) split as binary ones do (session 30; they
+/// Int8 lists (`--dense-index ivf` / `ivf:N`) split as binary ones do (session 30; they
 /// refitted before).
 #[test]
 fn an_update_past_the_cap_splits_an_int8_list_too() {
