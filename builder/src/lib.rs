@@ -26,6 +26,7 @@ pub mod query_model;
 pub mod serve;
 pub mod update;
 pub mod vector_cache;
+pub mod verify;
 pub mod versions;
 
 pub use error::{BuildError, Result};

@@ -38,6 +38,9 @@ enum Cmd {
     Update(cmd::update::Args),
     /// Search a bundle with one or more queries.
     Search(cmd::search::Args),
+    /// Read and check every page of a bundle (before publishing it): damaged or missing
+    /// pages named, exit 1; files the entry does not name listed.
+    Verify(cmd::verify::Args),
     /// Find duplicates: of new files against the bundle (--new DIR), or between chunks of
     /// different files within the bundle. Thresholds are E5 cosines (see README).
     Dedup(cmd::dedup::Args),
@@ -70,6 +73,7 @@ fn main() -> anyhow::Result<ExitCode> {
         Cmd::Check(a) => cmd::check::run(a),
         Cmd::Update(a) => cmd::update::run(a),
         Cmd::Search(a) => cmd::search::run(a),
+        Cmd::Verify(a) => cmd::verify::run(a),
         Cmd::Dedup(a) => cmd::dedup::run(a),
         Cmd::Gaps(a) => cmd::gaps::run(a),
         Cmd::Conflicts(a) => cmd::conflicts::run(a),

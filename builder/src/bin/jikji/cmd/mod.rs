@@ -11,6 +11,7 @@ pub mod model_pack;
 pub mod search;
 pub mod serve;
 pub mod update;
+pub mod verify;
 
 use std::path::Path;
 
@@ -34,7 +35,7 @@ pub fn open_bundle(bundle: &Path) -> anyhow::Result<jikji_format::Bundle> {
 /// Errors naming `bundle` when it is not a folder, or a folder holding neither a format 2
 /// entry (`jikji.json`) nor a format 1 manifest (`manifest.json`): a mistyped path used to
 /// read as "BUNDLE/manifest.json: missing from the bundle".
-fn is_bundle_folder(bundle: &Path) -> anyhow::Result<()> {
+pub fn is_bundle_folder(bundle: &Path) -> anyhow::Result<()> {
     if !bundle.is_dir() {
         anyhow::bail!(
             "bundle folder {} not found (make one with `jikji build DIR --out {}`)",
