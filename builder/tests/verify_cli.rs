@@ -36,7 +36,12 @@ fn copy_dir(from: &Path, to: &Path) {
 
 #[test]
 fn verify_names_every_damaged_page_and_passes_intact_bundles() {
-    for (name, format) in [("v2", 2), ("v2-ivf-split", 2), ("v1", 1)] {
+    for (name, format) in [
+        ("v2", 2),
+        ("v2-ivf-split", 2),
+        ("v2-ivf8-split", 2),
+        ("v1", 1),
+    ] {
         let o = jikji(&["verify", compat(name).to_str().unwrap(), "--json"]);
         assert_eq!(
             o.status.code(),

@@ -2,7 +2,9 @@
 //! frozen fixtures `format/tests/compat/v2-ivf/` (int8 centroids and sample) and
 //! `format/tests/compat/v2-ivf4/` (4-bit centred centroids and a binary-coded sample,
 //! session 26) and `format/tests/compat/v2-ivf-rows/` (the same with the `i` pages
-//! numbered per list, `pages.ivf.list_rows`, session 27) (the format 1 fixtures' corpus, built with `--dense-index ivf-binary:3`;
+//! numbered per list, `pages.ivf.list_rows`, session 27), `v2-ivf-groups/` (grouped rows, session 28),
+//! `v2-ivf-split/` (a binary list split by `jikji update`) and `v2-ivf8-split/` (int8 lists, one split by
+//! `jikji update`; its own test below) (the format 1 fixtures' corpus, built with `--dense-index ivf-binary:3`;
 //! never rebuilt, see their READMEs) searched with the query
 //! vectors of `../v2-centring/queries.json` (same corpus and model). Checked: the entry's
 //! `pages.ivf` is what FORMAT.md says; dense and hybrid hits through the index (one list
@@ -122,6 +124,12 @@ fn write_v2_ivf_groups_expected() {
 #[ignore = "writes the frozen fixture's expected.json; run once by hand"]
 fn write_v2_ivf_split_expected() {
     write_expected("v2-ivf-split");
+}
+
+#[test]
+#[ignore = "writes the frozen fixture's expected.json; run once by hand"]
+fn write_v2_ivf8_split_expected() {
+    write_expected("v2-ivf8-split");
 }
 
 /// The rows of the fixtures before grouped rows: ×8, 4 `i` pages of 4 rows, not grouped.
@@ -340,6 +348,76 @@ fn answers_as_frozen(
                     assert_eq!(raw(&all), raw(&exact), "{} dense raw scores", q.text);
                 }
             }
+        }
+    }
+}
+
+/// Int8 lists (`--dense-index ivf:3`) whose list 0 `jikji update` split past the cap
+/// (session 30: 3 → 4 lists, the int8 centroid page named by its own generation): the
+/// entry as written, the frozen hits natively, the browser's loop equal to native, and every
+/// list probed equal to the exact scan in dense and hybrid (an int8 sample, as the exact
+/// scan's).
+#[test]
+fn ivf8_split_fixture_answers_as_frozen() {
+    let dir = fixture("v2-ivf8-split").join("bundle");
+    let e = Engine::open_dir_paged(&dir).unwrap();
+    let root = e.dense_index().unwrap().clone();
+    assert_eq!(
+        (
+            root.codes.as_str(),
+            root.nlist,
+            root.rows.is_none(),
+            root.list_rows
+        ),
+        ("int8", 4, true, None)
+    );
+    assert_eq!((root.centroids.group, root.centroids.gens.len()), (1, 1));
+    assert_eq!(root.centroid_codes, None);
+    let chosen = root.chosen_by.clone().unwrap_or_default();
+    assert!(
+        chosen.contains("split past the cap 4: list 0 into 2 lists (3 → 4)"),
+        "{chosen}"
+    );
+    let n = e.bundle().manifest().counts.chunks;
+    assert_eq!(n, 13);
+    let want: Vec<serde_json::Value> = serde_json::from_slice(
+        &std::fs::read(fixture("v2-ivf8-split").join("expected.json")).unwrap(),
+    )
+    .unwrap();
+    let got = results(&dir);
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!(g["text"], w["text"]);
+        let (gh, wh) = (g["hits"].as_array().unwrap(), w["hits"].as_array().unwrap());
+        assert_eq!(gh.len(), wh.len(), "{g}");
+        for (a, b) in gh.iter().zip(wh) {
+            assert_eq!(a[0], b[0], "{} {} {}", g["text"], g["mode"], g["nprobe"]);
+            let (x, y) = (a[1].as_f64().unwrap(), b[1].as_f64().unwrap());
+            assert!((x - y).abs() < 1e-6, "{g}: score {x} vs frozen {y}");
+        }
+    }
+    let entry = std::fs::read(dir.join("jikji.json")).unwrap();
+    let whole = Engine::open_dir(&dir).unwrap();
+    for q in queries() {
+        for mode in [Mode::Dense, Mode::Hybrid] {
+            let mut browser = Engine::open_entry(&entry).unwrap();
+            browser.set_nprobe(Some(1));
+            let mut native = Engine::open_dir_paged(&dir).unwrap();
+            native.set_nprobe(Some(1));
+            let (b, rounds) = browser_search(&dir, &browser, &q, mode);
+            let nat = native
+                .search_with_vector(&q.text, Some(&q.vector), mode, 10)
+                .unwrap();
+            assert_eq!(b.hits, nat.hits, "{} {mode}", q.text);
+            assert!(rounds >= 2, "{}: centroids, lists: {rounds} rounds", q.text);
+            native.set_nprobe(Some(4));
+            let all = native
+                .search_with_vector(&q.text, Some(&q.vector), mode, 10)
+                .unwrap();
+            let exact = whole
+                .search_with_vector(&q.text, Some(&q.vector), mode, 10)
+                .unwrap();
+            assert_eq!(all.hits, exact.hits, "{} {mode}: every list probed", q.text);
         }
     }
 }
