@@ -53,13 +53,14 @@ fn interrupted_build_left_its_temporary_folder() {
             .stderr(Stdio::piped());
         c
     };
-    // Kill a build once its temporary folder holds its lock.
+    // Kill a build once its temporary folder holds its lock (locked, then the process id
+    // written: a non-empty `.lock`).
     let mut child = build().spawn().unwrap();
     let t = Instant::now();
     loop {
         if spills(tmp.path())
             .iter()
-            .any(|n| tmp.path().join(n).join(".lock").exists())
+            .any(|n| std::fs::metadata(tmp.path().join(n).join(".lock")).is_ok_and(|m| m.len() > 0))
         {
             break;
         }
@@ -79,12 +80,17 @@ fn interrupted_build_left_its_temporary_folder() {
     assert_eq!(left.len(), 1, "{left:?}");
     assert!(!out.exists(), "a killed build wrote the bundle");
 
-    // Beside it: a folder in use (its lock held here), one without a lock, a user's file.
+    // Beside it: a folder in use (its lock held here), one without a lock, one whose lock
+    // is still empty (a build between creating and locking it), a user's file.
     let busy = tmp.path().join(".jikji-build-busy");
     std::fs::create_dir(&busy).unwrap();
     let held = std::fs::File::create(busy.join(".lock")).unwrap();
     held.lock().unwrap();
+    std::fs::write(busy.join(".lock"), "1").unwrap();
     std::fs::create_dir(tmp.path().join(".jikji-build-nolock")).unwrap();
+    let starting = tmp.path().join(".jikji-build-starting");
+    std::fs::create_dir(&starting).unwrap();
+    std::fs::write(starting.join(".lock"), "").unwrap();
     std::fs::write(tmp.path().join(".jikji-build-notes.txt"), "mine").unwrap();
 
     let o = build().output().unwrap();
@@ -100,7 +106,8 @@ fn interrupted_build_left_its_temporary_folder() {
         [
             ".jikji-build-busy",
             ".jikji-build-nolock",
-            ".jikji-build-notes.txt"
+            ".jikji-build-notes.txt",
+            ".jikji-build-starting"
         ],
         "the killed build's folder is gone, the others kept"
     );

@@ -359,9 +359,16 @@ impl Spill {
             .prefix(SPILL_PREFIX)
             .tempdir_in(parent)
             .map_err(|e| BuildError::io("creating a temporary folder in", parent, e))?;
+        // Locked, then written (this process's id): a sweep takes a folder for stale only
+        // when it can lock a non-empty `.lock`, so a build between creating and locking it
+        // (an empty file) is never swept by another starting at the same moment.
         let lock_path = dir.path().join(".lock");
         let lock = std::fs::File::create(&lock_path)
-            .and_then(|f| f.lock().map(|()| f))
+            .and_then(|mut f| {
+                f.lock()?;
+                std::io::Write::write_all(&mut f, std::process::id().to_string().as_bytes())?;
+                Ok(f)
+            })
             .map_err(|e| BuildError::io("locking", &lock_path, e))?;
         Ok(Spill { dir, _lock: lock })
     }
@@ -390,9 +397,10 @@ impl Spill {
     }
 }
 
-/// The `.jikji-build-*` folders of `parent` whose `.lock` no process holds: left by a build
-/// that was killed (a build's lock is released with its process). A folder without a
-/// `.lock` (being created, or left by a build from before the locks) is not listed.
+/// The `.jikji-build-*` folders of `parent` whose `.lock` no process holds and is not empty:
+/// left by a build that was killed (a build's lock is released with its process). A folder
+/// without a `.lock`, or with an empty one (being created, or left by a build from before
+/// the locks), is not listed.
 fn stale_spills(parent: &Path) -> Vec<std::path::PathBuf> {
     let Ok(entries) = std::fs::read_dir(parent) else {
         return Vec::new();
@@ -406,7 +414,7 @@ fn stale_spills(parent: &Path) -> Vec<std::path::PathBuf> {
             std::fs::OpenOptions::new()
                 .write(true)
                 .open(p.join(".lock"))
-                .is_ok_and(|f| f.try_lock().is_ok())
+                .is_ok_and(|f| f.try_lock().is_ok() && f.metadata().is_ok_and(|m| m.len() > 0))
         })
         .collect()
 }
