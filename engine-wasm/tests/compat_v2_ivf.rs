@@ -231,6 +231,30 @@ fn ivf_split_fixture_answers_as_frozen() {
     );
 }
 
+/// The native paged read of fixture `name`'s bundle `dir` gives its frozen `expected.json`
+/// at every setting: the same chunk ids in order, raw scores within 1e-6.
+fn assert_frozen_hits(name: &str, dir: &Path) {
+    let want: Vec<serde_json::Value> =
+        serde_json::from_slice(&std::fs::read(fixture(name).join("expected.json")).unwrap())
+            .unwrap();
+    let got = results(dir);
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!(g["text"], w["text"]);
+        let (gh, wh) = (g["hits"].as_array().unwrap(), w["hits"].as_array().unwrap());
+        assert_eq!(gh.len(), wh.len(), "{g}");
+        for (a, b) in gh.iter().zip(wh) {
+            assert_eq!(
+                a[0], b[0],
+                "{} {} {}/{}",
+                g["text"], g["mode"], g["nprobe"], g["rescore"]
+            );
+            let (x, y) = (a[1].as_f64().unwrap(), b[1].as_f64().unwrap());
+            assert!((x - y).abs() < 1e-6, "{g}: score {x} vs frozen {y}");
+        }
+    }
+}
+
 /// Fixture `name`'s entry has the layout it was built with (`codes`: its `pages.ivf`
 /// centroid and sample codes; `list_rows`: its per-list row numbering, `None` = list
 /// order; `nlist` lists), and its hits are the frozen ones; `hybrid_as_exact`: with a coded
@@ -268,25 +292,7 @@ fn answers_as_frozen(
     assert_eq!(root.list_rows, list_rows);
     let n = e.bundle().manifest().counts.chunks;
     assert_eq!(n, 13);
-    let want: Vec<serde_json::Value> =
-        serde_json::from_slice(&std::fs::read(fixture(name).join("expected.json")).unwrap())
-            .unwrap();
-    let got = results(&dir);
-    assert_eq!(got.len(), want.len());
-    for (g, w) in got.iter().zip(&want) {
-        assert_eq!(g["text"], w["text"]);
-        let (gh, wh) = (g["hits"].as_array().unwrap(), w["hits"].as_array().unwrap());
-        assert_eq!(gh.len(), wh.len(), "{g}");
-        for (a, b) in gh.iter().zip(wh) {
-            assert_eq!(
-                a[0], b[0],
-                "{} {} {}/{}",
-                g["text"], g["mode"], g["nprobe"], g["rescore"]
-            );
-            let (x, y) = (a[1].as_f64().unwrap(), b[1].as_f64().unwrap());
-            assert!((x - y).abs() < 1e-6, "{g}: score {x} vs frozen {y}");
-        }
-    }
+    assert_frozen_hits(name, &dir);
     // The browser's loop: the same hits; every list probed and every chunk rescored is
     // the exact scan.
     let entry = std::fs::read(dir.join("jikji.json")).unwrap();
@@ -380,22 +386,7 @@ fn ivf8_split_fixture_answers_as_frozen() {
     );
     let n = e.bundle().manifest().counts.chunks;
     assert_eq!(n, 13);
-    let want: Vec<serde_json::Value> = serde_json::from_slice(
-        &std::fs::read(fixture("v2-ivf8-split").join("expected.json")).unwrap(),
-    )
-    .unwrap();
-    let got = results(&dir);
-    assert_eq!(got.len(), want.len());
-    for (g, w) in got.iter().zip(&want) {
-        assert_eq!(g["text"], w["text"]);
-        let (gh, wh) = (g["hits"].as_array().unwrap(), w["hits"].as_array().unwrap());
-        assert_eq!(gh.len(), wh.len(), "{g}");
-        for (a, b) in gh.iter().zip(wh) {
-            assert_eq!(a[0], b[0], "{} {} {}", g["text"], g["mode"], g["nprobe"]);
-            let (x, y) = (a[1].as_f64().unwrap(), b[1].as_f64().unwrap());
-            assert!((x - y).abs() < 1e-6, "{g}: score {x} vs frozen {y}");
-        }
-    }
+    assert_frozen_hits("v2-ivf8-split", &dir);
     let entry = std::fs::read(dir.join("jikji.json")).unwrap();
     let whole = Engine::open_dir(&dir).unwrap();
     for q in queries() {
