@@ -65,7 +65,7 @@ DENSE_NULL99 = {
     "xquad-en": 0.716, "xquad-zh": 0.408, "xquad-zh2en-mixed": 0.356, "cmrc2018-dev": 0.366,
     "classical-zh-dev": 0.681, "korquad-dev": 0.422, "scifact": 0.332,
 }
-FEATS = ["raw", "logit", "margin", "z", "above"]
+FEATS = ["raw", "logit", "margin", "z", "above", "terms", "idf", "unknown"]
 
 
 def load():
@@ -88,7 +88,8 @@ def load():
             v["y"].append(1.0 if (not unans and h[0][4] > 0) else 0.0)
             if r["mode"].startswith("dense"):
                 f = sb.feats(r, "dense")  # [logit, margin, z/5, log qlen/3]
-                v["X"].append([h[0][2], f[0], f[1], f[2], 1.0 if h[0][1] > DENSE_NULL[bundle] else 0.0])
+                cov = h[0][5] if len(h[0]) > 5 and h[0][5] is not None else [0.0, 0.0, 1.0]
+                v["X"].append([h[0][2], f[0], f[1], f[2], 1.0 if h[0][1] > DENSE_NULL[bundle] else 0.0] + list(cov))
     for v in runs.values():
         v["s"] = np.array(v["s"]); v["y"] = np.array(v["y"]); v["X"] = np.array(v["X"])
     return runs
@@ -143,6 +144,11 @@ MAPS = {
     "platt:logit": ("platt", [1]),
     "logreg:raw+margin+z": ("platt", [0, 2, 3]),
     "logreg:logit+margin+z": ("platt", [1, 2, 3]),
+    # Session 31: with the top hit's query coverage (terms held, idf matched, unknown terms), which
+    # session 30's maps did not use: shares, so they may carry across bundles better than raw cosines.
+    "logreg:logit+cov": ("platt", [1, 5, 6, 7]),
+    "logreg:raw+cov": ("platt", [0, 5, 6, 7]),
+    "logreg:logit+margin+z+cov": ("platt", [1, 2, 3, 5, 6, 7]),
     "iso:raw": ("iso", [0]),
     "iso:logit": ("iso", [1]),
     # Reference without any score feature: one value for the top-1s above the bundle's threshold and
