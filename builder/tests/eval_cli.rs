@@ -58,6 +58,41 @@ fn eval_reports_metrics_calibration_and_settings() {
         .map(|b| b["queries"].as_u64().unwrap())
         .sum();
     assert_eq!(in_bands, 2);
+    // The readers' protocol checks (issue 19) are the bands' own figures against its targets.
+    let checks = bm25["protocol"].as_array().unwrap();
+    let names: Vec<&str> = checks
+        .iter()
+        .map(|c| c["check"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["cite", "drop", "ece"]);
+    let bands = bm25["top1_bands"].as_array().unwrap();
+    for (c, b) in [(&checks[0], &bands[0]), (&checks[1], &bands[2])] {
+        assert_eq!(c["queries"], b["queries"]);
+        let n = b["queries"].as_f64().unwrap();
+        if n == 0.0 {
+            assert!(c["value"].is_null() && c["ok"] == true, "{c}");
+        } else {
+            let share = b["relevant"].as_f64().unwrap() / n;
+            assert!((c["value"].as_f64().unwrap() - share).abs() < 1e-9, "{c}");
+            let ok = if c["check"] == "cite" {
+                share >= 0.9
+            } else {
+                share <= 0.3
+            };
+            assert_eq!(c["ok"], ok, "{c}");
+        }
+    }
+    assert_eq!(checks[2]["value"].as_f64().unwrap(), ece);
+    assert_eq!(checks[2]["ok"], ece <= 0.10);
+    // The text report prints them, with how many were missed.
+    let text = eval(&[set.to_str().unwrap(), "--cache", cache.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    let missed = checks.iter().filter(|c| c["ok"] == false).count();
+    assert!(
+        text.contains("readers' protocol (issue 19")
+            && text.contains(&format!("missed {missed} of 3 checks")),
+        "{text}"
+    );
     // The settings the run used are recorded.
     assert_eq!(v["bm25"]["k1"].as_f64().unwrap() as f32, 1.1);
     assert_eq!(v["unanswerable"], false);
@@ -132,4 +167,12 @@ fn unanswerable_runs_count_every_query_as_wrong() {
     );
     assert!(bands.iter().all(|b| b["relevant"] == 0));
     assert_eq!(bm25["no_hit"], 0);
+    // Only the share of top-1s reaching "cite" is checked in an unanswerable run.
+    let checks = bm25["protocol"].as_array().unwrap();
+    assert_eq!(checks.len(), 1, "{checks:?}");
+    assert_eq!(checks[0]["check"], "unanswerable-cite");
+    assert_eq!(checks[0]["queries"], 2);
+    let share = bands[0]["queries"].as_f64().unwrap() / 2.0;
+    assert_eq!(checks[0]["value"].as_f64().unwrap(), share);
+    assert_eq!(checks[0]["ok"], share <= 0.01);
 }

@@ -166,6 +166,88 @@ pub fn bands(top1: &[(f32, bool)]) -> Vec<Band> {
     out
 }
 
+/// The readers' protocol the score bands are read by (issue 19): a top hit scoring ≥ 0.6 is
+/// cited as is, one in 0.3–0.6 is used only if nothing else is on the topic, one under 0.3
+/// is dropped. Its targets, per ranking of an answerable run: at least this share of the
+/// top-1s scoring ≥ 0.6 are right.
+pub const CITE_MIN_RIGHT: f64 = 0.90;
+/// At most this share of the top-1s scoring < 0.3 are right (issue 19).
+pub const DROP_MAX_RIGHT: f64 = 0.30;
+/// Top-1 ECE (10 bins, [`ece`]) at most this (issue 19).
+pub const ECE_MAX: f64 = 0.10;
+/// In an unanswerable run (`--unanswerable`), at most this share of the top-1s reach ≥ 0.6
+/// (issue 19).
+pub const UNANSWERABLE_MAX_CITED: f64 = 0.01;
+
+/// One check of the readers' protocol on one ranking (`jikji eval` prints and serializes
+/// them per mode row).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProtocolCheck {
+    /// `cite` (≥ 0.6 band: share right), `drop` (< 0.3 band: share right), `ece` (top-1
+    /// ECE) or `unanswerable-cite` (share of an unanswerable run's top-1s at ≥ 0.6).
+    pub check: &'static str,
+    /// The measured share (0..1) or ECE; `None` when the band holds no top-1 (the check
+    /// then holds: nothing in it can mislead).
+    pub value: Option<f64>,
+    /// Top-1s the value is measured on (the band's, or all with a hit).
+    pub queries: usize,
+    /// The target, e.g. `>= 0.90`.
+    pub target: &'static str,
+    /// Whether the target is met.
+    pub ok: bool,
+}
+
+/// The protocol's checks for one ranking, from its top-1 [`bands`] (the order [`bands`]
+/// returns: ≥ 0.6, 0.3–0.6, < 0.3) and top-1 [`ece`]: `cite`, `drop` and `ece` for an
+/// answerable run, `unanswerable-cite` alone for an unanswerable one (every top-1 there
+/// is wrong, so only how many reach "cite" says anything). Source: issue 19's targets, as
+/// `scripts/study-bands.py` scores them.
+pub fn protocol_checks(bands: &[Band], top1_ece: f64, unanswerable: bool) -> Vec<ProtocolCheck> {
+    let band = |from: f32| {
+        bands
+            .iter()
+            .find(|b| b.from == from)
+            .copied()
+            .unwrap_or_default()
+    };
+    let share = |b: Band| (b.queries > 0).then(|| b.relevant as f64 / b.queries as f64);
+    let (cite, drop) = (band(0.6), band(0.0));
+    let all: usize = bands.iter().map(|b| b.queries).sum();
+    if unanswerable {
+        let v = (all > 0).then(|| cite.queries as f64 / all as f64);
+        return vec![ProtocolCheck {
+            check: "unanswerable-cite",
+            value: v,
+            queries: all,
+            target: "<= 0.01",
+            ok: v.is_none_or(|v| v <= UNANSWERABLE_MAX_CITED),
+        }];
+    }
+    vec![
+        ProtocolCheck {
+            check: "cite",
+            value: share(cite),
+            queries: cite.queries,
+            target: ">= 0.90",
+            ok: share(cite).is_none_or(|v| v >= CITE_MIN_RIGHT),
+        },
+        ProtocolCheck {
+            check: "drop",
+            value: share(drop),
+            queries: drop.queries,
+            target: "<= 0.30",
+            ok: share(drop).is_none_or(|v| v <= DROP_MAX_RIGHT),
+        },
+        ProtocolCheck {
+            check: "ece",
+            value: (all > 0).then_some(top1_ece),
+            queries: all,
+            target: "<= 0.10",
+            ok: top1_ece <= ECE_MAX,
+        },
+    ]
+}
+
 /// Expected calibration error of the top-1 scores (Naeini, Cooper & Hauskrecht 2015;
 /// Guo et al. 2017): the `(score, relevant?)` pairs are split into `bins` equal-width score
 /// bins over [0, 1], and each bin's |mean score − share relevant| is weighted by its share
@@ -351,6 +433,33 @@ mod tests {
         assert!((m.recall_10 - 2.0 / 3.0).abs() < 1e-12);
         assert!((m.mrr_10 - 0.5).abs() < 1e-12);
         assert_eq!(metrics(&[], &judged), Metrics::default());
+    }
+
+    #[test]
+    fn protocol_checks_follow_the_issue_19_targets() {
+        // 10 top-1s at ≥ 0.6, 9 right (90 %: met); 4 under 0.3, 2 right (50 %: missed).
+        let mut top1 = vec![(0.9f32, true); 9];
+        top1.push((0.7, false));
+        top1.extend([(0.1, true), (0.1, true), (0.2, false), (0.2, false)]);
+        let c = protocol_checks(&bands(&top1), ece(&top1, 10), false);
+        let by = |k: &str| c.iter().find(|x| x.check == k).unwrap().clone();
+        assert!(by("cite").ok && (by("cite").value.unwrap() - 0.9).abs() < 1e-9);
+        assert_eq!(by("cite").queries, 10);
+        assert!(!by("drop").ok && (by("drop").value.unwrap() - 0.5).abs() < 1e-9);
+        let e = ece(&top1, 10);
+        assert_eq!(by("ece").ok, e <= 0.10, "{e}");
+        // An empty band cannot mislead: its check holds, with no value.
+        let c = protocol_checks(&bands(&[(0.65, true), (0.4, true)]), 0.05, false);
+        let drop = c.iter().find(|x| x.check == "drop").unwrap();
+        assert!(drop.ok && drop.value.is_none() && drop.queries == 0);
+        // Unanswerable: only the share reaching "cite" counts; 1 of 100 is the limit.
+        let mut un = vec![(0.2f32, false); 99];
+        un.push((0.7, false));
+        let c = protocol_checks(&bands(&un), ece(&un, 10), true);
+        assert_eq!(c.len(), 1);
+        assert!(c[0].ok && c[0].check == "unanswerable-cite" && c[0].queries == 100);
+        un[0] = (0.61, false);
+        assert!(!protocol_checks(&bands(&un), 0.0, true)[0].ok);
     }
 
     #[test]

@@ -10,7 +10,10 @@ use std::time::Instant;
 use jikji_engine::{Engine, Expansion, Fusion, Mode, SearchOptions};
 use serde::Serialize;
 
-use super::{bands, ece, load_queries, mean, metrics, percentile, Band, EvalSet, Metrics};
+use super::{
+    bands, ece, load_queries, mean, metrics, percentile, protocol_checks, Band, EvalSet, Metrics,
+    ProtocolCheck,
+};
 use crate::corpus::{FrontMatter, SourceFile};
 use crate::error::{BuildError, Result};
 use crate::ingest::{build_files, load_build_embedder, BundleSettings, IngestOptions};
@@ -132,6 +135,9 @@ pub struct ModeRow {
     pub top1_bands: Vec<Band>,
     /// Top-1 expected calibration error (10 bins).
     pub top1_ece: f64,
+    /// The readers' protocol checks on the top-1 bands and ECE (issue 19's targets;
+    /// [`protocol_checks`]).
+    pub protocol: Vec<ProtocolCheck>,
     /// Queries with no hit at all.
     pub no_hit: usize,
     /// Through the bundle's dense index: recall against the exact scan, bytes, rounds
@@ -742,6 +748,7 @@ fn evaluate(
             metrics: mean(&per_query),
             median_ms: percentile(&ms, 0.5),
             p95_ms: percentile(&ms, 0.95),
+            protocol: protocol_checks(&bands(&top1), ece(&top1, 10), o.unanswerable),
             top1_bands: bands(&top1),
             top1_ece: ece(&top1, 10),
             no_hit,
@@ -925,6 +932,55 @@ impl EvalReport {
                 );
             }
         }
+        s.push_str(&self.protocol_text());
+        s
+    }
+
+    /// The readers'-protocol block of [`Self::to_text`]: per mode row, each check's value,
+    /// target and `ok` / `MISS`, then how many were missed.
+    fn protocol_text(&self) -> String {
+        use std::fmt::Write as _;
+        let mut s = String::new();
+        if self.unanswerable {
+            let _ = writeln!(
+                s,
+                "readers' protocol, unanswerable queries (issue 19: at most 1 % of top-1s may reach >= 0.6, \"cite\"):"
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "readers' protocol (issue 19: >= 0.6 cite, >= 90 % of those top-1s right; < 0.3 drop, <= 30 % right; top-1 ECE <= 0.10):"
+            );
+        }
+        let (mut missed, mut all) = (0, 0);
+        for r in &self.modes {
+            let cells: Vec<String> = r
+                .protocol
+                .iter()
+                .map(|c| {
+                    all += 1;
+                    missed += usize::from(!c.ok);
+                    let v = match (c.check, c.value) {
+                        (_, None) => "empty".to_string(),
+                        ("ece", Some(v)) => format!("{v:.3}"),
+                        (_, Some(v)) => format!("{:.1} % of {}", v * 100.0, c.queries),
+                    };
+                    let what = match c.check {
+                        "cite" => ">= 0.6 right",
+                        "drop" => "< 0.3 right",
+                        "ece" => "ECE",
+                        _ => "top-1s >= 0.6",
+                    };
+                    format!(
+                        "{what} {v} ({}) {}",
+                        c.target,
+                        if c.ok { "ok" } else { "MISS" }
+                    )
+                })
+                .collect();
+            let _ = writeln!(s, "  {:<14}{}", r.mode, cells.join("   "));
+        }
+        let _ = writeln!(s, "  missed {missed} of {all} checks");
         s
     }
 }
