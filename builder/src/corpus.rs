@@ -737,21 +737,24 @@ pub fn front_matter(text: &str, start: usize) -> (FrontMatter, usize) {
 }
 
 /// Byte offset after the leading source lines that start at `start` (`Source: URL`,
-/// `출처: URL`, `원문(위키문헌): URL` — a short label, a colon, then only a URL) and the blank
-/// lines around them. They are file metadata (kept as the chunks' `source_url`), not text
-/// to search: left in, each file's first chunk would be a lone URL.
+/// `출처: URL`, `원문(위키문헌): URL` — a short label, a colon, then only a URL — and the
+/// `Source:` / `출처:` lines that name a source without a URL, `출처 : 고객센터 공지`, as
+/// [`source_line`] reads them) and the blank lines around them. They are file metadata
+/// (kept as the chunks' `source_url`), not text to search: left in, each file's first chunk
+/// would be a lone URL or source name, which matched unrelated queries.
 pub fn skip_source_lines(text: &str, start: usize) -> usize {
     let mut off = start;
     let mut end = start;
     for line in text[start..].split_inclusive('\n') {
         let t = line.trim();
-        let is_source = t.split_once([':', '：']).is_some_and(|(label, rest)| {
-            let url = rest.trim();
-            label.chars().count() <= 24
-                && !label.trim().is_empty()
-                && (url.starts_with("http://") || url.starts_with("https://"))
-                && !url.contains(char::is_whitespace)
-        });
+        let is_source = source_line(t).is_some()
+            || t.split_once([':', '：']).is_some_and(|(label, rest)| {
+                let url = rest.trim();
+                label.chars().count() <= 24
+                    && !label.trim().is_empty()
+                    && (url.starts_with("http://") || url.starts_with("https://"))
+                    && !url.contains(char::is_whitespace)
+            });
         if t.is_empty() {
             off += line.len();
         } else if is_source {
@@ -970,6 +973,24 @@ mod tests {
             skip_source_lines("Text first.\nSource: https://a.org\n", 0),
             0
         );
+    }
+
+    #[test]
+    fn a_named_source_line_became_its_own_chunk() {
+        // Session 31 (issue 19's knowledge-base scenario): `출처 : 고객센터 공지` names its
+        // source without a URL; it stayed in the text as a 12-character chunk of its own,
+        // which dense search ranked first for unrelated questions ("webhook signature
+        // verification", "회원 등급별 혜택").
+        let t = "출처 : 고객센터 공지\n\n# 포인트 적립\n\n구매 금액의 1%가 적립됩니다.\n";
+        assert_eq!(
+            &t[skip_source_lines(t, 0)..],
+            "\n# 포인트 적립\n\n구매 금액의 1%가 적립됩니다.\n"
+        );
+        let t = "**Source:** Customer service notice, 2026\nText.\n";
+        assert_eq!(&t[skip_source_lines(t, 0)..], "Text.\n");
+        // Only leading lines: a source line after the text starts stays text.
+        let t = "Text first.\n출처: 고객센터 공지\n";
+        assert_eq!(skip_source_lines(t, 0), 0);
     }
 
     #[test]
