@@ -889,6 +889,75 @@ fn eval_could_not_evaluate_an_existing_bundle() {
     );
 }
 
+/// Session 31 (issue 19's knowledge-base scenario): a qrels line judging an archived version
+/// (`5. plans/sprint-plan_v1.md`, replaced by `_v2`) was accepted, and its query counted a
+/// miss whatever the ranking (searches leave archived versions out).
+#[test]
+fn eval_bundle_accepted_an_archived_version_in_qrels() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kb = corpus(tmp.path());
+    let bundle = tmp.path().join("bundle");
+    build_bm25(&kb, &bundle);
+    let bad = tmp.path().join("bad");
+    copy_dir(&kb_eval(), &bad);
+    std::fs::write(
+        bad.join("qrels.tsv"),
+        "query-id\tcorpus-id\tscore\nsprint\t5. plans/sprint-plan_v1.md\t1\n",
+    )
+    .unwrap();
+    let out = jikji(&["eval", "--modes", "bm25", "--bundle"], &[&bundle, &bad]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let e = stderr(&out);
+    assert!(e.contains("qrels.tsv:2"), "{e}");
+    assert!(
+        e.contains("\"5. plans/sprint-plan_v1.md\" is an archived version")
+            && e.contains("judge the doc_id \"5. plans/sprint-plan\"")
+            && e.contains("the current version \"5. plans/sprint-plan_v2.md\""),
+        "{e}"
+    );
+}
+
+/// Session 31: measuring a knowledge base's unanswerable questions with `--bundle` needed
+/// `--queries` although DIR/queries.jsonl held them, and a `qrels.tsv` although no query has
+/// an answer; the report called them "judged queries".
+#[test]
+fn eval_bundle_unanswerable_needed_queries_and_qrels() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kb = corpus(tmp.path());
+    let bundle = tmp.path().join("bundle");
+    build_bm25(&kb, &bundle);
+    let un = tmp.path().join("unanswerable");
+    std::fs::create_dir_all(&un).unwrap();
+    std::fs::write(
+        un.join("queries.jsonl"),
+        "{\"id\": \"u1\", \"text\": \"how do I reset my password\"}\n\
+         {\"id\": \"u2\", \"text\": \"현금영수증 발급 방법\"}\n",
+    )
+    .unwrap();
+    let out = jikji(
+        &["eval", "--modes", "bm25", "--unanswerable", "--bundle"],
+        &[&bundle, &un],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("2 unanswerable queries"), "{text}");
+    assert!(
+        text.contains("readers' protocol, unanswerable queries"),
+        "{text}"
+    );
+    // The set's own judged queries are still refused, pointing at --queries.
+    let out = jikji(
+        &["eval", "--modes", "bm25", "--unanswerable", "--bundle"],
+        &[&bundle, &kb_eval()],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let e = stderr(&out);
+    assert!(
+        e.contains("have relevant documents") && e.contains("--queries FILE"),
+        "{e}"
+    );
+}
+
 /// Hits carried tier and provenance, but nothing let a curated tier win a tie:
 /// `--prefer-tier` puts that tier first among hits whose scores are within 0.01.
 #[test]

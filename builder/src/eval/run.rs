@@ -329,8 +329,12 @@ fn built_has_index(dir: &Path) -> bool {
 /// admitted them, so what is measured is what its users get. A hit counts for a qrels name
 /// that equals its `source`, else its `doc_id`; documents rank by their best chunk.
 ///
-/// Errors: a qrels name that is neither a source path nor a doc_id of the bundle (naming
-/// `qrels.tsv` and the line: a typo or a renamed file would otherwise count as a miss
+/// With `o.unanswerable`, `qrels.tsv` may be missing (no query has an answer), and the
+/// queries are `o.queries` or else `DIR/queries.jsonl`.
+///
+/// Errors: a qrels name that is neither a source path nor a doc_id of the bundle, or that
+/// names an archived version (searches leave it out, so it could never be found), naming
+/// `qrels.tsv` and the line (a typo or a renamed file would otherwise count as a miss
 /// silently), the checks of [`run`] on the queries, a bundle without vectors for a dense or
 /// hybrid mode, a model that is not the bundle's, I/O.
 pub fn run_bundle(bundle: &Path, dir: &Path, o: &EvalOptions) -> Result<EvalReport> {
@@ -339,7 +343,11 @@ pub fn run_bundle(bundle: &Path, dir: &Path, o: &EvalOptions) -> Result<EvalRepo
         None => load_queries(&dir.join("queries.jsonl"))?,
     };
     let qpath = dir.join("qrels.tsv");
-    let (qrels, named) = super::load_qrels(&qpath)?;
+    let (qrels, named) = if o.unanswerable && !qpath.exists() {
+        (HashMap::new(), Vec::new())
+    } else {
+        super::load_qrels(&qpath)?
+    };
     let mut set = EvalSet {
         corpus: Vec::new(),
         queries,
@@ -377,7 +385,28 @@ pub fn run_bundle(bundle: &Path, dir: &Path, o: &EvalOptions) -> Result<EvalRepo
                 line: Some(*line),
                 message: format!(
                     "{name:?} is neither a source path nor a doc_id of the bundle {}{hint}; \
-                     name a file as search results do (\"2. mobile/ios-requirements.md\") or a doc_id",
+                     name a file as search results do (\"2. mobile/ios-requirements.md\") or a doc_id \
+                     (files the build left out, which `jikji check` lists, are not in the bundle)",
+                    bundle.display()
+                ),
+            });
+        }
+        // An archived version is in the sources table but never in results: judging it
+        // would count a miss for every query whatever the ranking.
+        if let Some(old) = m.sources.iter().find(|s| s.archived && s.path == *name) {
+            let doc = old.doc_id.as_deref().unwrap_or_default();
+            let current = m
+                .sources
+                .iter()
+                .find(|s| !s.archived && s.doc_id.as_deref() == Some(doc))
+                .map(|s| format!(", or the current version {:?}", s.path))
+                .unwrap_or_default();
+            return Err(BuildError::InvalidInput {
+                path: qpath,
+                line: Some(*line),
+                message: format!(
+                    "{name:?} is an archived version in the bundle {} (a newer version of {doc:?} \
+                     replaces it, and searches leave it out): judge the doc_id {doc:?}{current}",
                     bundle.display()
                 ),
             });
@@ -478,7 +507,8 @@ fn check_judged(set: &EvalSet, o: &EvalOptions, dir: &Path) -> Result<()> {
     if o.unanswerable && judged_ids > 0 {
         return Err(usage(format!(
             "--unanswerable: {judged_ids} of the {} queries have relevant documents in {}; \
-             it is for queries this corpus cannot answer (another set's queries.jsonl)",
+             it is for queries this corpus cannot answer (another set's queries.jsonl: pass \
+             them with --queries FILE)",
             set.queries.len(),
             dir.join("qrels.tsv").display()
         )));
@@ -823,14 +853,16 @@ impl EvalReport {
         let mut s = String::new();
         match &self.bundle {
             Some(b) => {
-                let _ = writeln!(
+                let _ =
+                    writeln!(
                     s,
-                    "{} on bundle {}: {} files, {} chunks, {} judged queries, bundle {} bytes, open {:.1} s",
+                    "{} on bundle {}: {} files, {} chunks, {} {}, bundle {} bytes, open {:.1} s",
                     self.set.display(),
                     b.display(),
                     self.documents,
                     self.chunks,
                     self.queries,
+                    if self.unanswerable { "unanswerable queries" } else { "judged queries" },
                     self.bundle_bytes,
                     self.build_s
                 );
@@ -838,11 +870,16 @@ impl EvalReport {
             None => {
                 let _ = writeln!(
                     s,
-                    "{}: {} documents, {} chunks, {} judged queries, bundle {} bytes, build {:.1} s",
+                    "{}: {} documents, {} chunks, {} {}, bundle {} bytes, build {:.1} s",
                     self.set.display(),
                     self.documents,
                     self.chunks,
                     self.queries,
+                    if self.unanswerable {
+                        "unanswerable queries"
+                    } else {
+                        "judged queries"
+                    },
                     self.bundle_bytes,
                     self.build_s
                 );

@@ -45,10 +45,11 @@ pub struct Args {
     /// with the same ids, for cross-lingual retrieval).
     #[arg(long)]
     queries: Option<PathBuf>,
-    /// Treat every query as having no answer in the corpus (use with --queries from another
-    /// set): runs all queries and reports where their top-1 scores fall, i.e. how often a
-    /// query the bundle cannot answer still gets a "reliable" (>= 0.6) top hit.
-    #[arg(long, requires = "queries")]
+    /// Treat every query as having no answer in the corpus (with --queries from another set,
+    /// or, with --bundle, DIR/queries.jsonl, DIR/qrels.tsv then optional): runs all queries
+    /// and reports where their top-1 scores fall, i.e. how often a query the bundle cannot
+    /// answer still gets a "reliable" (>= 0.6) top hit.
+    #[arg(long)]
     unanswerable: bool,
     /// Comma-separated hybrid fusions to evaluate: rrf, weighted, weighted:W.
     #[arg(long, value_delimiter = ',', default_value = "weighted", value_parser = parse_fusion)]
