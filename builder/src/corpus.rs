@@ -747,14 +747,7 @@ pub fn skip_source_lines(text: &str, start: usize) -> usize {
     let mut end = start;
     for line in text[start..].split_inclusive('\n') {
         let t = line.trim();
-        let is_source = source_line(t).is_some()
-            || t.split_once([':', '：']).is_some_and(|(label, rest)| {
-                let url = rest.trim();
-                label.chars().count() <= 24
-                    && !label.trim().is_empty()
-                    && (url.starts_with("http://") || url.starts_with("https://"))
-                    && !url.contains(char::is_whitespace)
-            });
+        let is_source = is_source_line(t);
         if t.is_empty() {
             off += line.len();
         } else if is_source {
@@ -765,6 +758,20 @@ pub fn skip_source_lines(text: &str, start: usize) -> usize {
         }
     }
     end
+}
+
+/// True if the (trimmed) line `t` is a source line: a `Source:` / `출처:` line naming a URL
+/// or a name ([`source_line`]), or a short label (≤ 24 chars), a colon and only a URL
+/// (`원문(위키문헌): https://…`).
+pub fn is_source_line(t: &str) -> bool {
+    source_line(t).is_some()
+        || t.split_once([':', '：']).is_some_and(|(label, rest)| {
+            let url = rest.trim();
+            label.chars().count() <= 24
+                && !label.trim().is_empty()
+                && (url.starts_with("http://") || url.starts_with("https://"))
+                && !url.contains(char::is_whitespace)
+        })
 }
 
 /// Tier number of a folder named like `1. 漢文 古典` or `99. 온라인 자료`.

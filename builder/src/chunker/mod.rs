@@ -247,6 +247,18 @@ impl Strategy {
         }
     }
 
+    /// Chunks one file body as the build does: this strategy's chunks, without those that
+    /// hold nothing but heading lines and source lines ([`is_metadata_only`]: `# Shipping
+    /// FAQ` + `Source: https://…` before the first section). Such a chunk is file metadata —
+    /// the heading is in the next chunks' heading path, the source in their `source_url` —
+    /// and, left in, it ranked first for unrelated questions. Positions keep their gaps, so
+    /// the other chunks' ids do not change.
+    pub fn chunk_body(&self, text: &str, limits: &Limits) -> Chunked {
+        let mut out = self.chunker().chunk(text, limits);
+        out.chunks.retain(|c| !is_metadata_only(&c.text));
+        out
+    }
+
     /// The strategy object.
     pub fn chunker(&self) -> Box<dyn ChunkStrategy> {
         match *self {
@@ -259,11 +271,37 @@ impl Strategy {
     }
 }
 
-/// Splits `text` with the default strategy ([`Hierarchical`]) and character limits only.
-/// `params.overlap` must be smaller than `params.size` (it is clamped to `size / 2`
-/// otherwise).
+/// Splits `text` with the default strategy ([`Hierarchical`]) and character limits only,
+/// as [`Strategy::chunk_body`] does. `params.overlap` must be smaller than `params.size`
+/// (it is clamped to `size / 2` otherwise).
 pub fn chunk_text(text: &str, params: ChunkParams) -> Vec<Chunk> {
-    Hierarchical.chunk(text, &Limits::chars(params)).chunks
+    Strategy::Hierarchical
+        .chunk_body(text, &Limits::chars(params))
+        .chunks
+}
+
+/// True if every non-blank line of `text` is a markdown heading (`#` to `######` and a
+/// space) or a source line ([`crate::corpus::is_source_line`]), and at least one is a
+/// source line. A chunk of only
+/// headings is kept (a file may be just a title).
+pub fn is_metadata_only(text: &str) -> bool {
+    let mut source = false;
+    for line in text.lines() {
+        let t = line.trim();
+        if t.is_empty() {
+            continue;
+        }
+        let hashes = t.len() - t.trim_start_matches('#').len();
+        if (1..=6).contains(&hashes) && t[hashes..].starts_with(' ') {
+            continue;
+        }
+        if crate::corpus::is_source_line(t) {
+            source = true;
+            continue;
+        }
+        return false;
+    }
+    source
 }
 
 /// The overlap actually used for `params`: at most half the size.

@@ -561,3 +561,41 @@ mod properties {
         }
     }
 }
+
+/// Session 31 newcomer run: `# Shipping FAQ`, then `Source: https://…`, then the sections
+/// made a 65-character chunk of a heading and a URL, which hybrid search ranked first for
+/// Korean questions about other pages. Every strategy leaves it out now; the heading stays
+/// in the next chunks' heading path, and a chunk with text beside a source line is kept.
+#[test]
+fn a_title_and_source_line_became_a_chunk_of_their_own() {
+    let text = "# Shipping FAQ\n\nSource: https://help.example/shipping/faq\n\n\
+                ## What is the maximum parcel weight?\n\nThe maximum weight for a parcel is 30 kg.\n\n\
+                ## Can I change the delivery address?\n\nYes, once, until it is out for delivery.\n";
+    for name in STRATEGY_NAMES {
+        let s = Strategy::parse(name, 2048).unwrap();
+        let out = s.chunk_body(text, &Limits::chars(p(120, 16)));
+        assert!(!out.chunks.is_empty(), "{name}");
+        for c in &out.chunks {
+            assert!(
+                !is_metadata_only(&c.text),
+                "{name}: a metadata-only chunk {:?}",
+                c.text
+            );
+        }
+        let weight = out
+            .chunks
+            .iter()
+            .find(|c| c.text.contains("30 kg"))
+            .unwrap_or_else(|| panic!("{name}: the weight answer is in no chunk"));
+        if *name != "fixed" && *name != "recursive" {
+            assert_eq!(weight.heading_path[0], "Shipping FAQ", "{name}");
+        }
+    }
+    assert!(is_metadata_only("# T\n\n출처 : 고객센터 공지"));
+    assert!(is_metadata_only("## A\nSource: https://a.org/x\n"));
+    assert!(!is_metadata_only("# Only a title"));
+    assert!(!is_metadata_only(
+        "# T\n\nSource: https://a.org\n\nA sentence."
+    ));
+    assert!(!is_metadata_only("#hashtag\nSource: https://a.org"));
+}

@@ -205,8 +205,7 @@ pub fn chunk_file(f: &SourceFile, chunking: &Chunking, v: &VersionInfo) -> FileC
     let updated = updated_of(f);
     let out = chunking
         .strategy
-        .chunker()
-        .chunk(&f.text[f.body_byte..], &chunking.limits());
+        .chunk_body(&f.text[f.body_byte..], &chunking.limits());
     let record = |c: crate::chunker::Chunk, id: String| ChunkRecord {
         id,
         source: f.rel.clone(),

@@ -116,7 +116,7 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         let mut stats = StatsBuilder::new(chunker.name(), count);
         for f in &scanned.files {
             let body = &f.text[f.body_byte..];
-            let chunked = chunker.chunk(body, &limits);
+            let chunked = strategy.chunk_body(body, &limits);
             if a.report {
                 stats.add(body, &chunked);
                 continue;
