@@ -88,6 +88,24 @@ fn eval_reports_metrics_calibration_and_settings() {
     let text = eval(&[set.to_str().unwrap(), "--cache", cache.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&text.stdout);
     let missed = checks.iter().filter(|c| c["ok"] == false).count();
+    assert_eq!(v["protocol_missed"], missed);
+    assert_eq!(
+        v["protocol_checks"],
+        3 * v["modes"].as_array().unwrap().len()
+    );
+    // --fail-on-miss turns a missed check into exit status 1 (after the report), for CI.
+    let strict = eval(&[
+        set.to_str().unwrap(),
+        "--cache",
+        cache.to_str().unwrap(),
+        "--fail-on-miss",
+    ]);
+    assert_eq!(strict.status.code(), Some(if missed > 0 { 1 } else { 0 }));
+    assert!(String::from_utf8_lossy(&strict.stdout).contains("readers' protocol"));
+    if missed > 0 {
+        assert!(String::from_utf8_lossy(&strict.stderr)
+            .contains(&format!("{missed} of 3 readers'-protocol checks missed")));
+    }
     assert!(
         text.contains("readers' protocol (issue 19")
             && text.contains(&format!("missed {missed} of 3 checks")),
@@ -175,4 +193,110 @@ fn unanswerable_runs_count_every_query_as_wrong() {
     let share = bands[0]["queries"].as_f64().unwrap() / 2.0;
     assert_eq!(checks[0]["value"].as_f64().unwrap(), share);
     assert_eq!(checks[0]["ok"], share <= 0.01);
+    let strict = eval(
+        &[
+            &args[..],
+            &[
+                "--unanswerable",
+                "--queries",
+                other.to_str().unwrap(),
+                "--fail-on-miss",
+            ],
+        ]
+        .concat(),
+    );
+    assert_eq!(
+        strict.status.code(),
+        Some(if share <= 0.01 { 0 } else { 1 }),
+        "{}",
+        String::from_utf8_lossy(&strict.stderr)
+    );
+}
+
+/// Session 31 newcomer run: sloppy eval files a knowledge-base team writes dropped judged
+/// queries without a word (a qrels id with a trailing space, a qrels id no query has, a
+/// query written with "query" instead of "text", which ran as an empty query), took a
+/// duplicate query id twice, and read an empty queries file as "missed 0 checks".
+#[test]
+fn eval_dropped_judged_queries_silently() {
+    let tmp = tempfile::tempdir().unwrap();
+    let set = tmp.path().join("set");
+    write_set(
+        &set,
+        &[
+            ("q1", "who lights the lamp at dusk"),
+            ("q2", "apples from the orchard"),
+        ],
+        &[("q1", "lighthouse"), ("q2", "orchard")],
+    );
+    let cache = tmp.path().join("cache");
+    let run = |args: &[&str]| {
+        let mut all = vec![
+            set.to_str().unwrap(),
+            "--cache",
+            cache.to_str().unwrap(),
+            "--modes",
+            "bm25",
+        ];
+        all.extend_from_slice(args);
+        let out = eval(&all);
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let qrels = set.join("qrels.tsv");
+    // A trailing space after a qrels id (and a byte order mark, no header) is read as meant.
+    std::fs::write(&qrels, "\u{feff}q1 \tlighthouse\t1\nq2\torchard \t1\n").unwrap();
+    let (code, out, err) = run(&[]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.contains("2 judged queries") && !out.contains("warning"),
+        "{out}"
+    );
+    // A judged id that no query has is named, not dropped silently.
+    std::fs::write(
+        &qrels,
+        "q1\tlighthouse\t1\nq2\torchard\t1\nghost\tharbour\t1\n",
+    )
+    .unwrap();
+    let (code, out, _) = run(&[]);
+    assert_eq!(code, Some(0));
+    assert!(
+        out.contains("warning: 1 judged query id(s)") && out.contains("\"ghost\""),
+        "{out}"
+    );
+    let (_, _, err) = run(&["--json"]);
+    assert!(err.contains("\"ghost\""), "{err}");
+    std::fs::write(&qrels, "q1\tlighthouse\t1\nq2\torchard\t1\n").unwrap();
+    // A query without "text", and a duplicate id, are errors naming the line.
+    let queries = set.join("queries.jsonl");
+    std::fs::write(
+        &queries,
+        "{\"id\": \"q1\", \"text\": \"the lamp\"}\n{\"id\": \"q2\", \"query\": \"apples\"}\n",
+    )
+    .unwrap();
+    let (code, _, err) = run(&[]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("queries.jsonl:2") && err.contains("no \"text\""),
+        "{err}"
+    );
+    std::fs::write(
+        &queries,
+        "\u{feff}{\"id\": \"q1\", \"text\": \"the lamp\"}\n{\"id\": \"q1\", \"text\": \"apples\"}\n",
+    )
+    .unwrap();
+    let (code, _, err) = run(&[]);
+    assert_eq!(code, Some(1), "a byte order mark is not the error: {err}");
+    assert!(
+        err.contains("queries.jsonl:2") && err.contains("query id \"q1\" again (first on line 1)"),
+        "{err}"
+    );
+    // An empty queries file is an error, not a clean run of nothing.
+    std::fs::write(&queries, "").unwrap();
+    let (code, _, err) = run(&[]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("holds no queries"), "{err}");
 }

@@ -945,6 +945,18 @@ fn eval_bundle_unanswerable_needed_queries_and_qrels() {
         text.contains("readers' protocol, unanswerable queries"),
         "{text}"
     );
+    // A bundle path with nothing there says so (it named a missing manifest.json).
+    let nope = tmp.path().join("nope");
+    let out = jikji(
+        &["eval", "--modes", "bm25", "--bundle"],
+        &[&nope, &kb_eval()],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("no bundle folder here"),
+        "{}",
+        stderr(&out)
+    );
     // The set's own judged queries are still refused, pointing at --queries.
     let out = jikji(
         &["eval", "--modes", "bm25", "--unanswerable", "--bundle"],

@@ -66,11 +66,14 @@ pub(crate) fn read_jsonl<T: serde::de::DeserializeOwned>(
     let f = std::fs::File::open(path).map_err(|e| BuildError::io("opening", path, e))?;
     let mut out = Vec::new();
     for (i, line) in std::io::BufReader::new(f).lines().enumerate() {
-        let line = line.map_err(|source| BuildError::ReadLine {
+        let mut line = line.map_err(|source| BuildError::ReadLine {
             path: path.to_path_buf(),
             line: i + 1,
             source,
         })?;
+        if i == 0 && line.starts_with('\u{feff}') {
+            line.drain(..3); // a UTF-8 byte order mark (Windows editors write one)
+        }
         if line.trim().is_empty() {
             continue;
         }
@@ -110,11 +113,31 @@ fn id_of(path: &Path, line: usize, v: &serde_json::Value) -> Result<String> {
 }
 
 /// Reads a `queries.jsonl` file ({id, text} per line; BEIR's `_id` is read as `id`) as
-/// `(id, text)` pairs; errors name the file and line (also of a record without an id).
+/// `(id, text)` pairs. Errors name the file and line: a record without an id, without a
+/// non-empty `text` (it would run as an empty query and count as a miss), or with an id
+/// an earlier line has (a run file would hold the query twice).
 pub fn load_queries(path: &Path) -> Result<Vec<(String, String)>> {
+    let mut first: HashMap<String, usize> = HashMap::new();
     read_jsonl::<serde_json::Value>(path, "invalid JSON")?
         .iter()
-        .map(|(line, v)| Ok((id_of(path, *line, v)?, field(v, "text"))))
+        .map(|(line, v)| {
+            let id = id_of(path, *line, v)?;
+            let text = field(v, "text");
+            let bad = |message: String| BuildError::InvalidInput {
+                path: path.to_path_buf(),
+                line: Some(*line),
+                message,
+            };
+            if text.trim().is_empty() {
+                return Err(bad(format!(
+                    "query {id:?} has no \"text\" (or an empty one): each line is {{\"id\": …, \"text\": …}}"
+                )));
+            }
+            if let Some(l) = first.insert(id.clone(), *line) {
+                return Err(bad(format!("query id {id:?} again (first on line {l})")));
+            }
+            Ok((id, text))
+        })
         .collect()
 }
 
@@ -280,8 +303,10 @@ pub fn load_qrels(qpath: &Path) -> Result<(Qrels, Vec<(usize, String)>)> {
     let mut named: Vec<(usize, String)> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     let text = std::fs::read_to_string(qpath).map_err(|e| BuildError::io("reading", qpath, e))?;
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     for (i, line) in text.lines().enumerate() {
-        let cols: Vec<&str> = line.split('\t').collect();
+        // Ids and names are trimmed: a trailing space (`pw \t…`) is never meant.
+        let cols: Vec<&str> = line.split('\t').map(str::trim).collect();
         if line.trim().is_empty() {
             continue;
         }

@@ -195,6 +195,14 @@ pub struct EvalReport {
     pub query_embed_median_ms: f64,
     /// One row per ranking.
     pub modes: Vec<ModeRow>,
+    /// Things the run left out that the user should know (qrels query ids that no query
+    /// has); printed first by [`Self::to_text`].
+    pub warnings: Vec<String>,
+    /// Readers'-protocol checks over all rows ([`ModeRow::protocol`]), and how many of them
+    /// were missed (`jikji eval --fail-on-miss` exits 1 when this is not 0).
+    pub protocol_checks: usize,
+    /// Of [`Self::protocol_checks`], the missed ones.
+    pub protocol_missed: usize,
 }
 
 /// Query expansion weights as reported.
@@ -221,7 +229,7 @@ pub fn run(dir: &Path, o: &EvalOptions) -> Result<EvalReport> {
     if let Some(q) = &o.queries {
         set.queries = load_queries(q)?;
     }
-    check_judged(&set, o, dir)?;
+    let warnings = check_judged(&set, o, dir)?;
     let needs_model = o.modes.iter().any(|m| *m != Mode::Bm25);
     let files: Vec<SourceFile> = set
         .corpus
@@ -307,6 +315,7 @@ pub fn run(dir: &Path, o: &EvalOptions) -> Result<EvalReport> {
         bundle_bytes: bytes,
         build_s,
         build_phases: built.seconds.clone(),
+        warnings,
         ..report(dir, o, m, measured)
     })
 }
@@ -353,7 +362,14 @@ pub fn run_bundle(bundle: &Path, dir: &Path, o: &EvalOptions) -> Result<EvalRepo
         queries,
         qrels,
     };
-    check_judged(&set, o, dir)?;
+    let warnings = check_judged(&set, o, dir)?;
+    if !bundle.is_dir() {
+        return Err(BuildError::Eval {
+            path: bundle.to_path_buf(),
+            message: "no bundle folder here (--bundle takes the folder `jikji build --out` wrote)"
+                .into(),
+        });
+    }
     let t = Instant::now();
     let b = jikji_format::Bundle::open_dir(bundle)?;
     let m = b.manifest().clone();
@@ -445,6 +461,7 @@ pub fn run_bundle(bundle: &Path, dir: &Path, o: &EvalOptions) -> Result<EvalRepo
         chunks: m.counts.chunks,
         bundle_bytes: bytes,
         build_s: open_s,
+        warnings,
         ..report(dir, o, &m, measured)
     })
 }
@@ -485,16 +502,53 @@ fn report(
         calibration: m.calibration.clone(),
         centring: centring_label(m),
         query_embed_median_ms: measured.embed_median_ms,
+        warnings: Vec::new(),
+        protocol_checks: measured.rows.iter().map(|r| r.protocol.len()).sum(),
+        protocol_missed: measured
+            .rows
+            .iter()
+            .flat_map(|r| &r.protocol)
+            .filter(|c| !c.ok)
+            .count(),
         modes: measured.rows,
     }
 }
 
-/// A queries file must match the run: judged queries, or (`unanswerable`) none judged.
-fn check_judged(set: &EvalSet, o: &EvalOptions, dir: &Path) -> Result<()> {
+/// A queries file must match the run: judged queries, or (`unanswerable`) none judged,
+/// and at least one query. Returns warnings: qrels query ids that no query has (a typo, or
+/// a query left out of the file: they are not evaluated).
+fn check_judged(set: &EvalSet, o: &EvalOptions, dir: &Path) -> Result<Vec<String>> {
     let usage = |message: String| BuildError::Eval {
         path: dir.to_path_buf(),
         message,
     };
+    let qfile = o
+        .queries
+        .clone()
+        .unwrap_or_else(|| dir.join("queries.jsonl"));
+    if set.queries.is_empty() {
+        return Err(usage(format!("{} holds no queries", qfile.display())));
+    }
+    let mut warnings = Vec::new();
+    let ids: HashSet<&str> = set.queries.iter().map(|(id, _)| id.as_str()).collect();
+    let mut orphans: Vec<&str> = set
+        .qrels
+        .iter()
+        .filter(|(q, j)| !ids.contains(q.as_str()) && j.values().any(|&g| g > 0))
+        .map(|(q, _)| q.as_str())
+        .collect();
+    if !orphans.is_empty() && !o.unanswerable {
+        orphans.sort_unstable();
+        let shown: Vec<String> = orphans.iter().take(5).map(|q| format!("{q:?}")).collect();
+        warnings.push(format!(
+            "{} judged query id(s) of {} are in no query of {} and are not evaluated: {}{}",
+            orphans.len(),
+            dir.join("qrels.tsv").display(),
+            qfile.display(),
+            shown.join(", "),
+            if orphans.len() > 5 { ", …" } else { "" }
+        ));
+    }
     // A queries file must match the run: judged queries, or (unanswerable) none judged.
     let has_relevant = |qrels: &HashMap<String, HashMap<String, i32>>, id: &str| {
         qrels.get(id).is_some_and(|j| j.values().any(|&g| g > 0))
@@ -525,7 +579,7 @@ fn check_judged(set: &EvalSet, o: &EvalOptions, dir: &Path) -> Result<()> {
             }
         )));
     }
-    Ok(())
+    Ok(warnings)
 }
 
 /// What [`evaluate`] measured.
@@ -885,6 +939,9 @@ impl EvalReport {
                 );
             }
         }
+        for w in &self.warnings {
+            let _ = writeln!(s, "warning: {w}");
+        }
         if let Some(c) = &self.dense_index_chosen_by {
             let _ = writeln!(s, "dense index: {c}");
         }
@@ -989,14 +1046,11 @@ impl EvalReport {
                 "readers' protocol (issue 19: >= 0.6 cite, >= 90 % of those top-1s right; < 0.3 drop, <= 30 % right; top-1 ECE <= 0.10):"
             );
         }
-        let (mut missed, mut all) = (0, 0);
         for r in &self.modes {
             let cells: Vec<String> = r
                 .protocol
                 .iter()
                 .map(|c| {
-                    all += 1;
-                    missed += usize::from(!c.ok);
                     let v = match (c.check, c.value) {
                         (_, None) => "empty".to_string(),
                         ("ece", Some(v)) => format!("{v:.3}"),
@@ -1017,7 +1071,11 @@ impl EvalReport {
                 .collect();
             let _ = writeln!(s, "  {:<14}{}", r.mode, cells.join("   "));
         }
-        let _ = writeln!(s, "  missed {missed} of {all} checks");
+        let _ = writeln!(
+            s,
+            "  missed {} of {} checks",
+            self.protocol_missed, self.protocol_checks
+        );
         s
     }
 }

@@ -65,6 +65,11 @@ pub struct Args {
     /// JSON output.
     #[arg(long)]
     json: bool,
+    /// Exit with status 1 when a readers'-protocol check is missed (a cited top hit wrong too
+    /// often, right answers under 0.3, ECE over 0.10, unanswerable queries reaching 0.6),
+    /// after printing the report: for CI jobs that gate a bundle on its score bands.
+    #[arg(long)]
+    fail_on_miss: bool,
     #[command(flatten)]
     index: IndexArgs,
     #[command(flatten)]
@@ -148,9 +153,19 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
         None => run_eval(&a.dir, &opts)?,
     };
     if a.json {
+        for w in &report.warnings {
+            eprintln!("warning: {w}");
+        }
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", report.to_text());
+    }
+    if a.fail_on_miss && report.protocol_missed > 0 {
+        eprintln!(
+            "jikji eval --fail-on-miss: {} of {} readers'-protocol checks missed",
+            report.protocol_missed, report.protocol_checks
+        );
+        return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
 }
