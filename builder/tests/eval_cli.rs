@@ -300,3 +300,63 @@ fn eval_dropped_judged_queries_silently() {
     assert_eq!(code, Some(1));
     assert!(err.contains("holds no queries"), "{err}");
 }
+
+/// Session 31 newcomer run: `--run OLD --hits-out /missing-dir/h.jsonl` emptied OLD (created
+/// first) before the hits file failed. Outputs are now written beside their paths and
+/// renamed at the end, so a failed run leaves earlier files as they were.
+#[test]
+fn eval_emptied_the_old_run_file_when_another_output_failed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let set = tmp.path().join("set");
+    write_set(
+        &set,
+        &[("q1", "who lights the lamp at dusk")],
+        &[("q1", "lighthouse")],
+    );
+    let cache = tmp.path().join("cache");
+    let old = tmp.path().join("old.run");
+    std::fs::write(&old, "q1 Q0 lighthouse 1 9.0 earlier\n").unwrap();
+    let missing = tmp.path().join("no-such-dir").join("h.jsonl");
+    let out = eval(&[
+        set.to_str().unwrap(),
+        "--cache",
+        cache.to_str().unwrap(),
+        "--modes",
+        "bm25",
+        "--run",
+        old.to_str().unwrap(),
+        "--hits-out",
+        missing.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        std::fs::read_to_string(&old).unwrap(),
+        "q1 Q0 lighthouse 1 9.0 earlier\n"
+    );
+    let stray: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".jikji-eval-"))
+        .collect();
+    assert!(stray.is_empty(), "{stray:?}");
+    // A run that succeeds replaces it.
+    let out = eval(&[
+        set.to_str().unwrap(),
+        "--cache",
+        cache.to_str().unwrap(),
+        "--modes",
+        "bm25",
+        "--run",
+        old.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run = std::fs::read_to_string(&old).unwrap();
+    assert!(
+        run.starts_with("q1 Q0 lighthouse 1 ") && run.contains("jikji-bm25"),
+        "{run}"
+    );
+}

@@ -673,18 +673,21 @@ fn evaluate(
         qvecs.resize(judged.len(), None);
     }
     embed_ms.sort_by(f64::total_cmp);
-    let mut run_out = match &o.run {
-        Some(p) => Some(std::io::BufWriter::new(
-            std::fs::File::create(p).map_err(|e| BuildError::io("creating", p, e))?,
-        )),
-        None => None,
+    // Written beside their paths and renamed over them at the end: a run that fails (another
+    // output path unwritable, an I/O error) leaves an earlier run's files as they were.
+    let beside = |p: &PathBuf| -> Result<std::io::BufWriter<tempfile::NamedTempFile>> {
+        let dir = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        tempfile::Builder::new()
+            .prefix(".jikji-eval-")
+            .tempfile_in(dir)
+            .map(std::io::BufWriter::new)
+            .map_err(|e| BuildError::io("creating", p, e))
     };
-    let mut hits_out = match &o.hits_out {
-        Some(p) => Some(std::io::BufWriter::new(
-            std::fs::File::create(p).map_err(|e| BuildError::io("creating", p, e))?,
-        )),
-        None => None,
-    };
+    let mut run_out = o.run.as_ref().map(beside).transpose()?;
+    let mut hits_out = o.hits_out.as_ref().map(beside).transpose()?;
     let mut runs: Vec<(Mode, Option<Fusion>)> = Vec::new();
     for &m in &o.modes {
         if m == Mode::Hybrid {
@@ -838,11 +841,22 @@ fn evaluate(
             no_hit,
         });
     }
-    if let (Some(w), Some(p)) = (run_out.as_mut(), &o.run) {
-        w.flush().map_err(|e| BuildError::io("writing", p, e))?;
-    }
-    if let (Some(w), Some(p)) = (hits_out.as_mut(), &o.hits_out) {
-        w.flush().map_err(|e| BuildError::io("writing", p, e))?;
+    for (w, p) in [(run_out, &o.run), (hits_out, &o.hits_out)] {
+        if let (Some(w), Some(p)) = (w, p) {
+            let f = w
+                .into_inner()
+                .map_err(|e| BuildError::io("writing", p, e.into_error()))?;
+            #[cfg(unix)]
+            {
+                // A temporary file is 0600; an output file is 0644 as `File::create` made it.
+                use std::os::unix::fs::PermissionsExt;
+                let _ = f
+                    .as_file()
+                    .set_permissions(std::fs::Permissions::from_mode(0o644));
+            }
+            f.persist(p)
+                .map_err(|e| BuildError::io("writing", p, e.error))?;
+        }
     }
     Ok(Measured {
         queries: judged.len(),
