@@ -294,6 +294,20 @@ fn eval_dropped_judged_queries_silently() {
         err.contains("queries.jsonl:2") && err.contains("query id \"q1\" again (first on line 1)"),
         "{err}"
     );
+    // A qrels file in another encoding names the line and byte.
+    std::fs::write(
+        &queries,
+        "{\"id\": \"q1\", \"text\": \"the lamp\"}\n{\"id\": \"q2\", \"text\": \"apples\"}\n",
+    )
+    .unwrap();
+    std::fs::write(&qrels, b"q1\tlighthouse\t1\nq2\t\xb0\xa1orchard\t1\n").unwrap();
+    let (code, _, err) = run(&[]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("qrels.tsv:2") && err.contains("not UTF-8 at byte 19"),
+        "{err}"
+    );
+    std::fs::write(&qrels, "q1\tlighthouse\t1\nq2\torchard\t1\n").unwrap();
     // An empty queries file is an error, not a clean run of nothing.
     std::fs::write(&queries, "").unwrap();
     let (code, _, err) = run(&[]);

@@ -917,6 +917,46 @@ fn eval_bundle_accepted_an_archived_version_in_qrels() {
     );
 }
 
+/// Session 31 newcomer run: a qrels name written with other case, a Windows `\\`, or in
+/// decomposed Unicode (macOS file names) got no "did you mean", and the NFD error printed a
+/// name that looked identical to the real one.
+#[test]
+fn eval_bundle_gave_no_hint_for_a_name_written_differently() {
+    use unicode_normalization::UnicodeNormalization;
+    let tmp = tempfile::tempdir().unwrap();
+    let kb = corpus(tmp.path());
+    let bundle = tmp.path().join("bundle");
+    build_bm25(&kb, &bundle);
+    let nfd: String = "1. api/결제-API.md".nfd().collect();
+    for (written, meant) in [
+        (
+            "2. Mobile/iOS-Requirements.md",
+            "2. mobile/ios-requirements.md",
+        ),
+        (
+            "2. mobile\\ios-requirements.md",
+            "2. mobile/ios-requirements.md",
+        ),
+        (nfd.as_str(), "1. api/결제-API.md"),
+    ] {
+        let bad = tmp.path().join("bad");
+        let _ = std::fs::remove_dir_all(&bad);
+        copy_dir(&kb_eval(), &bad);
+        std::fs::write(
+            bad.join("qrels.tsv"),
+            format!("query-id\tcorpus-id\tscore\nios\t{written}\t1\n"),
+        )
+        .unwrap();
+        let out = jikji(&["eval", "--modes", "bm25", "--bundle"], &[&bundle, &bad]);
+        assert_eq!(out.status.code(), Some(1));
+        let e = stderr(&out);
+        assert!(
+            e.contains("qrels.tsv:2") && e.contains(&format!("did you mean {meant:?}?")),
+            "{written:?}: {e}"
+        );
+    }
+}
+
 /// Session 31: measuring a knowledge base's unanswerable questions with `--bundle` needed
 /// `--queries` although DIR/queries.jsonl held them, and a `qrels.tsv` although no query has
 /// an answer; the report called them "judged queries".

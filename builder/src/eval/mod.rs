@@ -302,7 +302,18 @@ pub fn load_qrels(qpath: &Path) -> Result<(Qrels, Vec<(usize, String)>)> {
     let mut qrels: Qrels = HashMap::new();
     let mut named: Vec<(usize, String)> = Vec::new();
     let mut seen = std::collections::HashSet::new();
-    let text = std::fs::read_to_string(qpath).map_err(|e| BuildError::io("reading", qpath, e))?;
+    let bytes = std::fs::read(qpath).map_err(|e| BuildError::io("reading", qpath, e))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let b = e.as_bytes();
+        BuildError::InvalidInput {
+            path: qpath.to_path_buf(),
+            line: Some(b[..at].iter().filter(|&&c| c == b'\n').count() + 1),
+            message: format!(
+                "not UTF-8 at byte {at} (saved as UTF-16, CP949 or Latin-1?): save it as UTF-8"
+            ),
+        }
+    })?;
     let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     for (i, line) in text.lines().enumerate() {
         // Ids and names are trimmed: a trailing space (`pw \t…`) is never meant.

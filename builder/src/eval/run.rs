@@ -387,21 +387,44 @@ pub fn run_bundle(bundle: &Path, dir: &Path, o: &EvalOptions) -> Result<EvalRepo
                     .into(),
         });
     }
+    // How a name is compared for a "did you mean": case, `\` for `/`, a leading `./` and the
+    // Unicode form (macOS writes Korean file names decomposed, NFD) do not count.
+    let loose = |s: &str| -> String {
+        use unicode_normalization::UnicodeNormalization;
+        let s = s.replace('\\', "/");
+        s.trim_start_matches("./")
+            .nfc()
+            .collect::<String>()
+            .to_lowercase()
+    };
     for (line, name) in &named {
         if !paths.contains(name.as_str()) && !doc_ids.contains(name.as_str()) {
-            let hint = m
+            let want = loose(name);
+            let near = m
                 .sources
                 .iter()
-                .map(|s| s.path.as_str())
-                .find(|p| p.ends_with(name.as_str()) || name.ends_with(*p))
+                .flat_map(|s| std::iter::once(s.path.as_str()).chain(s.doc_id.as_deref()))
+                .find(|p| loose(p) == want)
+                .or_else(|| {
+                    m.sources.iter().map(|s| s.path.as_str()).find(|p| {
+                        let p = loose(p);
+                        p.ends_with(&want) || want.ends_with(&p)
+                    })
+                });
+            let hint = near
                 .map(|p| format!(" (did you mean {p:?}?)"))
                 .unwrap_or_default();
+            let example = m
+                .sources
+                .iter()
+                .find(|s| !s.archived)
+                .map_or("2. mobile/ios-requirements.md", |s| s.path.as_str());
             return Err(BuildError::InvalidInput {
                 path: qpath,
                 line: Some(*line),
                 message: format!(
                     "{name:?} is neither a source path nor a doc_id of the bundle {}{hint}; \
-                     name a file as search results do (\"2. mobile/ios-requirements.md\") or a doc_id \
+                     name a file as search results do ({example:?}) or a doc_id \
                      (files the build left out, which `jikji check` lists, are not in the bundle)",
                     bundle.display()
                 ),
