@@ -269,50 +269,47 @@ fn eval_dropped_judged_queries_silently() {
     );
     let (_, _, err) = run(&["--json"]);
     assert!(err.contains("\"ghost\""), "{err}");
-    std::fs::write(&qrels, "q1\tlighthouse\t1\nq2\torchard\t1\n").unwrap();
-    // A query without "text", and a duplicate id, are errors naming the line.
+    // Each of these files is refused, the error naming where.
     let queries = set.join("queries.jsonl");
-    std::fs::write(
-        &queries,
-        "{\"id\": \"q1\", \"text\": \"the lamp\"}\n{\"id\": \"q2\", \"query\": \"apples\"}\n",
-    )
-    .unwrap();
-    let (code, _, err) = run(&[]);
-    assert_eq!(code, Some(1));
-    assert!(
-        err.contains("queries.jsonl:2") && err.contains("no \"text\""),
-        "{err}"
-    );
-    std::fs::write(
-        &queries,
-        "\u{feff}{\"id\": \"q1\", \"text\": \"the lamp\"}\n{\"id\": \"q1\", \"text\": \"apples\"}\n",
-    )
-    .unwrap();
-    let (code, _, err) = run(&[]);
-    assert_eq!(code, Some(1), "a byte order mark is not the error: {err}");
-    assert!(
-        err.contains("queries.jsonl:2") && err.contains("query id \"q1\" again (first on line 1)"),
-        "{err}"
-    );
-    // A qrels file in another encoding names the line and byte.
-    std::fs::write(
-        &queries,
-        "{\"id\": \"q1\", \"text\": \"the lamp\"}\n{\"id\": \"q2\", \"text\": \"apples\"}\n",
-    )
-    .unwrap();
-    std::fs::write(&qrels, b"q1\tlighthouse\t1\nq2\t\xb0\xa1orchard\t1\n").unwrap();
-    let (code, _, err) = run(&[]);
-    assert_eq!(code, Some(1));
-    assert!(
-        err.contains("qrels.tsv:2") && err.contains("not UTF-8 at byte 19"),
-        "{err}"
-    );
-    std::fs::write(&qrels, "q1\tlighthouse\t1\nq2\torchard\t1\n").unwrap();
-    // An empty queries file is an error, not a clean run of nothing.
-    std::fs::write(&queries, "").unwrap();
-    let (code, _, err) = run(&[]);
-    assert_eq!(code, Some(1));
-    assert!(err.contains("holds no queries"), "{err}");
+    let good_queries =
+        "{\"id\": \"q1\", \"text\": \"the lamp\"}\n{\"id\": \"q2\", \"text\": \"apples\"}\n";
+    let good_qrels = "q1\tlighthouse\t1\nq2\torchard\t1\n";
+    // (what, queries.jsonl, qrels.tsv, what the error says)
+    type Case<'a> = (&'a str, &'a [u8], &'a [u8], &'a [&'a str]);
+    let cases: [Case; 4] = [
+        (
+            "a query without \"text\"",
+            b"{\"id\": \"q1\", \"text\": \"the lamp\"}\n{\"id\": \"q2\", \"query\": \"apples\"}\n",
+            good_qrels.as_bytes(),
+            &["queries.jsonl:2", "no \"text\""],
+        ),
+        (
+            "a duplicate id (after a byte order mark, which is not the error)",
+            "\u{feff}{\"id\": \"q1\", \"text\": \"the lamp\"}\n{\"id\": \"q1\", \"text\": \"apples\"}\n"
+                .as_bytes(),
+            good_qrels.as_bytes(),
+            &["queries.jsonl:2", "query id \"q1\" again (first on line 1)"],
+        ),
+        (
+            "qrels in another encoding",
+            good_queries.as_bytes(),
+            b"q1\tlighthouse\t1\nq2\t\xb0\xa1orchard\t1\n",
+            &["qrels.tsv:2", "not UTF-8 at byte 19"],
+        ),
+        (
+            "an empty queries file (not a clean run of nothing)",
+            b"",
+            good_qrels.as_bytes(),
+            &["holds no queries"],
+        ),
+    ];
+    for (what, q, r, needles) in cases {
+        std::fs::write(&queries, q).unwrap();
+        std::fs::write(&qrels, r).unwrap();
+        let (code, _, err) = run(&[]);
+        assert_eq!(code, Some(1), "{what}: {err}");
+        assert!(needles.iter().all(|n| err.contains(n)), "{what}: {err}");
+    }
 }
 
 /// Session 31 newcomer run: `--run OLD --hits-out /missing-dir/h.jsonl` emptied OLD (created
