@@ -545,12 +545,7 @@ pub fn compute(
             let src = sources.len();
             let mut n = 0;
             for d in &docs {
-                for c in chunking
-                    .strategy
-                    .chunker()
-                    .chunk(d, &chunking.limits())
-                    .chunks
-                {
+                for c in chunking.strategy.chunk_body(d, &chunking.limits()).chunks {
                     if c.text.chars().count() < 50
                         || jikji_engine::centring::detect_lang(&c.text) != r.lang
                     {

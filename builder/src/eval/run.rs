@@ -852,15 +852,16 @@ fn evaluate(
             rescore: rescore.map_or(0, |r| o.rescore.unwrap_or(r)),
             ..vs.row(nlist, o.nprobe.unwrap_or(nprobe), from)
         });
+        let (top1_bands, top1_ece) = (bands(&top1), ece(&top1, 10));
         rows.push(ModeRow {
             dense_index,
             mode: label,
             metrics: mean(&per_query),
             median_ms: percentile(&ms, 0.5),
             p95_ms: percentile(&ms, 0.95),
-            protocol: protocol_checks(&bands(&top1), ece(&top1, 10), o.unanswerable),
-            top1_bands: bands(&top1),
-            top1_ece: ece(&top1, 10),
+            protocol: protocol_checks(&top1_bands, top1_ece, o.unanswerable),
+            top1_bands,
+            top1_ece,
             no_hit,
         });
     }
