@@ -985,18 +985,19 @@ fn eval_bundle_unanswerable_needed_queries_and_qrels() {
         text.contains("readers' protocol, unanswerable queries"),
         "{text}"
     );
-    // A bundle path with nothing there says so (it named a missing manifest.json).
-    let nope = tmp.path().join("nope");
-    let out = jikji(
-        &["eval", "--modes", "bm25", "--bundle"],
-        &[&nope, &kb_eval()],
-    );
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("no bundle folder here"),
-        "{}",
-        stderr(&out)
-    );
+    // A bundle path with nothing there, or a folder that is not a bundle, says so (it named
+    // a missing manifest.json); the same check as `jikji search` and `jikji verify`.
+    for (path, says) in [
+        (tmp.path().join("nope"), "not found"),
+        (kb.clone(), "not a bundle folder"),
+    ] {
+        let out = jikji(
+            &["eval", "--modes", "bm25", "--bundle"],
+            &[&path, &kb_eval()],
+        );
+        assert_eq!(out.status.code(), Some(1));
+        assert!(stderr(&out).contains(says), "{}", stderr(&out));
+    }
     // The set's own judged queries are still refused, pointing at --queries.
     let out = jikji(
         &["eval", "--modes", "bm25", "--unanswerable", "--bundle"],

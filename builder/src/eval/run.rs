@@ -363,13 +363,6 @@ pub fn run_bundle(bundle: &Path, dir: &Path, o: &EvalOptions) -> Result<EvalRepo
         qrels,
     };
     let warnings = check_judged(&set, o, dir)?;
-    if !bundle.is_dir() {
-        return Err(BuildError::Eval {
-            path: bundle.to_path_buf(),
-            message: "no bundle folder here (--bundle takes the folder `jikji build --out` wrote)"
-                .into(),
-        });
-    }
     let t = Instant::now();
     let b = jikji_format::Bundle::open_dir(bundle)?;
     let m = b.manifest().clone();

@@ -149,7 +149,10 @@ pub fn run(a: Args) -> anyhow::Result<ExitCode> {
     );
     anyhow::ensure!(a.nprobe != Some(0), "--nprobe must be at least 1");
     let report = match &a.bundle {
-        Some(b) => jikji_builder::eval::run_bundle(b, &a.dir, &opts)?,
+        Some(b) => {
+            super::is_bundle_folder(b)?;
+            jikji_builder::eval::run_bundle(b, &a.dir, &opts)?
+        }
         None => run_eval(&a.dir, &opts)?,
     };
     if a.json {
