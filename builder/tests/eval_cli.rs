@@ -211,6 +211,33 @@ fn unanswerable_runs_count_every_query_as_wrong() {
         "{}",
         String::from_utf8_lossy(&strict.stderr)
     );
+    // The failing path, made certain: a question that repeats a passage word for word
+    // reaches ">= 0.6" although this run counts it unanswerable, so the check is missed
+    // and --fail-on-miss exits 1 after printing the report.
+    let copy = tmp.path().join("copy.jsonl");
+    std::fs::write(
+        &copy,
+        "{\"id\": \"x9\", \"text\": \"The lighthouse keeper climbed the stairs at dusk to light the lamp.\"}\n",
+    )
+    .unwrap();
+    let strict = eval(
+        &[
+            &args[..],
+            &[
+                "--unanswerable",
+                "--queries",
+                copy.to_str().unwrap(),
+                "--fail-on-miss",
+            ],
+        ]
+        .concat(),
+    );
+    let v: serde_json::Value = serde_json::from_slice(&strict.stdout).unwrap();
+    assert_eq!(v["protocol_missed"], 1, "{v}");
+    assert_eq!(strict.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&strict.stderr).contains("1 of 1 readers'-protocol checks missed")
+    );
 }
 
 /// Session 31 newcomer run: sloppy eval files a knowledge-base team writes dropped judged
