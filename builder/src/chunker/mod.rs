@@ -252,10 +252,13 @@ impl Strategy {
     /// FAQ` + `Source: https://…` before the first section). Such a chunk is file metadata —
     /// the heading is in the next chunks' heading path, the source in their `source_url` —
     /// and, left in, it ranked first for unrelated questions. Positions keep their gaps, so
-    /// the other chunks' ids do not change.
+    /// the other chunks' ids do not change. A file with nothing else (a title and its
+    /// source) keeps its chunks, so it can still be found by its title.
     pub fn chunk_body(&self, text: &str, limits: &Limits) -> Chunked {
         let mut out = self.chunker().chunk(text, limits);
-        out.chunks.retain(|c| !is_metadata_only(&c.text));
+        if out.chunks.iter().any(|c| !is_metadata_only(&c.text)) {
+            out.chunks.retain(|c| !is_metadata_only(&c.text));
+        }
         out
     }
 

@@ -591,6 +591,15 @@ fn a_title_and_source_line_became_a_chunk_of_their_own() {
             assert_eq!(weight.heading_path[0], "Shipping FAQ", "{name}");
         }
     }
+    // A file of only a title and its source keeps it: found by its title, not dropped.
+    for name in STRATEGY_NAMES {
+        let s = Strategy::parse(name, 2048).unwrap();
+        let out = s.chunk_body(
+            "# Title only\n\nSource: https://x.example/a\n",
+            &Limits::chars(p(120, 16)),
+        );
+        assert_eq!(out.chunks.len(), 1, "{name}");
+    }
     assert!(is_metadata_only("# T\n\n출처 : 고객센터 공지"));
     assert!(is_metadata_only("## A\nSource: https://a.org/x\n"));
     assert!(!is_metadata_only("# Only a title"));
